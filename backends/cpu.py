@@ -1,0 +1,44 @@
+"""The CPU device: kernels rendered to C, compiled by clang into a shared object, launched through ctypes."""
+from __future__ import annotations
+import ctypes, os, subprocess, tempfile, time, shutil
+from tinyweb.device import Allocator, Compiler, Compiled
+from tinyweb.codegen.cstyle import ClangRenderer
+
+class CPUAllocator(Allocator):
+  def _alloc(self, nbytes: int): return (ctypes.c_uint8 * nbytes)()
+  def copyin(self, handle, src: memoryview): ctypes.memmove(handle, bytes(src) if src.readonly else (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
+  def copyout(self, dst: memoryview, handle): ctypes.memmove((ctypes.c_char * dst.nbytes).from_buffer(dst), handle, dst.nbytes)
+  def as_memoryview(self, handle, nbytes: int) -> memoryview: return memoryview(handle).cast("B")[:nbytes]
+
+class ClangCompiler(Compiler):
+  args = ["-shared", "-O2", "-march=native", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-x", "c", "-", "-lm"]
+  def __init__(self):
+    super().__init__()
+    self.clang = shutil.which("clang")
+    if self.clang is None: raise RuntimeError("clang not found on PATH (install it: apt-get install -y clang)")
+    ver = subprocess.run([self.clang, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    self.cache_key = f"clang {ver} {' '.join(self.args)}"
+  def compile(self, src: str) -> bytes:
+    with tempfile.TemporaryDirectory() as d:
+      out = os.path.join(d, "kernel.so")
+      p = subprocess.run([self.clang, *self.args, "-o", out], input=src.encode(), capture_output=True)
+      if p.returncode != 0: raise RuntimeError(f"clang failed to compile a kernel:\n{p.stderr.decode()}\n--- source ---\n{src}")
+      with open(out, "rb") as f: return f.read()
+
+class CPUProgram:
+  def __init__(self, device, name: str, lib: bytes):
+    # dlopen needs a file: write the shared object once to a temp file, keep the handle, remove the file
+    fd, path = tempfile.mkstemp(suffix=".so")
+    with os.fdopen(fd, "wb") as f: f.write(lib)
+    try: self.lib = ctypes.CDLL(path)
+    finally: os.unlink(path)
+    self.fxn = getattr(self.lib, name)
+    self.fxn.restype = None
+  def __call__(self, *bufs, global_size=None, wait=False):
+    st = time.perf_counter() if wait else 0.0
+    self.fxn(*[ctypes.cast(b, ctypes.c_void_p) for b in bufs])
+    return time.perf_counter() - st if wait else None
+
+class CPUDevice(Compiled):
+  def __init__(self, name: str = "CPU"):
+    super().__init__(name, CPUAllocator(), ClangRenderer(), ClangCompiler(), CPUProgram)

@@ -1,0 +1,12 @@
+import os, pytest
+from tinyweb.device import Device
+
+# Every test that takes `device` runs on each device of TEST_DEVICES (default: all devices tinyweb knows);
+# a device this machine lacks is skipped with the reason the device registry gives.
+ALL_DEVICES = [d.strip().upper() for d in os.getenv("TEST_DEVICES", ",".join(Device.known())).split(",") if d.strip()]
+
+@pytest.fixture(params=ALL_DEVICES)
+def device(request):
+  ok, why = Device.check(request.param)
+  if not ok: pytest.skip(f"{request.param} unavailable: {why}")
+  return request.param

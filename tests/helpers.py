@@ -1,0 +1,41 @@
+"""Shared helpers for the differential tests: run the same function in torch and in tinyweb and compare
+forward values and gradients."""
+import numpy as np
+import torch
+from tinyweb import Tensor
+
+def rand_np(shape, low=-2.0, high=2.0, dtype=np.float32, seed=0):
+  rng = np.random.default_rng(seed)
+  if np.issubdtype(dtype, np.integer): return rng.integers(int(low), int(high), size=shape).astype(dtype)
+  if dtype == np.bool_: return rng.random(shape) < 0.5
+  return rng.uniform(low, high, size=shape).astype(dtype)
+
+def check_op(shapes, torch_fn, tw_fn=None, device="CPU", vals=None, atol=1e-5, rtol=1e-4, grad=True,
+             grad_atol=None, grad_rtol=None, low=-2.0, high=2.0, dtype=np.float32, seed=0):
+  """Compare `torch_fn(*torch_inputs)` with `tw_fn(*tinyweb_inputs)` (tw_fn defaults to torch_fn).
+  Inputs are random arrays of `shapes` (or the given numpy `vals`). With grad=True (float inputs only),
+  also compares the gradients of sum(out * cotangent) with respect to every input."""
+  tw_fn = tw_fn or torch_fn
+  if vals is None: vals = [rand_np(s, low, high, dtype, seed + i) for i, s in enumerate(shapes)]
+  vals = [np.asarray(v) for v in vals]
+  is_float = all(np.issubdtype(v.dtype, np.floating) for v in vals)
+  grad = grad and is_float and len(vals) > 0
+  tt = [torch.tensor(v, requires_grad=grad) for v in vals]
+  ww = [Tensor(v, device=device, requires_grad=grad) for v in vals]
+  tout, wout = torch_fn(*tt), tw_fn(*ww)
+  assert tuple(wout.shape) == tuple(tout.shape), f"shape mismatch: tinyweb {wout.shape} vs torch {tuple(tout.shape)}"
+  got, exp = wout.numpy(), tout.detach().numpy()
+  # tinyweb's default integer is int32 (torch: int64), a documented difference: integer outputs compare by kind only
+  same = got.dtype == exp.dtype or (got.dtype.kind in "iu" and got.dtype.kind == exp.dtype.kind)
+  assert same, f"dtype mismatch: tinyweb {got.dtype} vs torch {exp.dtype}"
+  np.testing.assert_allclose(got, exp, atol=atol, rtol=rtol, err_msg="forward mismatch")
+  if grad and tout.dtype.is_floating_point and tout.requires_grad:
+    cot = rand_np(tuple(tout.shape), -1.0, 1.0, np.float32, seed=seed + 100).astype(exp.dtype)
+    (tout * torch.tensor(cot)).sum().backward()
+    (wout * Tensor(cot, device=device)).sum().backward()
+    for i, (t, w) in enumerate(zip(tt, ww)):
+      tg = t.grad.numpy() if t.grad is not None else np.zeros_like(vals[i])
+      assert w.grad is not None, f"no gradient for input {i}"
+      np.testing.assert_allclose(w.grad.numpy(), tg, atol=grad_atol or atol * 10, rtol=grad_rtol or rtol * 10,
+                                 err_msg=f"gradient mismatch for input {i}")
+  return wout

@@ -1,0 +1,439 @@
+"""Bad input must fail loudly, at the call site, with the exception type of the API contract and a message
+that names the op and the offending shapes / dtypes / indices. After every error the library must keep working
+(an autouse fixture runs a small computation after each test)."""
+import re
+import numpy as np
+import pytest
+from tinyweb import Tensor, dtypes, Device
+
+# ---------------------------------------------------------------- helpers
+
+def shp(shape) -> str:
+  """regex for a shape as it naturally prints: (3, 4) / (5,) / () -- also accepts list style [3, 4] / torch.Size([5])"""
+  inner = r",\s*".join(str(int(s)) for s in shape)
+  if len(shape) == 1: inner += ",?"
+  return r"[\(\[]" + inner + r"[\)\]]"
+
+def num(n) -> str:
+  """regex for an integer that is not part of a bigger number"""
+  return r"(?<![\d.])" + re.escape(str(n)) + r"(?!\d)"
+
+def allof(*pats) -> str:
+  """case-insensitive regex matching a message that contains every one of `pats` (in any order)"""
+  return "(?is)" + "".join(f"(?=.*(?:{p}))" for p in pats)
+
+FLOAT = r"float"
+
+def still_works(*vals_and_tensors):
+  """after an error: the tensors involved are still usable and give the right values"""
+  for v, t in vals_and_tensors:
+    np.testing.assert_allclose((t * 2).numpy(), np.asarray(v) * 2, rtol=1e-6)
+
+@pytest.fixture(autouse=True)
+def library_still_works():
+  """runs after every test: a failed call must not leave the library (caches, graph, kernels) broken"""
+  yield
+  x = Tensor([1.0, 2.0, 3.0])
+  assert (x * 2 + 1).sum().item() == pytest.approx(15.0)
+  np.testing.assert_allclose((Tensor([[1.0, 2.0], [3.0, 4.0]]) @ Tensor([[1.0], [1.0]])).numpy(), [[3.0], [7.0]])
+  assert Tensor([1, 2, 3]).sum().item() == 6
+
+def rnd(shape, seed=0):
+  return np.random.default_rng(seed).uniform(-2, 2, size=shape).astype(np.float32)
+
+# ---------------------------------------------------------------- broadcasting
+
+BINARY = [  # name, regex for the op name in the message, tinyweb fn, numpy reference
+  ("add", r"add|\+", lambda a, b: a + b, np.add),
+  ("sub", r"sub|-", lambda a, b: a - b, np.subtract),
+  ("mul", r"mul|\*", lambda a, b: a * b, np.multiply),
+  ("div", r"div|/", lambda a, b: a / b, np.divide),
+  ("maximum", r"max", lambda a, b: a.maximum(b), np.maximum),
+  ("minimum", r"min", lambda a, b: a.minimum(b), np.minimum),
+  ("where", r"where", lambda a, b: (a > 0).where(a, b), lambda a, b: np.where(a > 0, a, b)),
+  ("lt", r"lt|<|less|cmp", lambda a, b: a < b, np.less),
+]
+
+@pytest.mark.parametrize("name,opre,fn,npfn", BINARY, ids=[b[0] for b in BINARY])
+def test_broadcast_failure_binary(device, name, opre, fn, npfn):
+  va, vb = rnd((3, 4)), rnd((5,), 1)
+  a, b = Tensor(va, device=device), Tensor(vb, device=device)
+  with pytest.raises(ValueError, match=allof(opre, shp((3, 4)), shp((5,)))):
+    fn(a, b)  # must raise at the call site, not at realize time
+  still_works((va, a), (vb, b))
+  # the same op on compatible shapes works
+  np.testing.assert_allclose(fn(a, a[:, :1]).numpy(), npfn(va, va[:, :1]), rtol=1e-5, atol=1e-6)
+
+@pytest.mark.parametrize("sa,sb", [((5,), (3, 4)), ((4, 1, 3), (2, 4)), ((2, 3, 4), (2, 5, 4))])
+def test_broadcast_failure_add_shapes(device, sa, sb):
+  a, b = Tensor(rnd(sa), device=device), Tensor(rnd(sb, 1), device=device)
+  with pytest.raises(ValueError, match=allof(r"add|\+", shp(sa), shp(sb))):
+    a + b
+  with pytest.raises(ValueError, match=allof(r"add|\+", shp(sa), shp(sb))):
+    b + a
+
+def test_broadcast_failure_inplace_setitem(device):
+  vx = rnd((4, 3))
+  x = Tensor(vx, device=device)
+  with pytest.raises(ValueError, match=allof(shp((5,)))):
+    x[1:3] = Tensor(rnd((5,)), device=device)
+  np.testing.assert_allclose(x.numpy(), vx)  # unchanged
+
+# ---------------------------------------------------------------- matmul
+
+MATMUL = r"matmul|dot|@"
+
+def test_matmul_inner_dim_mismatch(device):
+  a, b = Tensor(rnd((2, 3)), device=device), Tensor(rnd((4, 5)), device=device)
+  with pytest.raises(ValueError, match=allof(MATMUL, shp((2, 3)), shp((4, 5)))):
+    a @ b
+  with pytest.raises(ValueError, match=allof(MATMUL, shp((2, 3)), shp((4, 5)))):
+    a.matmul(b)
+
+def test_matmul_vector_mismatch(device):
+  a, b = Tensor(rnd((3,)), device=device), Tensor(rnd((4,)), device=device)
+  with pytest.raises(ValueError, match=allof(MATMUL, shp((3,)), shp((4,)))):
+    a.dot(b)
+
+def test_matmul_batch_broadcast_mismatch(device):
+  a, b = Tensor(rnd((2, 3, 4)), device=device), Tensor(rnd((3, 4, 5)), device=device)
+  with pytest.raises(ValueError, match=allof(MATMUL, shp((2, 3, 4)), shp((3, 4, 5)))):
+    a @ b
+
+@pytest.mark.parametrize("scalar_first", [True, False])
+def test_matmul_0d_operand(device, scalar_first):
+  s, v = Tensor(2.0, device=device), Tensor(rnd((3,)), device=device)
+  with pytest.raises(ValueError, match=allof(MATMUL, r"\(\)|0-?d|scalar|1-?d|dim")):
+    (s @ v) if scalar_first else (v @ s)
+  assert (s * 2).item() == pytest.approx(4.0)
+
+def test_linear_weight_mismatch(device):
+  x, w = Tensor(rnd((2, 3)), device=device), Tensor(rnd((4, 5)), device=device)
+  with pytest.raises(ValueError, match=allof(r"linear|matmul|dot|@", shp((2, 3)), shp((4, 5)))):
+    x.linear(w)
+
+def test_einsum_shape_mismatch(device):
+  a, b = Tensor(rnd((2, 3)), device=device), Tensor(rnd((4, 5)), device=device)
+  with pytest.raises(ValueError, match=allof(r"einsum")):
+    Tensor.einsum("ij,jk->ik", a, b)
+
+# ---------------------------------------------------------------- reshape / permute / expand
+
+def test_reshape_wrong_size(device):
+  vx = rnd((3, 4))
+  x = Tensor(vx, device=device)
+  with pytest.raises(ValueError, match=allof("reshape", shp((3, 4)), shp((5, 2)))):
+    x.reshape(5, 2)
+  with pytest.raises(ValueError, match=allof("reshape", shp((3, 4)), shp((5, 2)))):
+    x.reshape((5, 2))
+  still_works((vx, x))
+  np.testing.assert_allclose(x.reshape(2, 6).numpy(), vx.reshape(2, 6))
+
+def test_reshape_two_minus_one(device):
+  x = Tensor(rnd((3, 4)), device=device)
+  with pytest.raises(ValueError, match=allof("reshape", r"-1")):
+    x.reshape(-1, -1)
+
+def test_reshape_minus_one_not_divisible(device):
+  x = Tensor(rnd((3, 4)), device=device)
+  with pytest.raises(ValueError, match=allof("reshape", shp((3, 4)))):
+    x.reshape(5, -1)
+  assert x.reshape(6, -1).shape == (6, 2)
+
+def test_reshape_negative_dim(device):
+  x = Tensor(rnd((3, 4)), device=device)
+  with pytest.raises(ValueError, match=allof("reshape")):
+    x.reshape(-2, -6)
+
+@pytest.mark.parametrize("order,exc", [((0, 1), ValueError), ((0, 0, 1), ValueError), ((0, 1, 3), (ValueError, IndexError))],
+                         ids=["too_few", "duplicate", "out_of_range"])
+def test_permute_bad_order(device, order, exc):
+  vx = rnd((2, 3, 4))
+  x = Tensor(vx, device=device)
+  order_re = r"[\(\[]" + r",\s*".join(map(str, order)) + r"[\)\]]"
+  with pytest.raises(exc, match=allof("permute", f"{shp((2, 3, 4))}|{order_re}|{num(order[-1])}")):
+    x.permute(*order)
+  np.testing.assert_allclose(x.permute(2, 0, 1).numpy(), vx.transpose(2, 0, 1))
+
+def test_expand_non_one_dim(device):
+  x = Tensor(rnd((3, 4)), device=device)
+  with pytest.raises(ValueError, match=allof("expand", shp((3, 4)), shp((5, 4)))):
+    x.expand(5, 4)
+
+def test_expand_fewer_dims(device):
+  x = Tensor(rnd((3, 4)), device=device)
+  with pytest.raises(ValueError, match=allof("expand", shp((3, 4)))):
+    x.expand(4)
+
+def test_expand_mismatch_with_ones(device):
+  vx = rnd((2, 1))
+  x = Tensor(vx, device=device)
+  with pytest.raises(ValueError, match=allof("expand", shp((2, 1)), shp((3, 5)))):
+    x.expand(3, 5)
+  np.testing.assert_allclose(x.expand(2, 5).numpy(), np.broadcast_to(vx, (2, 5)))
+
+# ---------------------------------------------------------------- cat / stack / split / pad / shrink
+
+def test_cat_mismatched_shapes(device):
+  a, b = Tensor(rnd((2, 3)), device=device), Tensor(rnd((2, 4)), device=device)
+  with pytest.raises(ValueError, match=allof("cat", shp((2, 3)), shp((2, 4)))):
+    Tensor.cat(a, b, dim=0)
+  with pytest.raises(ValueError, match=allof("cat", shp((2, 3)), shp((2, 4)))):
+    a.cat(b, dim=0)
+  assert Tensor.cat(a, b, dim=1).shape == (2, 7)
+
+def test_cat_mismatched_rank(device):
+  a, b = Tensor(rnd((2, 3)), device=device), Tensor(rnd((3,)), device=device)
+  with pytest.raises(ValueError, match=allof("cat", shp((2, 3)), shp((3,)))):
+    Tensor.cat(a, b, dim=0)
+
+def test_cat_bad_dim(device):
+  a = Tensor(rnd((2, 3)), device=device)
+  with pytest.raises((IndexError, ValueError), match=allof(num(5))):
+    Tensor.cat(a, a, dim=5)
+
+def test_cat_empty(device):
+  with pytest.raises((ValueError, TypeError), match=r"(?i)cat|empty|tensor|argument"):
+    Tensor.cat()
+
+def test_stack_mismatched_shapes(device):
+  a, b = Tensor(rnd((2, 3)), device=device), Tensor(rnd((3, 2)), device=device)
+  with pytest.raises(ValueError, match=r"(?i)stack|cat"):
+    Tensor.stack(a, b)
+  assert Tensor.stack(a, a).shape == (2, 2, 3)
+
+def test_split_sizes_dont_sum(device):
+  x = Tensor(rnd((6,)), device=device)
+  with pytest.raises(ValueError, match=allof("split", num(6))):
+    x.split([2, 3])
+  assert [t.shape for t in x.split([2, 4])] == [(2,), (4,)]
+
+def test_unflatten_wrong_sizes(device):
+  x = Tensor(rnd((6,)), device=device)
+  with pytest.raises(ValueError, match=allof(r"unflatten|reshape", shp((6,)))):
+    x.unflatten(0, (4, 2))
+
+def test_pad_too_many_dims(device):
+  x = Tensor(rnd((2, 3)), device=device)
+  with pytest.raises(ValueError, match=allof("pad")):
+    x.pad((1, 1, 1, 1, 1, 1))
+
+def test_shrink_out_of_bounds(device):
+  x = Tensor(rnd((3, 4)), device=device)
+  with pytest.raises(ValueError, match=allof("shrink", shp((3, 4)))):
+    x.shrink(((0, 5), None))
+
+def test_masked_fill_bad_mask(device):
+  x = Tensor(rnd((3, 4)), device=device)
+  mask = Tensor(np.array([True, False, True, False, True]), device=device)
+  with pytest.raises(ValueError, match=allof(shp((3, 4)), shp((5,)))):
+    x.masked_fill(mask, 0.0)
+
+# ---------------------------------------------------------------- dtypes
+
+BITWISE = [
+  ("and", r"and|&", lambda a, b: a & b),
+  ("or", r"or|\|", lambda a, b: a | b),
+  ("xor", r"xor|\^", lambda a, b: a ^ b),
+  ("invert", r"invert|not|~", lambda a, b: ~a),
+  ("lshift", r"lshift|shl|<<|shift", lambda a, b: a << 1),
+  ("rshift", r"rshift|shr|>>|shift", lambda a, b: a >> 1),
+]
+
+@pytest.mark.parametrize("name,opre,fn", BITWISE, ids=[b[0] for b in BITWISE])
+def test_bitwise_on_float(device, name, opre, fn):
+  va = rnd((4,))
+  a, b = Tensor(va, device=device), Tensor(rnd((4,), 1), device=device)
+  with pytest.raises(TypeError, match=allof(opre, FLOAT)):
+    fn(a, b)
+  still_works((va, a))
+  # the same op on ints is fine and matches numpy
+  ia, ib = np.array([5, 3, 12, 7], dtype=np.int32), np.array([3, 6, 10, 1], dtype=np.int32)
+  got = fn(Tensor(ia, device=device), Tensor(ib, device=device)).numpy()
+  np.testing.assert_array_equal(got, fn(ia, ib))
+
+def test_bitwise_int_and_float_mixed(device):
+  i, f = Tensor([1, 2, 3], device=device), Tensor([1.0, 2.0, 3.0], device=device)
+  with pytest.raises(TypeError, match=allof(r"and|&", FLOAT)):
+    i & f
+
+def test_bitwise_on_bool_ok(device):
+  a, b = np.array([True, False, True]), np.array([True, True, False])
+  np.testing.assert_array_equal((Tensor(a, device=device) ^ Tensor(b, device=device)).numpy(), a ^ b)
+  np.testing.assert_array_equal((~Tensor(a, device=device)).numpy(), ~a)
+
+def test_one_hot_on_float(device):
+  x = Tensor([0.0, 1.0, 2.0], device=device)
+  with pytest.raises(TypeError, match=allof(r"one.?hot", FLOAT)):
+    x.one_hot(3)
+  np.testing.assert_array_equal(Tensor([0, 2], device=device).one_hot(3).numpy(), [[1, 0, 0], [0, 0, 1]])
+
+@pytest.mark.parametrize("bad", ["float7", "notadtype"])
+def test_cast_unknown_dtype(device, bad):
+  vx = rnd((3,))
+  x = Tensor(vx, device=device)
+  with pytest.raises((TypeError, ValueError), match=allof(f"{bad}|dtype")):
+    x.cast(bad)
+  np.testing.assert_array_equal(x.cast(dtypes.int32).numpy(), vx.astype(np.int32))
+
+# ---------------------------------------------------------------- indexing
+
+def test_index_out_of_range(device):
+  vx = rnd((3,))
+  x = Tensor(vx, device=device)
+  with pytest.raises(IndexError, match=allof(num(5), r"dim|axis", num(0), num(3))):
+    x[5]
+  still_works((vx, x))
+  assert x[2].item() == pytest.approx(float(vx[2]))
+
+def test_index_negative_out_of_range(device):
+  x = Tensor(rnd((3,)), device=device)
+  with pytest.raises(IndexError, match=allof(r"-4", num(3))):
+    x[-4]
+  assert x[-3].item() == pytest.approx(float(rnd((3,))[0]))
+
+def test_index_second_dim_negative_out_of_range(device):
+  vx = rnd((2, 3))
+  x = Tensor(vx, device=device)
+  with pytest.raises(IndexError, match=allof(r"-4", r"dim|axis", num(1), num(3))):
+    x[:, -4]
+  np.testing.assert_allclose(x[:, -3].numpy(), vx[:, -3])
+
+def test_index_first_of_two_dims_out_of_range(device):
+  x = Tensor(rnd((3, 4)), device=device)
+  with pytest.raises(IndexError, match=allof(num(3), r"dim|axis", num(0))):
+    x[3, 0]
+
+def test_too_many_indices(device):
+  vx = rnd((2, 3))
+  x = Tensor(vx, device=device)
+  with pytest.raises(IndexError, match=r"(?i)too many|indices|index"):
+    x[0, 0, 0]
+  assert x[1, 2].item() == pytest.approx(float(vx[1, 2]))
+
+def test_two_ellipsis(device):
+  x = Tensor(rnd((2, 3)), device=device)
+  with pytest.raises(IndexError, match=r"(?i)ellipsis|\.\.\."):
+    x[..., 0, ...]
+
+def test_setitem_out_of_range(device):
+  vx = rnd((3,))
+  x = Tensor(vx, device=device)
+  with pytest.raises(IndexError, match=allof(num(5), num(3))):
+    x[5] = 1.0
+  np.testing.assert_allclose(x.numpy(), vx)
+
+def test_item_on_many_elements(device):
+  x = Tensor(rnd((3,)), device=device)
+  with pytest.raises((ValueError, RuntimeError), match=allof(r"item|scalar|element|one|numel|3")):
+    x.item()
+
+# ---------------------------------------------------------------- reductions: bad axis
+
+@pytest.mark.parametrize("axis", [5, -4, (0, 7)], ids=["5", "-4", "tuple"])
+def test_sum_invalid_axis(device, axis):
+  x = Tensor(rnd((2, 3, 4)), device=device)
+  bad = axis[1] if isinstance(axis, tuple) else axis
+  with pytest.raises((IndexError, ValueError), match=allof(r"(?<!\d)" + re.escape(str(bad)) + r"(?!\d)", num(3))):
+    x.sum(axis=axis)
+  assert x.sum(axis=-3).shape == (3, 4)
+
+RED = {
+  "mean": lambda x: x.mean(axis=5), "max": lambda x: x.max(axis=5), "min": lambda x: x.min(axis=5),
+  "prod": lambda x: x.prod(axis=5), "argmax": lambda x: x.argmax(axis=5), "softmax": lambda x: x.softmax(5),
+  "cumsum": lambda x: x.cumsum(5), "flip": lambda x: x.flip(5),
+}
+
+@pytest.mark.parametrize("name", list(RED))
+def test_reduction_invalid_axis(device, name):
+  x = Tensor(rnd((2, 3, 4)), device=device)
+  with pytest.raises((IndexError, ValueError), match=allof(num(5))):
+    RED[name](x)
+
+# ---------------------------------------------------------------- nn ops
+
+def test_conv2d_channel_mismatch(device):
+  x, w = Tensor(rnd((1, 3, 5, 5)), device=device), Tensor(rnd((4, 2, 3, 3)), device=device)
+  with pytest.raises(ValueError, match=allof("conv", shp((1, 3, 5, 5)), shp((4, 2, 3, 3)))):
+    x.conv2d(w)
+  assert x.conv2d(Tensor(rnd((4, 3, 3, 3)), device=device)).shape == (1, 4, 3, 3)
+
+def test_conv2d_groups_mismatch(device):
+  x, w = Tensor(rnd((1, 4, 5, 5)), device=device), Tensor(rnd((4, 2, 3, 3)), device=device)
+  with pytest.raises(ValueError, match=allof("conv", shp((1, 4, 5, 5)), shp((4, 2, 3, 3)))):
+    x.conv2d(w, groups=3)
+
+def test_conv2d_weight_rank_mismatch(device):
+  x, w = Tensor(rnd((1, 3, 5, 5)), device=device), Tensor(rnd((4, 3, 3)), device=device)
+  with pytest.raises(ValueError, match=allof("conv", shp((4, 3, 3)))):
+    x.conv2d(w)
+
+def test_gather_index_wrong_rank(device):
+  x = Tensor(rnd((3, 4)), device=device)
+  idx = Tensor(np.array([0, 1, 2], dtype=np.int32), device=device)
+  with pytest.raises(ValueError, match=allof("gather", shp((3, 4)), shp((3,)))):
+    x.gather(1, idx)
+  np.testing.assert_allclose(x.gather(1, idx.reshape(3, 1)).numpy(), rnd((3, 4))[np.arange(3), [0, 1, 2]][:, None])
+
+def test_gather_bad_dim(device):
+  x = Tensor(rnd((3, 4)), device=device)
+  idx = Tensor(np.zeros((3, 1), dtype=np.int32), device=device)
+  with pytest.raises((IndexError, ValueError), match=allof(num(2))):
+    x.gather(2, idx)
+
+# ---------------------------------------------------------------- autograd misuse
+
+def test_backward_non_scalar_without_gradient(device):
+  vx = rnd((2, 3))
+  x = Tensor(vx, device=device, requires_grad=True)
+  y = x * 2
+  with pytest.raises(RuntimeError, match=r"(?i)scalar|grad"):
+    y.backward()
+  # with an explicit gradient it works
+  y.backward(gradient=Tensor(np.ones((2, 3), np.float32), device=device))
+  np.testing.assert_allclose(x.grad.numpy(), np.full((2, 3), 2.0))
+
+def test_backward_without_requires_grad(device):
+  x = Tensor(rnd((3,)), device=device)
+  with pytest.raises(RuntimeError, match=r"(?i)grad"):
+    x.sum().backward()
+
+def test_backward_gradient_wrong_shape(device):
+  x = Tensor(rnd((2,)), device=device, requires_grad=True)
+  with pytest.raises((ValueError, RuntimeError), match=allof(shp((2,)), shp((3,)))):
+    (x * 2).backward(gradient=Tensor(np.ones(3, np.float32), device=device))
+
+def test_gradient_non_scalar(device):
+  x = Tensor(rnd((2, 3)), device=device, requires_grad=True)
+  with pytest.raises((RuntimeError, ValueError), match=r"(?i)scalar|grad|shape"):
+    (x * 2).gradient(x)
+
+# ---------------------------------------------------------------- creation
+
+@pytest.mark.parametrize("ragged", [[[1, 2], [3]], [[1.0, 2.0], [3.0, 4.0, 5.0]], [[[1]], [2]]], ids=["int", "float", "depth"])
+def test_tensor_from_ragged_list(device, ragged):
+  with pytest.raises(ValueError, match=r"(?i)ragged|inhomogeneous|shape|length|size|dimension|sequence|nested"):
+    Tensor(ragged, device=device)
+  np.testing.assert_array_equal(Tensor([[1, 2], [3, 4]], device=device).numpy(), [[1, 2], [3, 4]])
+
+# ---------------------------------------------------------------- devices
+
+def _available():
+  return [d for d in Device.known() if Device.check(d)[0]]
+
+def test_device_check_unknown_name():
+  ok, reason = Device.check("NOT_A_REAL_DEVICE")
+  assert not ok and isinstance(reason, str) and reason
+
+@pytest.mark.parametrize("op", ["add", "matmul", "cat"])
+def test_mixing_devices(op):
+  avail = _available()
+  if len(avail) < 2: pytest.skip(f"needs two devices, only available: {avail}")
+  d0, d1 = avail[0], avail[1]
+  va, vb = rnd((2, 2)), rnd((2, 2), 1)
+  a, b = Tensor(va, device=d0), Tensor(vb, device=d1)
+  fn = {"add": lambda: a + b, "matmul": lambda: a @ b, "cat": lambda: Tensor.cat(a, b)}[op]
+  with pytest.raises(RuntimeError, match=allof(re.escape(d0), re.escape(d1))):
+    fn()
+  # moving one side over fixes it
+  np.testing.assert_allclose((a + b.to(d0)).numpy(), va + vb, rtol=1e-6)

@@ -1,0 +1,164 @@
+"""Renderers: a linear kernel program -> source text. `CStyleRenderer` holds everything C-like languages share;
+a target (C for clang, and later WGSL, OpenCL C, CUDA C, Metal) subclasses it and overrides only what differs."""
+from __future__ import annotations
+import math
+from tinyweb.dtype import DType, dtypes
+from tinyweb.uop import UOp, Ops
+from tinyweb.codegen.lower import Program, reduce_identity
+
+class CStyleRenderer:
+  device: str = ""
+  kernel_prefix = "void"
+  buffer_qualifier = " restrict"
+  # C type used to hold a value in registers / in memory
+  reg_types: dict[DType, str] = {}
+  mem_types: dict[DType, str] = {}
+  infinity, nan = "INFINITY", "NAN"
+  float_suffix = {dtypes.float32: "f", dtypes.float16: "f", dtypes.bfloat16: "f", dtypes.float64: ""}
+  int_suffix = {dtypes.int64: "ll", dtypes.uint64: "ull", dtypes.uint32: "u"}
+
+  def reg(self, dt: DType) -> str: return self.reg_types[dt]
+  def mem(self, dt: DType) -> str: return self.mem_types.get(dt, self.reg_types[dt])
+
+  def render_const(self, v, dt: DType) -> str:
+    if dt.is_bool: return "1" if v else "0"
+    if dt.is_float:
+      sfx = self.float_suffix[dt]
+      if math.isnan(v): return self.nan
+      if math.isinf(v): return ("-" if v < 0 else "") + self.infinity
+      return f"{float(v)!r}{sfx}" if "e" not in repr(float(v)) else f"{float(v):.17g}{sfx}"
+    if dt in (dtypes.int32, dtypes.int64) and v == dt.min: return f"({v + 1}{self.int_suffix.get(dt, '')}-1)"
+    return f"{v}{self.int_suffix.get(dt, '')}"
+
+  # ---- ops; a, b, c are rendered operands, dt the result dtype, sdt the first source's dtype ----
+  def math_fn(self, name: str, dt: DType) -> str: return name + ("" if dt == dtypes.float64 else "f")
+  def render_alu(self, op: Ops, srcs: list[str], dt: DType, sdt: DType, src_uops: list[UOp]) -> str:
+    a = srcs[0]
+    b = srcs[1] if len(srcs) > 1 else None
+    if op is Ops.NEG: return f"(!{a})" if dt.is_bool else f"(-{a})"
+    if op is Ops.EXP2: return f"{self.math_fn('exp2', dt)}({a})"
+    if op is Ops.LOG2: return f"{self.math_fn('log2', dt)}({a})"
+    if op is Ops.SIN: return f"{self.math_fn('sin', dt)}({a})"
+    if op is Ops.SQRT: return f"{self.math_fn('sqrt', dt)}({a})"
+    if op is Ops.TRUNC: return f"{self.math_fn('trunc', dt)}({a})"
+    if op is Ops.RECIP: return f"(1.0{self.float_suffix.get(dt, '')}/{a})"
+    if op is Ops.ADD: return f"({a}||{b})" if dt.is_bool else f"({a}+{b})"
+    if op is Ops.MUL: return f"({a}&&{b})" if dt.is_bool else f"({a}*{b})"
+    if op is Ops.FDIV: return f"({a}/{b})"
+    if op in (Ops.IDIV, Ops.MOD):
+      sym = "/" if op is Ops.IDIV else "%"
+      if src_uops[1].op is Ops.CONST and src_uops[1].arg not in (0, -1): return f"({a}{sym}{b})"
+      # integer division by zero (or INT_MIN / -1) would trap: it yields 0 instead
+      return f"({b}==0||({b}==-1&&{a}=={self.render_const(dt.min, dt)})?({'0' if op is Ops.MOD else f'-{a}'}):({a}{sym}{b}))" \
+        if dt.kind == "i" else f"({b}==0?0:({a}{sym}{b}))"
+    if op is Ops.MAX: return f"(({a}>{b}||{a}!={a})?{a}:{b})" if dt.is_float else f"({a}>{b}?{a}:{b})"
+    if op is Ops.CMPLT: return f"({a}<{b})"
+    if op is Ops.CMPNE: return f"({a}!={b})"
+    if op is Ops.CMPEQ: return f"({a}=={b})"
+    if op is Ops.AND: return f"({a}&{b})"
+    if op is Ops.OR: return f"({a}|{b})"
+    if op is Ops.XOR: return f"({a}^{b})"
+    if op is Ops.SHL: return f"({a}<<{b})"
+    if op is Ops.SHR: return f"({a}>>{b})"
+    if op is Ops.WHERE: return f"({a}?{b}:{srcs[2]})"
+    raise NotImplementedError(f"{type(self).__name__}: no rendering for {op}")
+
+  def render_cast(self, x: str, dt: DType, sdt: DType) -> str: return f"(({self.reg(dt)})({x}))"
+  def render_bitcast(self, x: str, dt: DType, sdt: DType) -> str: raise NotImplementedError
+  def render_load(self, buf: str, idx: str, dt: DType) -> str: return f"{buf}[{idx}]"
+  def render_store(self, buf: str, idx: str, val: str, dt: DType) -> str: return f"{buf}[{idx}] = {val};"
+  def round_result(self, expr: str, dt: DType) -> str: return expr   # round a float computed in wider precision
+  def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str: raise NotImplementedError
+
+  def render(self, prog: Program) -> str:
+    names: dict[UOp, str] = {}
+    counters: dict[str, int] = {}
+    def new_name(prefix: str) -> str:
+      counters[prefix] = counters.get(prefix, -1) + 1
+      return f"{prefix}{counters[prefix]}"
+    def r(u: UOp) -> str: return self.render_const(u.arg, u.dtype) if u.op is Ops.CONST else names[u]
+    params = []
+    for g in prog.globals:
+      names[g] = f"data{g.arg[0]}"
+      const = "" if g.arg[0] in prog.outputs else "const "
+      params.append(f"{const}{self.mem(g.dtype)}*{self.buffer_qualifier} {names[g]}")
+    body: list[str] = []
+    depth = 1
+    def line(s: str): body.append("  " * depth + s)
+    for u in prog.uops:
+      op = u.op
+      if op in (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.SINK): continue
+      if op is Ops.RANGE:
+        names[u] = new_name("ridx")
+        line(f"for (int {names[u]} = 0; {names[u]} < {r(u.src[0])}; {names[u]}++) {{")
+        depth += 1
+      elif op is Ops.ENDRANGE:
+        depth -= 1
+        line("}")
+      elif op is Ops.DEFINE_ACC:
+        red = u.src[0]
+        names[red] = new_name("acc")
+        line(f"{self.reg(u.dtype)} {names[red]} = {self.render_const(reduce_identity(red.arg, u.dtype), u.dtype)};")
+      elif op is Ops.ACC_UPDATE:
+        red, val = u.src
+        acc = names[red]
+        upd = self.render_alu(red.arg, [acc, r(val)], u.dtype, u.dtype, [red, val])
+        line(f"{acc} = {self.round_result(upd, u.dtype)};")
+      elif op is Ops.REDUCE: continue
+      elif op is Ops.LOAD:
+        buf, idx = u.src[0], u.src[1]
+        ld = self.render_load(r(buf), r(idx), u.dtype)
+        if len(u.src) > 2: ld = f"({r(u.src[2])}?{ld}:{self.render_const(0, u.dtype)})"
+        names[u] = new_name("val")
+        line(f"{self.reg(u.dtype)} {names[u]} = {ld};")
+      elif op is Ops.STORE:
+        line(self.render_store(r(u.src[0]), r(u.src[1]), r(u.src[2]), u.src[2].dtype))
+      else:
+        srcs = [r(s) for s in u.src]
+        if op is Ops.CAST: expr = self.render_cast(srcs[0], u.dtype, u.src[0].dtype)
+        elif op is Ops.BITCAST: expr = self.render_bitcast(srcs[0], u.dtype, u.src[0].dtype)
+        else: expr = self.round_result(self.render_alu(op, srcs, u.dtype, u.src[0].dtype, list(u.src)), u.dtype)
+        names[u] = new_name("alu")
+        line(f"{self.reg(u.dtype)} {names[u]} = {expr};")
+    return self.render_kernel(prog.name, params, body, prog)
+
+class ClangRenderer(CStyleRenderer):
+  """C for clang. float16 is stored as __fp16 and bfloat16 as its 16-bit pattern; both compute in float and round
+  after every op, which is what PyTorch's CPU kernels do."""
+  device = "CPU"
+  infinity, nan = "__builtin_inff()", "__builtin_nanf(\"\")"
+  reg_types = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
+               dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
+               dtypes.uint64: "unsigned long long", dtypes.float16: "float", dtypes.bfloat16: "float", dtypes.float32: "float",
+               dtypes.float64: "double"}
+  mem_types = {dtypes.float16: "__fp16", dtypes.bfloat16: "unsigned short"}
+  prelude = """#include <math.h>
+static inline float tw_bf16_to_f32(unsigned short x) { union { unsigned int u; float f; } c; c.u = ((unsigned int)x) << 16; return c.f; }
+static inline unsigned short tw_f32_to_bf16(float f) {
+  union { unsigned int u; float f; } c; c.f = f;
+  if (f != f) return 0x7fc0;
+  return (unsigned short)((c.u + 0x7fffu + ((c.u >> 16) & 1u)) >> 16);
+}
+static inline float tw_bf16_round(float f) { return tw_bf16_to_f32(tw_f32_to_bf16(f)); }
+"""
+  def round_result(self, expr: str, dt: DType) -> str:
+    if dt == dtypes.float16: return f"((float)(__fp16)({expr}))"
+    if dt == dtypes.bfloat16: return f"tw_bf16_round({expr})"
+    return expr
+  def render_cast(self, x: str, dt: DType, sdt: DType) -> str:
+    if dt.is_bool: return f"(({x})!=0)"
+    if dt.is_int and sdt.is_float:   # go through int64 so out-of-range values wrap like PyTorch instead of being UB
+      return f"(({self.reg(dt)})(long long)({x}))" if dt != dtypes.uint64 else f"(({self.reg(dt)})({x}))"
+    return self.round_result(f"(({self.reg(dt)})({x}))", dt)
+  def render_bitcast(self, x: str, dt: DType, sdt: DType) -> str:
+    if sdt == dtypes.bfloat16: x = f"tw_f32_to_bf16({x})"
+    elif sdt == dtypes.float16: x = f"(__fp16)({x})"
+    if dt == dtypes.bfloat16: return f"tw_bf16_to_f32(__builtin_bit_cast(unsigned short, {x}))"
+    if dt == dtypes.float16: return f"((float)__builtin_bit_cast(__fp16, {x}))"
+    return f"__builtin_bit_cast({self.reg(dt)}, {x})"
+  def render_load(self, buf: str, idx: str, dt: DType) -> str:
+    return f"tw_bf16_to_f32({buf}[{idx}])" if dt == dtypes.bfloat16 else f"{buf}[{idx}]"
+  def render_store(self, buf: str, idx: str, val: str, dt: DType) -> str:
+    return f"{buf}[{idx}] = tw_f32_to_bf16({val});" if dt == dtypes.bfloat16 else f"{buf}[{idx}] = {val};"
+  def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
+    return self.prelude + f"void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"

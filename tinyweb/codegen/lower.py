@@ -1,0 +1,168 @@
+"""Lowering: a kernel AST (tensor-graph ops over DEFINE_GLOBAL inputs) -> a linear program of loops and scalar ops.
+
+Each node of the AST is evaluated "at an index": a tuple of int UOps, one per dimension of the node's shape.
+Movement ops only transform that index (reshape = ravel then unravel, permute reorders, expand uses 0, shrink adds
+an offset, flip mirrors, pad shifts and guards), so views never copy data. A REDUCE_AXIS opens new loop ranges for
+its reduced dimensions. The resulting index arithmetic is simplified by the rules in symbolic.py, then the
+linearizer orders everything into nested loops with loop-invariant code hoisted out of reduction loops.
+"""
+from __future__ import annotations
+from dataclasses import dataclass, field
+from typing import Optional
+from tinyweb.dtype import dtypes, DType
+from tinyweb.helpers import prod
+from tinyweb.uop import UOp, Ops, ELEMENTWISE, graph_rewrite
+from tinyweb.codegen.symbolic import symbolic
+
+IDX = dtypes.int32
+
+def ravel(idx: tuple[UOp, ...], shape: tuple[int, ...]) -> UOp:
+  out, stride = UOp.const(IDX, 0), 1
+  for i, n in reversed(list(zip(idx, shape))):
+    if n != 1: out = out + i * stride
+    stride *= n
+  return out
+
+def unravel(flat: UOp, shape: tuple[int, ...]) -> tuple[UOp, ...]:
+  out, stride = [], 1
+  for n in reversed(shape):
+    out.append(UOp.const(IDX, 0) if n == 1 else (flat // stride) % n)
+    stride *= n
+  return tuple(reversed(out))
+
+REDUCE_IDENTITY = {Ops.ADD: 0, Ops.MUL: 1}
+
+def reduce_identity(op: Ops, dt: DType):
+  if op is Ops.MAX: return dt.min
+  return REDUCE_IDENTITY[op]
+
+class Lowerer:
+  def __init__(self):
+    self.cache: dict = {}
+    self.range_id = 0
+  def new_range(self, n: int) -> UOp:
+    self.range_id += 1
+    return UOp(Ops.RANGE, IDX, (UOp.const(IDX, n),), self.range_id)
+
+  def index(self, u: UOp, idx: tuple[UOp, ...], gate: Optional[UOp]) -> UOp:
+    """The value of AST node `u` at multi-index `idx`; `gate` is the condition under which loads are valid."""
+    key = (u, idx, gate)
+    if (r := self.cache.get(key)) is None: r = self.cache[key] = self._index(u, idx, gate)
+    return r
+
+  def _index(self, u: UOp, idx: tuple[UOp, ...], gate: Optional[UOp]) -> UOp:
+    op = u.op
+    if op is Ops.CONST: return u
+    if op is Ops.ARANGE: return idx[0].cast(u.dtype)
+    if op is Ops.DEFINE_GLOBAL:
+      return UOp(Ops.LOAD, u.dtype, (u, idx[0]) if gate is None else (u, idx[0], gate))
+    if op in ELEMENTWISE:
+      return u.replace(src=tuple(self.index(s, idx, gate) for s in u.src))
+    src = u.src[0] if u.src else None
+    if op is Ops.RESHAPE: return self.index(src, unravel(ravel(idx, u.shape), src.shape), gate)
+    if op is Ops.PERMUTE:
+      inv = [0] * len(idx)
+      for i, p in enumerate(u.arg): inv[p] = idx[i]
+      return self.index(src, tuple(inv), gate)
+    if op is Ops.EXPAND:
+      return self.index(src, tuple(UOp.const(IDX, 0) if s == 1 and n != 1 else i for i, s, n in zip(idx, src.shape, u.shape)), gate)
+    if op is Ops.SHRINK: return self.index(src, tuple(i + b if b else i for i, (b, _) in zip(idx, u.arg)), gate)
+    if op is Ops.FLIP: return self.index(src, tuple((n - 1) - i if f else i for i, n, f in zip(idx, u.shape, u.arg)), gate)
+    if op is Ops.PAD:
+      valid: Optional[UOp] = None
+      new_idx = []
+      for i, n, (b, e) in zip(idx, src.shape, u.arg):
+        if b or e:
+          shifted = i - b if b else i
+          conds = ([] if not b else [i >= b]) + ([] if not e else [shifted < n])
+          for c in conds: valid = c if valid is None else valid.logical_and(c)
+          new_idx.append(shifted)
+        else: new_idx.append(i)
+      if valid is None: return self.index(src, tuple(new_idx), gate)
+      inner_gate = valid if gate is None else gate.logical_and(valid)
+      return valid.where(self.index(src, tuple(new_idx), inner_gate), UOp.const(u.dtype, 0))
+    if op is Ops.REDUCE_AXIS:
+      rop, axes = u.arg
+      ranges, inner = [], list(idx)
+      for a in axes:
+        if src.shape[a] != 1:
+          r = self.new_range(src.shape[a])
+          ranges.append(r)
+          inner[a] = r
+        else: inner[a] = UOp.const(IDX, 0)
+      val = self.index(src, tuple(inner), gate)
+      if not ranges: return val
+      return UOp(Ops.REDUCE, u.dtype, (val, *ranges), rop)
+    raise NotImplementedError(f"lowering: no rule for {op}")
+
+@dataclass
+class Program:
+  """A lowered kernel: its name, ordered ops, the buffers it touches and cost estimates for DEBUG output."""
+  name: str
+  uops: list[UOp]
+  globals: list[UOp]                 # DEFINE_GLOBALs in argument order
+  outputs: list[int]                 # indices of the globals that are written
+  global_shape: tuple[int, ...]      # the output loop sizes
+  flops: int = 0
+  mem_estimate: int = 0
+  info: dict = field(default_factory=dict)
+
+def lower(ast: UOp) -> Program:
+  """ast: SINK(STORE(DEFINE_GLOBAL out, value)): the value is stored contiguously in its shape."""
+  assert ast.op is Ops.SINK and len(ast.src) == 1 and ast.src[0].op is Ops.STORE
+  store = ast.src[0]
+  out_buf, value = store.src[0], store.src[1]
+  lw = Lowerer()
+  shape = value.shape
+  out_ranges = [lw.new_range(n) if n != 1 else None for n in shape]
+  idx = tuple(r if r is not None else UOp.const(IDX, 0) for r in out_ranges)
+  val = lw.index(value, idx, None)
+  sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out_buf, ravel(idx, shape), val)),))
+  sink = graph_rewrite(sink, symbolic)
+  uops = linearize(sink, [r for r in out_ranges if r is not None])
+  gl = sorted([u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL], key=lambda u: u.arg[0])
+  has_reduce = any(u.op is Ops.DEFINE_ACC for u in uops)
+  name = ("r_" if has_reduce else "E_") + ("_".join(str(n) for n in shape) if shape else "0")
+  flops, mult = 0, 1
+  loop_stack = []
+  for u in uops:
+    if u.op is Ops.RANGE: loop_stack.append(u.src[0].arg); mult *= u.src[0].arg
+    elif u.op is Ops.ENDRANGE: mult //= loop_stack.pop()
+    elif u.op in ELEMENTWISE and u.dtype is not None and u.dtype.is_float and u.op not in (Ops.CAST, Ops.BITCAST): flops += mult
+    elif u.op is Ops.ACC_UPDATE: flops += mult
+  mem = sum(g.arg[1] * g.dtype.itemsize for g in gl)
+  return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem)
+
+def linearize(sink: UOp, out_ranges: list[UOp]) -> list[UOp]:
+  """Order the program: open the output loops, emit each value once at the loop depth it needs, close loops.
+  A REDUCE becomes: accumulator init; the loop-invariant part of its body (hoisted); its loops; the update."""
+  rng: dict[UOp, frozenset] = {}
+  for u in sink.toposort():
+    if u.op is Ops.RANGE: rng[u] = frozenset([u])
+    else:
+      s = frozenset().union(*[rng[x] for x in u.src]) if u.src else frozenset()
+      rng[u] = s - frozenset(u.src[1:]) if u.op is Ops.REDUCE else s
+  out: list[UOp] = []
+  done: set[UOp] = set()
+  def emit(u: UOp, open_ranges: frozenset):
+    if u in done: return
+    if u.op is Ops.REDUCE:
+      body, red = u.src[0], frozenset(u.src[1:])
+      # loop-invariant parts of the body are computed once, before the reduction loop
+      for v in body.toposort():
+        if v.op is not Ops.RANGE and rng[v] <= open_ranges: emit(v, open_ranges)
+      out.append(UOp(Ops.DEFINE_ACC, u.dtype, (u,)))
+      for r in u.src[1:]: out.append(r); done.add(r)
+      emit(body, open_ranges | red)
+      out.append(UOp(Ops.ACC_UPDATE, u.dtype, (u, body)))
+      for r in reversed(u.src[1:]): out.append(UOp(Ops.ENDRANGE, None, (r,)))
+      done.add(u)
+      return
+    for s in u.src: emit(s, open_ranges)
+    if u.op is Ops.RANGE: raise RuntimeError("linearize: a loop range escaped its loop")
+    out.append(u)
+    done.add(u)
+  for r in out_ranges: out.append(r); done.add(r)
+  for s in sink.src: emit(s, frozenset(out_ranges))
+  for r in reversed(out_ranges): out.append(UOp(Ops.ENDRANGE, None, (r,)))
+  return out

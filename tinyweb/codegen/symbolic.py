@@ -1,0 +1,168 @@
+"""Simplification rules for kernel programs: constant folding, algebra, and index arithmetic.
+
+Index expressions come from movement ops (reshape = ravel + unravel, pad = shift + bounds checks), so the rules
+below that remove `//` and `%` using value bounds (vmin/vmax) are what make the generated indexing cheap."""
+from __future__ import annotations
+import math, operator
+from tinyweb.dtype import dtypes, cast_scalar
+from tinyweb.uop import UOp, UPat, Ops, PatternMatcher, ALU, COMMUTATIVE
+
+def _c_div(a, b): return 0 if b == 0 else int(a / b) if isinstance(a, int) and abs(a) < 2**52 and abs(b) < 2**52 else (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1)
+def _c_mod(a, b): return 0 if b == 0 else a - _c_div(a, b) * b
+
+def _fdiv(a, b):
+  if b == 0: return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1, b)
+  return a / b
+
+def _exp2(a):
+  try: return 2.0 ** a
+  except OverflowError: return math.inf
+
+def _log2(a):
+  if math.isnan(a) or a < 0: return math.nan
+  return -math.inf if a == 0 else math.log2(a)
+
+def _sqrt(a): return math.nan if math.isnan(a) or a < 0 else math.sqrt(a)
+def _sin(a): return math.nan if math.isinf(a) or math.isnan(a) else math.sin(a)
+def _fmax(a, b): return a if (a != a or a > b) else b
+
+PYTHON_ALU = {
+  Ops.NEG: lambda a: (not a) if isinstance(a, bool) else -a, Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.SQRT: _sqrt,
+  Ops.RECIP: lambda a: _fdiv(1.0, a), Ops.TRUNC: lambda a: a if math.isinf(a) or math.isnan(a) else float(math.trunc(a)),
+  Ops.ADD: operator.add, Ops.MUL: operator.mul, Ops.FDIV: _fdiv, Ops.IDIV: _c_div, Ops.MOD: _c_mod, Ops.MAX: _fmax,
+  Ops.CMPLT: operator.lt, Ops.CMPNE: operator.ne, Ops.CMPEQ: operator.eq, Ops.AND: operator.and_, Ops.OR: operator.or_,
+  Ops.XOR: operator.xor, Ops.SHL: lambda a, b: a << b, Ops.SHR: lambda a, b: a >> b, Ops.WHERE: lambda c, a, b: a if c else b,
+}
+
+def exec_alu(op: Ops, dtype, *vals):
+  """Evaluate one ALU op on Python numbers with the dtype's semantics (wrapping ints, rounding floats)."""
+  if dtype.is_bool and op in (Ops.ADD, Ops.MUL): op = Ops.OR if op is Ops.ADD else Ops.AND
+  return cast_scalar(PYTHON_ALU[op](*vals), dtype)
+
+def fold_alu(x: UOp):
+  if x.dtype.is_float and x.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT): return None  # leave transcendental to the device
+  return UOp.const(x.dtype, exec_alu(x.op, x.dtype, *[s.arg for s in x.src]))
+
+def _is_int(u: UOp) -> bool: return u.dtype is not None and u.dtype.is_int
+
+# ---- helpers on sums of terms: an int expression as [(term, coefficient)] + constant ----
+def split_sum(u: UOp) -> tuple[list[tuple[UOp, int]], int]:
+  """Flatten nested ADD/MUL-by-const/NEG into terms (in left-to-right order, so rebuilding is stable) and a constant."""
+  merged: dict[UOp, int] = {}
+  const = 0
+  def walk(x: UOp, k: int):
+    nonlocal const
+    if x.op is Ops.ADD: walk(x.src[0], k); walk(x.src[1], k)
+    elif x.op is Ops.CONST: const += x.arg * k
+    elif x.op is Ops.MUL and x.src[1].op is Ops.CONST: walk(x.src[0], k * x.src[1].arg)
+    elif x.op is Ops.NEG: walk(x.src[0], -k)
+    else: merged[x] = merged.get(x, 0) + k
+  walk(u, 1)
+  return [(t, k) for t, k in merged.items() if k != 0], const
+
+def build_sum(dtype, terms: list[tuple[UOp, int]], const: int) -> UOp:
+  out = None
+  for t, k in terms:
+    x = t if k == 1 else t * UOp.const(dtype, k)
+    out = x if out is None else out + x
+  if out is None: return UOp.const(dtype, const)
+  return out if const == 0 else out + UOp.const(dtype, const)
+
+def _bounds_of(terms, const):
+  lo = hi = const
+  for t, k in terms:
+    a, b = t.vmin * k, t.vmax * k
+    lo, hi = lo + min(a, b), hi + max(a, b)
+  return lo, hi
+
+def simplify_sum(x: UOp):
+  """Canonical form of an int sum: like terms combined, (y//c)*c + y%c folded back to y, constants summed."""
+  terms, const = split_sum(x)
+  changed = True
+  while changed:
+    changed = False
+    tdict = dict(terms)
+    for t, k in terms:
+      if t.op is Ops.MOD and t.src[1].op is Ops.CONST:
+        y, c = t.src[0], t.src[1].arg
+        d = UOp(Ops.IDIV, y.dtype, (y, t.src[1]))
+        if y.vmin >= 0 and tdict.get(d) == k * c:
+          del tdict[t], tdict[d]
+          tdict[y] = tdict.get(y, 0) + k
+          terms, changed = [(a, b) for a, b in tdict.items() if b != 0], True
+          break
+  new = build_sum(x.dtype, terms, const)
+  return None if new is x else new
+
+def simplify_div(x: UOp):
+  num, c = x.src[0], x.src[1].arg
+  if c <= 0 or num.vmin < 0: return None
+  if num.vmax < c: return UOp.const(x.dtype, 0)
+  if num.op is Ops.IDIV and num.src[1].op is Ops.CONST and num.src[1].arg > 0:
+    return num.src[0] // (num.src[1].arg * c)
+  terms, const = split_sum(num)
+  if len(terms) == 1 and const == 0 and terms[0][1] == 1: return None   # plain y // c
+  # pull out the parts divisible by c when the rest stays within [0, c)
+  whole = [(t, k // c) for t, k in terms if k % c == 0]
+  rest = [(t, k) for t, k in terms if k % c != 0]
+  rlo, rhi = _bounds_of(rest, const % c)
+  if whole or const >= c:
+    if rlo >= 0:
+      base = build_sum(x.dtype, whole, const // c)
+      if rhi < c: return base
+      return base + build_sum(x.dtype, rest, const % c) // c
+  # a common factor of all coefficients and c
+  g = c
+  for _, k in terms: g = math.gcd(g, k)
+  g = math.gcd(g, const)
+  if g > 1:
+    return build_sum(x.dtype, [(t, k // g) for t, k in terms], const // g) // (c // g)
+  return None
+
+def simplify_mod(x: UOp):
+  num, c = x.src[0], x.src[1].arg
+  if c <= 0 or num.vmin < 0: return None
+  if num.vmax < c: return num
+  if c == 1: return UOp.const(x.dtype, 0)
+  if num.op is Ops.MOD and num.src[1].op is Ops.CONST and num.src[1].arg % c == 0: return num.src[0] % c
+  terms, const = split_sum(num)
+  kept = [(t, k % c) for t, k in terms if k % c != 0]
+  if len(kept) != len(terms) or any(k2 != k for (_, k), (_, k2) in zip([tk for tk in terms if tk[1] % c], kept)) or const >= c:
+    rest = build_sum(x.dtype, kept, const % c)
+    if rest.vmin >= 0: return rest % c
+  return None
+
+def _same(a: UOp, b: UOp) -> bool: return a is b
+
+symbolic = PatternMatcher([
+  # constant folding
+  (UPat(ALU, src=None, name="x", predicate=lambda u: len(u.src) > 0 and all(s.op is Ops.CONST for s in u.src)), fold_alu),
+  (UPat(Ops.CAST, src=(UPat.cvar("c"),), name="x"), lambda x, c: UOp.const(x.dtype, c.arg)),
+  (UPat(Ops.CAST, name="x", predicate=lambda u: u.src[0].dtype == u.dtype), lambda x: x.src[0]),
+  # constants go to the right of commutative ops
+  (UPat(COMMUTATIVE, src=(UPat.cvar("c"), UPat.var("y")), name="x", predicate=lambda u: u.src[1].op is not Ops.CONST),
+   lambda x, c, y: x.replace(src=(y, c))),
+  # identities
+  (UPat(Ops.ADD, src=(UPat.var("y"), UPat.cvar("c")), name="x", predicate=lambda u: u.src[1].arg == 0 and not u.dtype.is_bool), lambda x, y, c: y),
+  (UPat(Ops.MUL, src=(UPat.var("y"), UPat.cvar("c")), name="x", predicate=lambda u: u.src[1].arg == 1), lambda x, y, c: y),
+  (UPat(Ops.MUL, src=(UPat.var("y"), UPat.cvar("c")), name="x", predicate=lambda u: u.src[1].arg == 0 and _is_int(u)), lambda x, y, c: c),
+  (UPat(Ops.IDIV, src=(UPat.var("y"), UPat.cvar("c")), name="x", predicate=lambda u: u.src[1].arg == 1), lambda x, y, c: y),
+  (UPat(Ops.AND, src=(UPat.var("y"), UPat.cvar("c")), name="x", predicate=lambda u: u.dtype.is_bool),
+   lambda x, y, c: y if c.arg else c),
+  (UPat(Ops.OR, src=(UPat.var("y"), UPat.cvar("c")), name="x", predicate=lambda u: u.dtype.is_bool),
+   lambda x, y, c: c if c.arg else y),
+  (UPat(Ops.AND, src=(UPat.var("y"), UPat.var("y")), name="x"), lambda x, y: y),
+  (UPat(Ops.WHERE, src=(UPat.cvar("c"), UPat.var("a"), UPat.var("b")), name="x"), lambda x, c, a, b: a if c.arg else b),
+  (UPat(Ops.WHERE, src=(UPat.var("c"), UPat.var("a"), UPat.var("a")), name="x"), lambda x, c, a: a),
+  # int arithmetic: canonical sums, then division and modulo by constants using value bounds
+  (UPat(Ops.ADD, name="x", predicate=_is_int), simplify_sum),
+  (UPat(Ops.MUL, src=(UPat(Ops.ADD, name="s"), UPat.cvar("c")), name="x", predicate=_is_int),
+   lambda x, s, c: s.src[0] * c + s.src[1] * c),
+  (UPat(Ops.MUL, src=(UPat(Ops.MUL, src=(UPat.var("y"), UPat.cvar("c1"))), UPat.cvar("c2")), name="x", predicate=_is_int),
+   lambda x, y, c1, c2: y * UOp.const(x.dtype, c1.arg * c2.arg)),
+  (UPat(Ops.IDIV, src=(UPat.var(), UPat.cvar()), name="x", predicate=_is_int), simplify_div),
+  (UPat(Ops.MOD, src=(UPat.var(), UPat.cvar()), name="x", predicate=_is_int), simplify_mod),
+  # comparisons decided by bounds
+  (UPat(Ops.CMPLT, name="x", predicate=lambda u: _is_int(u.src[0]) and (u.src[0].vmax < u.src[1].vmin or u.src[0].vmin >= u.src[1].vmax)),
+   lambda x: UOp.const(dtypes.bool, x.src[0].vmax < x.src[1].vmin)),
+])

@@ -1,0 +1,148 @@
+"""Devices: the registry, buffers and the small interface every runtime implements.
+
+A runtime (one module in `tinyweb.backends`) provides a `Compiled` device made of:
+- an `Allocator`: alloc(nbytes) -> opaque handle, free(handle, nbytes), copyin(handle, memoryview), copyout(memoryview, handle)
+  and optionally as_memoryview(handle, nbytes) for zero-copy host access;
+- a `Renderer` (tinyweb.codegen.cstyle) that turns a linear kernel program into source code;
+- a `Compiler`: compile(source) -> bytes (results cached by the base class on disk and in memory);
+- a program class: Program(device, name, lib) and program(*buffers, global_size=..., wait=bool) -> seconds or None.
+Register a new device with `Device.register("NAME", "module.path:ClassName")` or `Device["NAME"] = instance`.
+"""
+from __future__ import annotations
+import hashlib, importlib, os, functools
+from collections import defaultdict
+from typing import Any, Optional
+from tinyweb.dtype import DType
+from tinyweb.helpers import GlobalCounters, cache_dir, getenv
+
+class Allocator:
+  """Base allocator with a free-list: freed buffers are kept by size and handed out again."""
+  def __init__(self): self.cache: dict[int, list] = defaultdict(list)
+  def alloc(self, nbytes: int):
+    if self.cache[nbytes]: return self.cache[nbytes].pop()
+    return self._alloc(nbytes)
+  def free(self, handle, nbytes: int): self.cache[nbytes].append(handle)
+  def free_cache(self):
+    for nbytes, hs in self.cache.items():
+      for h in hs: self._free(h, nbytes)
+    self.cache.clear()
+  def _alloc(self, nbytes: int): raise NotImplementedError
+  def _free(self, handle, nbytes: int): pass
+  def copyin(self, handle, src: memoryview): raise NotImplementedError
+  def copyout(self, dst: memoryview, handle): raise NotImplementedError
+  as_memoryview = None   # optional: (handle, nbytes) -> memoryview without a copy
+
+class Compiler:
+  """Turns source into a loadable binary. Results are cached in memory and on disk, keyed by the source hash."""
+  cache_key: Optional[str] = None   # set to enable the disk cache (include the compiler and flags in it)
+  def __init__(self): self.mem: dict[str, bytes] = {}
+  def compile_cached(self, src: str) -> bytes:
+    h = hashlib.sha256(((self.cache_key or "") + "\0" + src).encode()).hexdigest()
+    if (lib := self.mem.get(h)) is not None: return lib
+    path = os.path.join(cache_dir(), "kernels", f"{h}.bin") if self.cache_key and not getenv("DISABLE_COMPILER_CACHE") else None
+    if path and os.path.exists(path):
+      with open(path, "rb") as f: lib = f.read()
+    else:
+      lib = self.compile(src)
+      if path:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f: f.write(lib)
+        os.replace(tmp, path)
+    self.mem[h] = lib
+    return lib
+  def compile(self, src: str) -> bytes: raise NotImplementedError
+
+class Compiled:
+  """A device that compiles kernels. Subclasses pass their allocator, renderer, compiler and program class."""
+  def __init__(self, name: str, allocator: Allocator, renderer, compiler: Compiler, program_cls):
+    self.name, self.allocator, self.renderer, self.compiler, self.program_cls = name, allocator, renderer, compiler, program_cls
+    self.programs: dict[str, Any] = {}
+  def get_program(self, name: str, src: str):
+    key = src
+    if (p := self.programs.get(key)) is None:
+      p = self.programs[key] = self.program_cls(self, name, self.compiler.compile_cached(src))
+    return p
+  def synchronize(self): pass
+
+class Buffer:
+  """`size` elements of `dtype` on a device. Memory is allocated on first use and returned to the pool when freed."""
+  def __init__(self, device: str, size: int, dtype: DType):
+    self.device, self.size, self.dtype = device, size, dtype
+    self._handle = None
+  @property
+  def nbytes(self) -> int: return self.size * self.dtype.itemsize
+  @property
+  def allocated(self) -> bool: return self._handle is not None
+  def ensure_allocated(self) -> Buffer:
+    if self._handle is None:
+      self._handle = Device[self.device].allocator.alloc(max(self.nbytes, 1))
+      GlobalCounters.mem_used += self.nbytes
+    return self
+  @property
+  def handle(self): return self.ensure_allocated()._handle
+  def __del__(self):
+    if getattr(self, "_handle", None) is not None:
+      try: Device[self.device].allocator.free(self._handle, max(self.nbytes, 1))
+      except Exception: pass
+      GlobalCounters.mem_used -= self.nbytes
+  def copyin(self, src: memoryview) -> Buffer:
+    src = memoryview(src).cast("B")
+    if src.nbytes != self.nbytes: raise ValueError(f"copyin: {src.nbytes} bytes into a buffer of {self.nbytes}")
+    if self.nbytes: Device[self.device].allocator.copyin(self.handle, src)
+    return self
+  def as_memoryview(self) -> memoryview:
+    """Host-visible bytes of the buffer: zero-copy where the device allows, otherwise a copy."""
+    alloc = Device[self.device].allocator
+    if self.nbytes == 0: return memoryview(bytearray(0))
+    if alloc.as_memoryview is not None: return alloc.as_memoryview(self.handle, self.nbytes)
+    out = bytearray(self.nbytes)
+    alloc.copyout(memoryview(out), self.handle)
+    return memoryview(out)
+  def __repr__(self): return f"<Buffer {self.device} {self.size} {self.dtype.name}>"
+
+class _DeviceRegistry:
+  """`Device["CPU"]` gives the device object (created on first use); `Device.DEFAULT` is the best available one."""
+  def __init__(self):
+    self._specs: dict[str, str] = {}
+    self._instances: dict[str, Compiled] = {}
+    self._failures: dict[str, str] = {}
+  def register(self, name: str, spec: str):
+    """spec: 'module.path:ClassName'; the module is imported only when the device is first used."""
+    self._specs[name.upper()] = spec
+  def __setitem__(self, name: str, dev: Compiled): self._instances[name.upper()] = dev
+  def canonicalize(self, name: Optional[str]) -> str:
+    if name is None: return self.DEFAULT
+    n = str(name).upper().split(":")[0]
+    if n not in self._specs and n not in self._instances:
+      raise ValueError(f"unknown device {name!r}; known devices: {self.known()}")
+    return n
+  def known(self) -> list[str]: return list(dict.fromkeys([*self._specs, *self._instances]))
+  def __getitem__(self, name: str) -> Compiled:
+    name = self.canonicalize(name)
+    if name not in self._instances:
+      ok, why = self.check(name)
+      if not ok: raise RuntimeError(f"device {name} is not available here: {why}")
+    return self._instances[name]
+  def check(self, name: str) -> tuple[bool, str]:
+    """(True, "") when the device can be used here, else (False, the reason)."""
+    name = name.upper()
+    if name in self._instances: return True, ""
+    if name in self._failures: return False, self._failures[name]
+    if name not in self._specs: return False, f"unknown device; known: {self.known()}"
+    mod, cls = self._specs[name].split(":")
+    try: self._instances[name] = getattr(importlib.import_module(mod), cls)(name)
+    except Exception as e:
+      self._failures[name] = f"{type(e).__name__}: {e}"
+      return False, self._failures[name]
+    return True, ""
+  def available(self) -> list[str]: return [n for n in self.known() if self.check(n)[0]]
+  @functools.cached_property
+  def DEFAULT(self) -> str:
+    if (env := os.getenv("DEV")): return self.canonicalize(env)
+    for name in self.known():
+      if self.check(name)[0]: return name
+    raise RuntimeError(f"no device is available: {self._failures}")
+
+Device = _DeviceRegistry()
+Device.register("CPU", "tinyweb.backends.cpu:CPUDevice")

@@ -1,0 +1,61 @@
+"""Runs a schedule: lowers each kernel AST, renders and compiles it (all cached), launches it, and reports.
+
+DEBUG=1 prints a summary per realize, DEBUG=2 one line per kernel (time, GFLOP/s, GB/s), DEBUG=3 adds the kernel's
+lowered loop structure, DEBUG=4 prints the generated source."""
+from __future__ import annotations
+import time
+from dataclasses import dataclass
+from tinyweb.device import Device, Buffer
+from tinyweb.helpers import DEBUG, GlobalCounters, prod
+from tinyweb.uop import UOp, Ops
+from tinyweb.codegen.lower import lower, Program
+from tinyweb.schedule import ScheduleItem
+
+@dataclass
+class CompiledKernel:
+  program: Program
+  runner: object
+  src: str
+
+_kernel_cache: dict[tuple[str, UOp], CompiledKernel] = {}
+
+def get_kernel(device: str, ast: UOp) -> CompiledKernel:
+  key = (device, ast)
+  if (k := _kernel_cache.get(key)) is None:
+    dev = Device[device]
+    prog = lower(ast)
+    src = dev.renderer.render(prog)
+    if DEBUG >= 3: print(f"{prog.name}: loops {[u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]} (no optimizations applied)")
+    if DEBUG >= 4: print(src)
+    k = _kernel_cache[key] = CompiledKernel(prog, dev.get_program(prog.name, src), src)
+  return k
+
+def run_schedule(items: list[ScheduleItem]):
+  st = time.perf_counter()
+  for it in items:
+    for b in it.bufs: b.ensure_allocated()
+    if it.kind == "copy":
+      dst, src = it.bufs
+      t0 = time.perf_counter()
+      dst.copyin(src.as_memoryview())
+      et = time.perf_counter() - t0
+      GlobalCounters.global_mem += dst.nbytes
+      if DEBUG >= 2: print(f"*** copy {src.device} -> {dst.device} {dst.nbytes:>10d} bytes {et*1e3:8.3f} ms")
+      continue
+    device = it.bufs[0].device
+    for b in it.bufs[1:]:
+      if b.device != device:
+        raise RuntimeError(f"kernel reads a buffer on {b.device} while writing on {device}: move tensors with .to() first")
+    k = get_kernel(device, it.ast)
+    et = k.runner(*[b.handle for b in it.bufs], global_size=k.program.global_shape, wait=DEBUG >= 2)
+    GlobalCounters.kernel_count += 1
+    GlobalCounters.global_ops += k.program.flops
+    GlobalCounters.global_mem += k.program.mem_estimate
+    if et is not None: GlobalCounters.time_sum_s += et
+    if DEBUG >= 2:
+      p = k.program
+      t = max(et or 0.0, 1e-9)
+      print(f"*** {device:6s} {GlobalCounters.kernel_count:4d} {p.name:28s} shape {str(p.global_shape):18s} "
+            f"{t*1e3:9.3f} ms {p.flops/t/1e9:9.2f} GFLOP/s {p.mem_estimate/t/1e9:8.2f} GB/s")
+  if DEBUG >= 1 and items:
+    print(f"realize: {len(items)} items ({sum(it.kind == 'kernel' for it in items)} kernels) in {(time.perf_counter()-st)*1e3:.2f} ms")

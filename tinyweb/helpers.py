@@ -1,0 +1,78 @@
+"""Small shared utilities: environment/context variables, counters, and a few pure functions."""
+from __future__ import annotations
+import os, functools, operator, math
+from typing import Any, Iterable, Sequence
+
+def prod(xs: Iterable[int]) -> int: return functools.reduce(operator.mul, xs, 1)
+def flatten(xss: Iterable[Iterable[Any]]) -> list: return [x for xs in xss for x in xs]
+def argsort(xs: Sequence) -> list[int]: return sorted(range(len(xs)), key=xs.__getitem__)
+def all_same(xs: Sequence) -> bool: return all(x == xs[0] for x in xs)
+def round_up(x: int, m: int) -> int: return (x + m - 1) // m * m
+def dedup(xs: Iterable) -> list: return list(dict.fromkeys(xs))
+def ceildiv(a: int, b: int) -> int: return -(-a // b)
+
+@functools.cache
+def getenv(key: str, default: Any = 0) -> Any: return type(default)(os.getenv(key, default))
+
+class ContextVar:
+  """A setting read from the environment at start-up and changeable with `with Context(NAME=value):`."""
+  registry: dict[str, ContextVar] = {}
+  def __init__(self, key: str, default: Any):
+    self.key, self.value = key, getenv(key, default)
+    ContextVar.registry[key] = self
+  def __bool__(self): return bool(self.value)
+  def __ge__(self, x): return self.value >= x
+  def __gt__(self, x): return self.value > x
+  def __lt__(self, x): return self.value < x
+  def __le__(self, x): return self.value <= x
+  def __eq__(self, x): return self.value == x
+  __hash__ = object.__hash__
+  def __repr__(self): return f"ContextVar({self.key}={self.value!r})"
+
+DEBUG = ContextVar("DEBUG", 0)
+BEAM = ContextVar("BEAM", 0)
+NOOPT = ContextVar("NOOPT", 0)
+TRAINING = ContextVar("TRAINING", 0)
+NO_GRAD = ContextVar("NO_GRAD", 0)
+
+class Context:
+  """`with Context(DEBUG=2, TRAINING=1):` sets context variables for the block and restores them after.
+  Also usable as a decorator."""
+  def __init__(self, **kwargs):
+    unknown = [k for k in kwargs if k not in ContextVar.registry]
+    if unknown: raise KeyError(f"Context: unknown variable(s) {unknown}; known: {sorted(ContextVar.registry)}")
+    self.kwargs, self.saved = kwargs, []
+  def __enter__(self):
+    self.saved.append({k: ContextVar.registry[k].value for k in self.kwargs})
+    for k, v in self.kwargs.items(): ContextVar.registry[k].value = v
+    return self
+  def __exit__(self, *exc):
+    for k, v in self.saved.pop().items(): ContextVar.registry[k].value = v
+  def __call__(self, fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+      with self: return fn(*args, **kwargs)
+    return wrapper
+
+class GlobalCounters:
+  """Counts what the runtime did since the last reset: kernels launched, FLOPs, bytes moved, kernel time."""
+  kernel_count: int = 0
+  global_ops: int = 0
+  global_mem: int = 0
+  time_sum_s: float = 0.0
+  mem_used: int = 0   # bytes currently allocated on all devices
+  @staticmethod
+  def reset():
+    GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s = 0, 0, 0, 0.0
+
+def cache_dir() -> str:
+  d = os.getenv("TINYWEB_CACHE_DIR") or os.path.join(os.getenv("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tinyweb")
+  os.makedirs(d, exist_ok=True)
+  return d
+
+def to_python_scalar(x: Any) -> Any:
+  if isinstance(x, (bool, int, float)): return x
+  if hasattr(x, "item"): return x.item()
+  raise TypeError(f"expected a Python number, got {type(x).__name__}")
+
+def is_nan(x) -> bool: return isinstance(x, float) and math.isnan(x)

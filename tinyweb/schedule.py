@@ -1,0 +1,183 @@
+"""The scheduler: decides which values of a tensor graph become buffers and groups everything else into kernels.
+
+Fusion rules (each kernel stores one value):
+- elementwise ops and movement ops never get a buffer of their own: they are computed inside the kernel that uses them,
+  and movement ops become index arithmetic on the loads;
+- a reduction fuses with the elementwise ops that feed it and with the elementwise ops that consume it;
+- a reduction gets its own buffer when its result is expanded (recomputing it per element would repeat the whole
+  reduction) or when several kernels use it;
+- CONTIGUOUS, COPY and ASSIGN, and every value asked for (`realize()` targets), are stored in buffers. A target that is
+  only a view of an existing buffer needs no kernel at all.
+"""
+from __future__ import annotations
+import weakref
+from dataclasses import dataclass
+from collections import defaultdict
+from typing import Optional
+from tinyweb.device import Buffer
+from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, unique_id
+
+@dataclass(eq=False)
+class ScheduleItem:
+  kind: str            # "kernel" or "copy"
+  ast: Optional[UOp]   # kernel: SINK(STORE(DEFINE_GLOBAL 0, value)); copy: None
+  bufs: list[Buffer]   # bufs[0] is written
+  deps: tuple = ()     # items whose output this one reads
+  reads_existing: frozenset = frozenset()   # buffers read as they were before this schedule ran
+
+# value uop -> uop of the buffer (view) holding it. Weak: an entry lives as long as some graph still uses the uop.
+realized_cache: "weakref.WeakKeyDictionary[UOp, UOp]" = weakref.WeakKeyDictionary()
+
+def buffer_uop(buf: Buffer, shape: tuple[int, ...], version: int = 0) -> UOp:
+  b = UOp(Ops.BUFFER, buf.dtype, (), (buf, version))
+  return b if shape == (buf.size,) else UOp(Ops.RESHAPE, buf.dtype, (b,), tuple(shape))
+
+def is_buffer_view(u: UOp) -> bool:
+  while u.op in MOVEMENT: u = u.src[0]
+  return u.op is Ops.BUFFER
+
+def is_contiguous_buffer(u: UOp) -> bool:
+  """A whole buffer in row-major order (only reshapes over it)."""
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  return u.op is Ops.BUFFER
+
+def substitute(root: UOp, mapping: dict) -> UOp:
+  """Rebuild `root` with every node found in `mapping` replaced."""
+  done: dict[UOp, UOp] = {}
+  for u in root.toposort():
+    if (m := mapping.get(u)) is not None: done[u] = m; continue
+    new_src = tuple(done[s] for s in u.src)
+    done[u] = u if all(a is b for a, b in zip(new_src, u.src)) else u.replace(src=new_src)
+  return done[root]
+
+def apply_realized(root: UOp) -> UOp:
+  """Replace every value that was already computed by the buffer holding it."""
+  hits = {u: realized_cache[u] for u in root.toposort() if u in realized_cache}
+  return substitute(root, hits) if hits else root
+
+def _expands(u: UOp) -> bool: return u.op is Ops.EXPAND and u.shape != u.src[0].shape
+
+def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+  """Returns the kernels/copies to run, in order, and for every target the uop of the buffer (view) holding it."""
+  sink = UOp(Ops.SINK, None, tuple(targets))
+  graph = sink.toposort()
+  consumers: dict[UOp, list[UOp]] = defaultdict(list)
+  for u in graph:
+    for s in u.src: consumers[s].append(u)
+
+  # ---- which values get a buffer ----
+  realize: set[UOp] = set()
+  for t in targets:
+    if not is_buffer_view(t): realize.add(t)
+  for u in graph:
+    if u.op in (Ops.CONTIGUOUS, Ops.ASSIGN): realize.add(u)
+    if u.op is Ops.COPY:
+      realize.add(u)
+      if not is_contiguous_buffer(u.src[0]): realize.add(u.src[0])
+  # walk from the outputs down: a reduction under an expand, or used twice, gets a buffer
+  under_expand: dict[UOp, bool] = {}
+  for u in reversed(graph):
+    if u.op is Ops.SINK: continue
+    cs = [c for c in consumers[u] if c.op is not Ops.SINK]
+    under_expand[u] = any(_expands(c) or (c not in realize and under_expand.get(c, False)) for c in cs)
+    if u.op is Ops.REDUCE_AXIS and (under_expand[u] or len(set(cs)) > 1): realize.add(u)
+  for u in list(realize):
+    if u.op in (Ops.BUFFER, Ops.DEVICE) or (u.op in MOVEMENT and is_buffer_view(u) and u not in targets): realize.discard(u)
+
+  # ---- one kernel per realized value, in dependency order ----
+  items: list[ScheduleItem] = []
+  result: dict[UOp, UOp] = {}       # realized value -> uop of its buffer
+  producer: dict[UOp, ScheduleItem] = {}
+  assigns: list[ScheduleItem] = []
+  for u in graph:
+    if u not in realize: continue
+    if u.op is Ops.COPY:
+      src = result.get(u.src[0], u.src[0])
+      sbuf = src.base.arg[0]
+      out = Buffer(u.arg, sbuf.size, sbuf.dtype)
+      it = ScheduleItem("copy", None, [out, sbuf], tuple(producer[x] for x in [u.src[0]] if x in producer),
+                        frozenset() if u.src[0] in producer else frozenset([sbuf]))
+      items.append(it)
+      result[u], producer[u] = buffer_uop(out, u.shape), it
+      continue
+    if u.op is Ops.ASSIGN:
+      target, value = u.src
+      tbase = target.base
+      if not (is_contiguous_buffer(target) and tbase.arg[0].size == target.size):
+        raise RuntimeError(f"assign: the target must be a whole realized tensor, got a view {target.shape} of a buffer")
+      tbuf = tbase.arg[0]
+      if _reads_other_elements(value, target, realize):
+        tmp = Buffer(tbuf.device, tbuf.size, tbuf.dtype)
+        first = _kernel(value, tmp, realize, result, producer)
+        items.append(first)
+        it = _kernel(buffer_uop(tmp, target.shape), tbuf, set(), {}, {})
+        it.deps = (first,)
+      else: it = _kernel(value, tbuf, realize, result, producer)
+      items.append(it)
+      assigns.append(it)
+      result[u], producer[u] = buffer_uop(tbuf, u.shape, tbase.arg[1] + 1), it
+      continue
+    src = u.src[0] if u.op is Ops.CONTIGUOUS else u
+    buf = Buffer(u.device, u.size, u.dtype)
+    it = _kernel(src, buf, realize - {u}, result, producer)
+    items.append(it)
+    result[u], producer[u] = buffer_uop(buf, u.shape), it
+
+  return _order(items, assigns), {t: result.get(t, t) for t in targets}
+
+def _reads_other_elements(value: UOp, target: UOp, realize: set) -> bool:
+  """True when computing `value` in place would read elements of `target` that were already overwritten:
+  the target buffer is read through anything other than the target view itself used elementwise."""
+  buf = target.base
+  def visit(u: UOp, under_non_elementwise: bool) -> bool:
+    if u is target: return under_non_elementwise
+    if u is buf: return True
+    if u in realize and u is not value: return False
+    bad = under_non_elementwise or u.op not in ELEMENTWISE
+    return any(visit(s, bad) for s in u.src)
+  return visit(value, False)
+
+def _kernel(value: UOp, out: Buffer, realize: set, result: dict, producer: dict) -> ScheduleItem:
+  """Build the kernel AST storing `value` into `out`: realized inputs become DEFINE_GLOBAL loads."""
+  bufs: list[Buffer] = [out]
+  index: dict[Buffer, int] = {out: 0}
+  deps, existing = [], set()
+  def glob(buf: Buffer) -> UOp:
+    if buf not in index:
+      index[buf] = len(bufs)
+      bufs.append(buf)
+    return UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), (index[buf], buf.size))
+  done: dict[UOp, UOp] = {}
+  for u in value.toposort():
+    if u is not value and u in realize:
+      r = result[u]
+      done[u] = substitute(r, {r.base: glob(r.base.arg[0])})
+      deps.append(producer[u])
+    elif u.op is Ops.BUFFER:
+      done[u] = glob(u.arg[0])
+      existing.add(u.arg[0])
+    elif u.op in (Ops.CONST, Ops.ARANGE): done[u] = UOp(u.op, u.dtype, (), u.arg)
+    elif u.op is Ops.DEVICE: continue
+    elif u.op in (Ops.CONTIGUOUS, Ops.DETACH): done[u] = done[u.src[0]]
+    else: done[u] = u.replace(src=tuple(done[s] for s in u.src))
+  store = UOp(Ops.STORE, None, (glob(out), done[value]))
+  return ScheduleItem("kernel", UOp(Ops.SINK, None, (store,)), bufs, tuple(deps), frozenset(existing))
+
+def _order(items: list[ScheduleItem], assigns: list[ScheduleItem]) -> list[ScheduleItem]:
+  """Topological order of the items (stable): data dependencies, plus: an in-place write runs after every other item
+  that reads the buffer's previous contents."""
+  if not assigns: return items
+  after: dict[ScheduleItem, set] = {it: set(it.deps) for it in items}
+  for a in assigns:
+    for it in items:
+      if it is not a and a.bufs[0] in it.reads_existing: after[a].add(it)
+  out, placed = [], set()
+  pending = list(items)
+  while pending:
+    for i, it in enumerate(pending):
+      if all(d in placed for d in after[it]):
+        out.append(pending.pop(i)); placed.add(it)
+        break
+    else:
+      raise RuntimeError("schedule: a value reads a buffer both before and after it is assigned; realize() the old value first")
+  return out

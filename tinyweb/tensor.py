@@ -1,0 +1,1014 @@
+"""Tensor: the user-facing API. Every op builds UOps lazily; `realize()` (or reading values) runs the scheduler.
+
+Everything here is written in terms of a few primitives (`_unary`, `_binary`, `_reduce`, movement ops, cast), so the
+IR stays small: the gradient rules in gradient.py only need to know those primitives."""
+from __future__ import annotations
+import math, struct, weakref, itertools
+from typing import Any, Optional, Sequence, Union
+from tinyweb.dtype import DType, dtypes, to_dtype, promote, promote_with_scalar, least_upper_dtype, cast_scalar, \
+  float_to_bf16_bits, bf16_bits_to_float, scalar_dtype
+from tinyweb.helpers import prod, argsort, flatten, TRAINING, NO_GRAD, all_same
+from tinyweb.uop import UOp, Ops, MOVEMENT, unique_id
+from tinyweb.device import Device, Buffer
+from tinyweb.schedule import create_schedule, realized_cache, buffer_uop, apply_realized, substitute, is_contiguous_buffer
+from tinyweb.engine import run_schedule
+from tinyweb.gradient import compute_gradient
+
+class _GradMode:
+  """`Tensor.no_grad`: truthy when gradients are off; `with Tensor.no_grad():` turns them off for a block."""
+  def __bool__(self): return bool(NO_GRAD.value)
+  def __call__(self, fn=None):
+    if fn is None: return self
+    def wrapper(*a, **k):
+      with self: return fn(*a, **k)
+    return wrapper
+  def __enter__(self):
+    self.prev = getattr(self, "prev", [])
+    self.prev.append(NO_GRAD.value)
+    NO_GRAD.value = 1
+  def __exit__(self, *exc): NO_GRAD.value = self.prev.pop()
+
+class _TrainMode:
+  def __init__(self, mode: bool): self.mode = mode
+  def __enter__(self): self.prev = TRAINING.value; TRAINING.value = int(self.mode)
+  def __exit__(self, *exc): TRAINING.value = self.prev
+  def __call__(self, fn):
+    def wrapper(*a, **k):
+      with _TrainMode(self.mode): return fn(*a, **k)
+    return wrapper
+
+class _TensorMeta(type):
+  @property
+  def training(cls) -> bool: return bool(TRAINING.value)
+  @training.setter
+  def training(cls, v: bool): TRAINING.value = int(v)
+  @property
+  def no_grad(cls) -> _GradMode: return _NO_GRAD
+  @no_grad.setter
+  def no_grad(cls, v: bool): NO_GRAD.value = int(v)
+
+_NO_GRAD = _GradMode()
+_grad_leaves: "weakref.WeakSet[Tensor]" = weakref.WeakSet()
+
+def _fmt_shape(s) -> str: return str(tuple(s))
+
+def _broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+  nd = max(len(s) for s in shapes)
+  padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
+  out = []
+  for dims in zip(*padded):
+    non1 = {d for d in dims if d != 1}
+    if len(non1) > 1:
+      raise ValueError(f"{op}: shapes {' and '.join(_fmt_shape(s) for s in shapes)} cannot be broadcast together "
+                       f"(sizes {sorted(non1)} in the same dimension; each must match or be 1)")
+    out.append(non1.pop() if non1 else 1)
+  return tuple(out)
+
+def _flatten_list(data, op="Tensor") -> tuple[list, tuple[int, ...]]:
+  if not isinstance(data, (list, tuple)): return [data], ()
+  if len(data) == 0: return [], (0,)
+  subs = [_flatten_list(d, op) for d in data]
+  shapes = {s for _, s in subs}
+  if len(shapes) != 1: raise ValueError(f"{op}: ragged nested sequence: elements have shapes {sorted(shapes)}; all must match")
+  return [x for vals, _ in subs for x in vals], (len(data),) + subs[0][1]
+
+def _pack(vals: list, dt: DType) -> bytes:
+  vals = [cast_scalar(v, dt) for v in vals]
+  if dt == dtypes.bfloat16: return struct.pack(f"{len(vals)}H", *[float_to_bf16_bits(v) for v in vals])
+  return struct.pack(f"{len(vals)}{dt.fmt}", *vals)
+
+_NP_NAMES = {"bool": dtypes.bool, "int8": dtypes.int8, "uint8": dtypes.uint8, "int16": dtypes.int16, "uint16": dtypes.uint16,
+             "int32": dtypes.int32, "uint32": dtypes.uint32, "int64": dtypes.int64, "uint64": dtypes.uint64,
+             "float16": dtypes.float16, "float32": dtypes.float32, "float64": dtypes.float64}
+
+ShapeArg = Union[int, Sequence[int]]
+def _shape_args(shape) -> tuple:
+  if len(shape) == 1 and isinstance(shape[0], (tuple, list)): return tuple(shape[0])
+  return tuple(shape)
+
+def _normalize_axis(op: str, axis: int, ndim: int) -> int:
+  if not isinstance(axis, int): raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+  lim = max(ndim, 1)
+  if not -lim <= axis < lim: raise IndexError(f"{op}: axis {axis} is out of range for a tensor with {ndim} dimensions (valid: {-lim}..{lim-1})")
+  return axis % lim if ndim > 0 else 0
+
+class Tensor(metaclass=_TensorMeta):
+  __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
+  __array_priority__ = 1000   # numpy defers to our reflected operators
+  _seed: int = 0
+  _rng_counter: int = 0
+
+  def __init__(self, data: Any, device: Optional[str] = None, dtype: Optional[Any] = None, requires_grad: Optional[bool] = None):
+    dt = to_dtype(dtype) if dtype is not None else None
+    dev = Device.canonicalize(device)
+    if isinstance(data, UOp): uop = data
+    elif isinstance(data, Tensor): uop = data.uop if dt is None else data.cast(dt).uop
+    elif isinstance(data, (bool, int, float)):
+      uop = Tensor._const_uop(data, dt or scalar_dtype(data), dev, ())
+    elif isinstance(data, (bytes, bytearray, memoryview)) and not isinstance(data, memoryview):
+      uop = Tensor._from_bytes(bytes(data), dt or dtypes.uint8, dev, None)
+    elif isinstance(data, (list, tuple)):
+      vals, shape = _flatten_list(data)
+      if dt is None:
+        dt = dtypes.bool if vals and all(isinstance(v, bool) for v in vals) else \
+             dtypes.default_int if vals and all(isinstance(v, (bool, int)) for v in vals) else dtypes.default_float
+      for v in vals:
+        if not isinstance(v, (bool, int, float)) and not hasattr(v, "item"):
+          raise TypeError(f"Tensor: list elements must be numbers, got {type(v).__name__}")
+      uop = Tensor._from_bytes(_pack([v.item() if hasattr(v, "item") else v for v in vals], dt), dt, dev, shape)
+    elif type(data).__module__ == "numpy" and hasattr(data, "dtype"):
+      import numpy as np
+      arr = np.ascontiguousarray(data)
+      if arr.dtype.name not in _NP_NAMES: raise TypeError(f"Tensor: numpy dtype {arr.dtype} is not supported; valid: {list(_NP_NAMES)}")
+      src_dt = _NP_NAMES[arr.dtype.name]
+      uop = Tensor._from_bytes(arr.tobytes(), src_dt, dev, arr.shape)
+      if dt is not None and dt != src_dt: uop = Tensor(uop).cast(dt).uop
+    else: raise TypeError(f"Tensor: cannot create a tensor from {type(data).__name__}")
+    self.uop: UOp = uop
+    self.grad: Optional[Tensor] = None
+    self.requires_grad: Optional[bool] = requires_grad
+    if requires_grad: self._make_grad_leaf()
+
+  def _make_grad_leaf(self):
+    if self.dtype is not None and not self.dtype.is_float:
+      raise RuntimeError(f"only floating point tensors can require gradients, got {self.dtype}")
+    # a leaf needs an identity of its own: two equal constants must not share one gradient
+    if not is_contiguous_buffer(self.uop): self.uop = UOp(Ops.CONTIGUOUS, self.uop.dtype, (self.uop,), unique_id())
+    _grad_leaves.add(self)
+
+  @staticmethod
+  def _const_uop(value, dt: DType, device: str, shape: tuple[int, ...]) -> UOp:
+    c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, None, (), device),), cast_scalar(value, dt))
+    if shape == (): return c
+    return UOp(Ops.EXPAND, dt, (UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape)),), tuple(shape))
+
+  @staticmethod
+  def _from_bytes(data: bytes, dt: DType, device: str, shape: Optional[tuple[int, ...]]) -> UOp:
+    n = len(data) // dt.itemsize
+    if n * dt.itemsize != len(data): raise ValueError(f"Tensor: {len(data)} bytes is not a whole number of {dt.name} elements")
+    buf = Buffer(device, n, dt).copyin(memoryview(data))
+    return buffer_uop(buf, tuple(shape) if shape is not None else (n,))
+
+  # ---------------------------------------------------------------------------------------------------------------
+  # properties
+
+  @property
+  def shape(self) -> tuple[int, ...]: return self.uop.shape
+  @property
+  def dtype(self) -> DType: return self.uop.dtype
+  @property
+  def device(self) -> str: return self.uop.device
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  def numel(self) -> int: return prod(self.shape)
+  def element_size(self) -> int: return self.dtype.itemsize
+  def nbytes(self) -> int: return self.numel() * self.element_size()
+  def __len__(self):
+    if not self.shape: raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+  def size(self, dim: Optional[int] = None):
+    return self.shape if dim is None else self.shape[_normalize_axis("size", dim, self.ndim)]
+  @property
+  def is_leaf(self) -> bool: return self in _grad_leaves or not self.requires_grad
+  def __repr__(self): return f"<Tensor {self.shape} {self.dtype.name} on {self.device}{' with grad' if self.grad is not None else ''}>"
+  def __hash__(self): return id(self)
+  def __bool__(self):
+    if self.numel() != 1: raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous")
+    return bool(self.item())
+
+  # ---------------------------------------------------------------------------------------------------------------
+  # realization and reading values
+
+  @staticmethod
+  def realize_all(*tensors: Tensor) -> None:
+    """Compute several tensors in one schedule, sharing work between them."""
+    ts = [t for t in tensors if not (is_contiguous_buffer(t.uop))]
+    if not ts: return
+    stripped = {}
+    targets = []
+    for t in ts:
+      u = apply_realized(t.uop)
+      dets = {d: d.src[0] for d in u.toposort() if d.op is Ops.DETACH}
+      targets.append(substitute(u, dets) if dets else u)
+    items, results = create_schedule(targets)
+    run_schedule(items)
+    for t, u in zip(ts, targets):
+      realized_cache[t.uop] = realized_cache[u] = results[u]
+      t.uop = results[u]
+
+  def realize(self, *others: Tensor) -> Tensor:
+    Tensor.realize_all(self, *others)
+    return self
+
+  def _host_buffer(self) -> tuple[Buffer, tuple[int, ...]]:
+    t = self if is_contiguous_buffer(apply_realized(self.uop)) else self.contiguous()
+    t.realize()
+    if not is_contiguous_buffer(t.uop): t = Tensor(UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,))).realize()
+    return t.uop.base.arg[0], self.shape
+
+  def data(self) -> memoryview:
+    """The values as a memoryview in this tensor's shape (bfloat16: the raw 16-bit patterns). No numpy needed."""
+    buf, shape = self._host_buffer()
+    mv = buf.as_memoryview()
+    if buf.device != "CPU" or True: mv = memoryview(bytes(mv))   # a snapshot: the buffer may be reused
+    if 0 in shape: return mv.cast(self.dtype.fmt)
+    return mv.cast(self.dtype.fmt, shape)
+
+  def tolist(self) -> Any:
+    mv = self.data()
+    if 0 in self.shape:
+      def empty(s): return [] if len(s) == 1 else [empty(s[1:]) for _ in range(s[0])]
+      return empty(self.shape)
+    out = mv.tolist()
+    if self.dtype == dtypes.bfloat16:
+      def conv(x): return [conv(y) for y in x] if isinstance(x, list) else bf16_bits_to_float(x)
+      out = conv(out)
+    return out
+
+  def item(self) -> Any:
+    if self.numel() != 1: raise ValueError(f"item: only one-element tensors can be converted to a Python scalar, shape is {self.shape}")
+    v = self.reshape(()).tolist()
+    return v
+
+  def numpy(self):
+    import numpy as np
+    buf, shape = self._host_buffer()
+    raw = bytes(buf.as_memoryview())
+    if self.dtype == dtypes.bfloat16:
+      return (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(shape)
+    return np.frombuffer(raw, dtype=self.dtype.name).reshape(shape).copy()
+
+  def to(self, device: Optional[str]) -> Tensor:
+    dev = Device.canonicalize(device)
+    if dev == self.device: return self
+    return self._wrap(UOp(Ops.COPY, self.dtype, (self.uop,), dev))
+  def cpu(self) -> Tensor: return self.to("CPU")
+  def clone(self) -> Tensor: return self._wrap(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), unique_id()))
+  def contiguous(self) -> Tensor:
+    return self if is_contiguous_buffer(self.uop) else self._wrap(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+  def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
+  def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+    self.requires_grad = requires_grad
+    if requires_grad: self._make_grad_leaf()
+    return self
+
+  def assign(self, x: Any) -> Tensor:
+    """Write x into this tensor's storage (in place when the tensor is realized)."""
+    x = x if isinstance(x, Tensor) else Tensor(x, device=self.device, dtype=self.dtype)
+    if x.shape != self.shape:
+      x = x._broadcast_to(self.shape, "assign") if len(x.shape) <= len(self.shape) else x
+      if x.shape != self.shape: raise ValueError(f"assign: value of shape {x.shape} does not match the tensor's shape {self.shape}")
+    if x.device != self.device: raise RuntimeError(f"assign: value is on {x.device}, tensor on {self.device}")
+    if x.dtype != self.dtype: x = x.cast(self.dtype)
+    target = apply_realized(self.uop)
+    if is_contiguous_buffer(target):
+      self.uop = UOp(Ops.ASSIGN, self.dtype, (target, x.uop))
+    else: self.uop = x.uop    # nothing stored yet: assignment just replaces the value
+    return self
+
+  # ---------------------------------------------------------------------------------------------------------------
+  # autograd
+
+  def _wrap(self, uop: UOp, *others: Tensor) -> Tensor:
+    t = Tensor(uop)
+    t.requires_grad = (not NO_GRAD.value) and any(x.requires_grad for x in (self, *others)) or None
+    return t
+
+  def _grad_graph(self) -> tuple[UOp, dict[Tensor, UOp]]:
+    root = apply_realized(self.uop)
+    nodes = set(root.toposort())
+    leaves = {}
+    for t in list(_grad_leaves):
+      u = apply_realized(t.uop)
+      if t.requires_grad and u in nodes: leaves[t] = u
+    return root, leaves
+
+  def backward(self, gradient: Optional[Tensor] = None) -> Tensor:
+    if not self.requires_grad:
+      raise RuntimeError("backward: this tensor does not require grad (no input of it has requires_grad=True)")
+    if gradient is None:
+      if self.numel() != 1:
+        raise RuntimeError(f"backward: grad can be implicitly created only for scalar outputs, got shape {self.shape}; pass gradient=")
+      gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
+    elif gradient.shape != self.shape:
+      raise ValueError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+    root, leaves = self._grad_graph()
+    grads = compute_gradient(root, gradient.cast(self.dtype).uop, set(leaves.values()))
+    for t, u in leaves.items():
+      if u not in grads: continue
+      g = Tensor(grads[u])
+      if g.shape != t.shape: g = g.reshape(t.shape)
+      t.grad = g if t.grad is None else (t.grad + g)
+    return self
+
+  def gradient(self, *targets: Tensor, gradient: Optional[Tensor] = None) -> list[Tensor]:
+    """d self / d target for each target (self must be a scalar unless `gradient` is given)."""
+    if gradient is None:
+      if self.numel() != 1: raise RuntimeError(f"gradient: output must be a scalar, got shape {self.shape}; pass gradient=")
+      gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
+    root = apply_realized(self.uop)
+    tu = [apply_realized(t.uop) for t in targets]
+    grads = compute_gradient(root, gradient.uop, set(tu))
+    return [Tensor(grads[u]) if u in grads else Tensor.zeros(t.shape, dtype=t.dtype, device=t.device) for t, u in zip(targets, tu)]
+
+  @staticmethod
+  def train(mode: bool = True) -> _TrainMode: return _TrainMode(mode)
+  @staticmethod
+  def test() -> _TrainMode: return _TrainMode(False)
+
+  # ---------------------------------------------------------------------------------------------------------------
+  # creation
+
+  @staticmethod
+  def full(shape: ShapeArg, fill_value: Any, dtype=None, device=None, requires_grad=None) -> Tensor:
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if any(not isinstance(s, int) or s < 0 for s in shape): raise ValueError(f"full: invalid shape {shape}")
+    dt = to_dtype(dtype) if dtype is not None else scalar_dtype(fill_value)
+    return Tensor(Tensor._const_uop(fill_value, dt, Device.canonicalize(device), shape), requires_grad=requires_grad)
+  @staticmethod
+  def zeros(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+    return Tensor.full(_shape_args(shape), 0.0, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
+  @staticmethod
+  def ones(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+    return Tensor.full(_shape_args(shape), 1.0, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
+  @staticmethod
+  def empty(*shape, dtype=None, device=None) -> Tensor:
+    shape = _shape_args(shape)
+    buf = Buffer(Device.canonicalize(device), prod(shape), to_dtype(dtype or dtypes.default_float))
+    return Tensor(buffer_uop(buf, shape))
+  def full_like(self, fill_value, dtype=None, device=None, requires_grad=None) -> Tensor:
+    return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+  def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
+  def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
+  def rand_like(self, **kw) -> Tensor: return Tensor.rand(*self.shape, device=kw.pop("device", self.device), dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), **kw)
+  def randn_like(self, **kw) -> Tensor: return Tensor.randn(*self.shape, device=kw.pop("device", self.device), dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), **kw)
+
+  @staticmethod
+  def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=None) -> Tensor:
+    if stop is None: start, stop = 0, start
+    if step == 0: raise ValueError("arange: step must be non-zero")
+    n = max(0, math.ceil((stop - start) / step))
+    dt = to_dtype(dtype) if dtype is not None else (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
+    idx = Tensor(UOp(Ops.ARANGE, dtypes.int32, (UOp(Ops.DEVICE, None, (), Device.canonicalize(device)),), n))
+    out = (idx.cast(dt) * step + start) if dt.is_float else (idx * step + start).cast(dt)
+    if requires_grad: out.requires_grad_()
+    return out
+  @staticmethod
+  def linspace(start, stop, steps: int, dtype=None, device=None) -> Tensor:
+    if steps < 0: raise ValueError(f"linspace: steps must be >= 0, got {steps}")
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if steps == 1: return Tensor.full((1,), start, dtype=dt, device=device)
+    idx = Tensor.arange(steps, device=device).cast(dtypes.float32)
+    return (idx * ((stop - start) / (steps - 1)) + start).cast(dt)
+  @staticmethod
+  def eye(n: int, m: Optional[int] = None, dtype=None, device=None, requires_grad=None) -> Tensor:
+    m = n if m is None else m
+    out = (Tensor.arange(n, device=device).reshape(n, 1) == Tensor.arange(m, device=device).reshape(1, m)).cast(dtype or dtypes.default_float)
+    if requires_grad: out.requires_grad_()
+    return out
+
+  # random numbers: a counter-based hash (stateless per element, so it runs on every device and in one kernel)
+  @staticmethod
+  def manual_seed(seed: int = 0):
+    Tensor._seed, Tensor._rng_counter = int(seed), 0
+
+  @staticmethod
+  def _random_bits(n: int, device) -> Tensor:
+    """n uint32 values from the global stream; the seed and counter are read from a buffer so kernels are reused."""
+    key = Tensor([Tensor._seed & 0xffffffff, (Tensor._seed >> 32) ^ (Tensor._rng_counter >> 32) & 0xffffffff,
+                  Tensor._rng_counter & 0xffffffff], dtype=dtypes.uint32, device=device)
+    Tensor._rng_counter += n
+    def mix(x: Tensor) -> Tensor:   # a 32-bit integer hash with good avalanche (xor-shift-multiply rounds)
+      x = x ^ (x >> 16); x = x * 0x7feb352d; x = x ^ (x >> 15); x = x * 0x846ca68b
+      return x ^ (x >> 16)
+    ctr = Tensor.arange(n, device=device).cast(dtypes.uint32) + key[2]
+    return mix(mix(ctr ^ mix(key[0] + 0x9e3779b9)) + mix(key[1] ^ 0x85ebca6b))
+
+  @staticmethod
+  def rand(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+    shape = _shape_args(shape)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    bits = Tensor._random_bits(prod(shape), Device.canonicalize(device))
+    out = ((bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))).cast(dt).reshape(shape)
+    if requires_grad: out.requires_grad_()
+    return out
+  @staticmethod
+  def randn(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+    shape = _shape_args(shape)
+    u = Tensor.rand(2, *shape, device=device)
+    r = (1 - u[0]).log().mul(-2).sqrt() * (u[1] * (2 * math.pi)).cos()   # Box-Muller
+    out = r.cast(to_dtype(dtype) if dtype is not None else dtypes.default_float)
+    if requires_grad: out.requires_grad_()
+    return out
+  @staticmethod
+  def randint(*shape, low=0, high=10, dtype=None, device=None) -> Tensor:
+    if high <= low: raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+    return (Tensor.rand(*shape, device=device) * (high - low)).floor().cast(dtypes.int32).add(low).cast(dtype or dtypes.int32)
+  @staticmethod
+  def uniform(*shape, low=0.0, high=1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
+    out = (Tensor.rand(*shape, device=device) * (high - low) + low).cast(dtype or dtypes.default_float)
+    if requires_grad: out.requires_grad_()
+    return out
+  @staticmethod
+  def normal(*shape, mean=0.0, std=1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
+    out = (Tensor.randn(*shape, device=device) * std + mean).cast(dtype or dtypes.default_float)
+    if requires_grad: out.requires_grad_()
+    return out
+  @staticmethod
+  def scaled_uniform(*shape, **kw) -> Tensor:
+    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kw).mul(prod(_shape_args(shape)) ** -0.5)
+  @staticmethod
+  def kaiming_uniform(*shape, a: float = 0.01, **kw) -> Tensor:
+    shape = _shape_args(shape)
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+    return Tensor.uniform(*shape, low=-bound, high=bound, **kw)
+  @staticmethod
+  def kaiming_normal(*shape, a: float = 0.01, **kw) -> Tensor:
+    shape = _shape_args(shape)
+    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+    return Tensor.normal(*shape, mean=0.0, std=std, **kw)
+  @staticmethod
+  def glorot_uniform(*shape, **kw) -> Tensor:
+    shape = _shape_args(shape)
+    bound = math.sqrt(6 / (shape[0] + prod(shape[1:])))
+    return Tensor.uniform(*shape, low=-bound, high=bound, **kw)
+
+  # ---------------------------------------------------------------------------------------------------------------
+  # primitives: everything else is built from these
+
+  def _unary(self, op: Ops) -> Tensor: return self._wrap(UOp(op, self.dtype, (self.uop,)), self)
+
+  def _to_tensor(self, x: Any, op: str) -> Tensor:
+    if isinstance(x, Tensor): return x
+    if isinstance(x, (bool, int, float)) or (hasattr(x, "item") and not hasattr(x, "__len__")):
+      x = x.item() if hasattr(x, "item") else x
+      return Tensor(Tensor._const_uop(x, promote_with_scalar(self.dtype, x), self.device, ()))
+    return Tensor(x, device=self.device)
+
+  def _broadcasted(self, y: Any, op: str, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
+    x = self
+    if isinstance(y, Tensor):
+      if y.device != x.device:
+        raise RuntimeError(f"{op}: expected all tensors on the same device, got {x.device} and {y.device}")
+      dt = promote(x.dtype, y.dtype)
+    else:
+      scalar = y.item() if hasattr(y, "item") and not hasattr(y, "__len__") else y
+      if isinstance(scalar, (bool, int, float)):
+        dt = promote_with_scalar(x.dtype, scalar)
+        y = Tensor(Tensor._const_uop(scalar, dt, x.device, ()))
+      else:
+        y = Tensor(y, device=x.device)
+        dt = promote(x.dtype, y.dtype)
+    if reverse: x, y = y, x
+    if match_dtype: x, y = x.cast(dt), y.cast(dt)
+    shape = _broadcast_shape(op, x.shape, y.shape)
+    return x._broadcast_to(shape, op), y._broadcast_to(shape, op)
+
+  def _broadcast_to(self, shape: tuple[int, ...], op: str = "expand") -> Tensor:
+    if self.shape == tuple(shape): return self
+    if len(self.shape) > len(shape): raise ValueError(f"{op}: cannot broadcast shape {self.shape} to {tuple(shape)}")
+    x = self.reshape((1,) * (len(shape) - len(self.shape)) + self.shape)
+    return x.expand(shape)
+
+  def _binary(self, op: Ops, y: Any, reverse: bool = False, name: str = "", out_dtype: Optional[DType] = None) -> Tensor:
+    x, y = self._broadcasted(y, name or op.name.lower(), reverse)
+    dt = out_dtype or (dtypes.bool if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else x.dtype)
+    return x._wrap(UOp(op, dt, (x.uop, y.uop)), y)
+
+  def cast(self, dtype) -> Tensor:
+    dt = to_dtype(dtype)
+    return self if dt == self.dtype else self._wrap(UOp(Ops.CAST, dt, (self.uop,)), self)
+  def bitcast(self, dtype) -> Tensor:
+    dt = to_dtype(dtype)
+    if dt.itemsize != self.dtype.itemsize:
+      raise ValueError(f"bitcast: {self.dtype.name} and {dt.name} have different sizes ({self.dtype.itemsize} vs {dt.itemsize} bytes)")
+    if self.requires_grad: raise RuntimeError("bitcast: not differentiable; detach() first")
+    return self if dt == self.dtype else Tensor(UOp(Ops.BITCAST, dt, (self.uop,)))
+  def float(self) -> Tensor: return self.cast(dtypes.float32)
+  def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
+  def double(self) -> Tensor: return self.cast(dtypes.float64)
+  def int(self) -> Tensor: return self.cast(dtypes.int32)
+  def long(self) -> Tensor: return self.cast(dtypes.int64)
+  def bool(self) -> Tensor: return self.cast(dtypes.bool)
+  def type(self, dtype) -> Tensor: return self.cast(dtype)
+
+  def _float_input(self) -> Tensor: return self if self.dtype.is_float else self.cast(dtypes.default_float)
+
+  # ---------------------------------------------------------------------------------------------------------------
+  # movement (views: nothing is copied)
+
+  def reshape(self, *shape) -> Tensor:
+    shape = _shape_args(shape)
+    if any(not isinstance(s, int) and s is not None for s in shape): raise TypeError(f"reshape: shape must be ints, got {shape}")
+    shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
+    if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+    if -1 in shape:
+      known = prod(s for s in shape if s != -1)
+      if known == 0 or self.numel() % known != 0:
+        raise ValueError(f"reshape: cannot reshape tensor of shape {self.shape} ({self.numel()} elements) to {shape}")
+      shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+    if any(s < 0 for s in shape) or prod(shape) != self.numel():
+      raise ValueError(f"reshape: cannot reshape tensor of shape {self.shape} ({self.numel()} elements) to {shape} ({prod(shape)} elements)")
+    if shape == self.shape: return self
+    return self._wrap(UOp(Ops.RESHAPE, self.dtype, (self.uop,), shape), self)
+  def view(self, *shape) -> Tensor: return self.reshape(*shape)
+
+  def expand(self, *shape) -> Tensor:
+    shape = _shape_args(shape)
+    if len(shape) < self.ndim: raise ValueError(f"expand: target shape {shape} has fewer dimensions than the tensor {self.shape}")
+    x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) > self.ndim else self
+    new = tuple(o if s == -1 else s for s, o in zip(shape, x.shape))
+    for s, o in zip(new, x.shape):
+      if o != s and o != 1:
+        raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}: a dimension of size {o} can only expand if it is 1")
+    if new == x.shape: return x
+    return x._wrap(UOp(Ops.EXPAND, self.dtype, (x.uop,), new), x)
+
+  def permute(self, *order) -> Tensor:
+    order = _shape_args(order)
+    if len(order) != self.ndim or sorted(o % max(self.ndim, 1) for o in order) != list(range(self.ndim)) or \
+       any(not -self.ndim <= o < self.ndim for o in order):
+      raise ValueError(f"permute: order {order} is not a permutation of the {self.ndim} dimensions of shape {self.shape}")
+    order = tuple(o % self.ndim for o in order)
+    if order == tuple(range(self.ndim)): return self
+    return self._wrap(UOp(Ops.PERMUTE, self.dtype, (self.uop,), order), self)
+
+  def flip(self, *axis) -> Tensor:
+    axis = _shape_args(axis)
+    axes = {_normalize_axis("flip", a, self.ndim) for a in axis}
+    if not axes or self.ndim == 0: return self
+    return self._wrap(UOp(Ops.FLIP, self.dtype, (self.uop,), tuple(i in axes for i in range(self.ndim))), self)
+
+  def shrink(self, arg: Sequence[Optional[tuple[int, int]]]) -> Tensor:
+    if len(arg) != self.ndim: raise ValueError(f"shrink: need one (start, end) per dimension of {self.shape}, got {arg}")
+    arg = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape))
+    for (b, e), s in zip(arg, self.shape):
+      if not 0 <= b <= e <= s: raise ValueError(f"shrink: range {(b, e)} is invalid for a dimension of size {s} (shape {self.shape})")
+    if all(a == (0, s) for a, s in zip(arg, self.shape)): return self
+    return self._wrap(UOp(Ops.SHRINK, self.dtype, (self.uop,), arg), self)
+
+  def _pad_zero(self, arg: tuple[tuple[int, int], ...]) -> Tensor:
+    """Pad with zeros (negative amounts crop)."""
+    if any(b < 0 or e < 0 for b, e in arg):
+      x = self.shrink(tuple((max(0, -b), s - max(0, -e)) for (b, e), s in zip(arg, self.shape)))
+      return x._pad_zero(tuple((max(0, b), max(0, e)) for b, e in arg))
+    if all(b == 0 and e == 0 for b, e in arg): return self
+    return self._wrap(UOp(Ops.PAD, self.dtype, (self.uop,), tuple(arg)), self)
+
+  def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
+    """padding: PyTorch style flat (left, right, top, bottom, ...) starting at the last dim, or one (before, after)
+    (or None) per dimension starting at the first. mode: constant, reflect, replicate, circular."""
+    padding = tuple(padding)
+    if all(isinstance(p, int) for p in padding):
+      if len(padding) % 2 or len(padding) // 2 > self.ndim:
+        raise ValueError(f"pad: flat padding {padding} must have an even length of at most 2*ndim ({2*self.ndim})")
+      pairs = [(0, 0)] * (self.ndim - len(padding) // 2) + [(padding[i], padding[i + 1]) for i in range(len(padding) - 2, -1, -2)]
+    else:
+      if len(padding) != self.ndim: raise ValueError(f"pad: need one (before, after) per dimension of {self.shape}, got {padding}")
+      pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
+    pairs = tuple(pairs)
+    if mode == "constant":
+      x = self._pad_zero(pairs)
+      if value == 0: return x
+      inside = Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device)._pad_zero(pairs)
+      return inside.where(x, value)
+    if mode not in ("reflect", "replicate", "circular"):
+      raise ValueError(f"pad: mode {mode!r} is not supported; valid: constant, reflect, replicate, circular")
+    x = self
+    for ax, (b, e) in enumerate(pairs):
+      if b == 0 and e == 0: continue
+      n = x.shape[ax]
+      if b < 0 or e < 0: raise ValueError(f"pad: negative padding is only valid in constant mode, got {(b, e)}")
+      if mode == "reflect" and (b >= n or e >= n):
+        raise ValueError(f"pad: reflect padding {(b, e)} must be smaller than the dimension size {n} (shape {self.shape})")
+      if mode == "circular" and (b > n or e > n):
+        raise ValueError(f"pad: circular padding {(b, e)} cannot exceed the dimension size {n} (shape {self.shape})")
+      def sl(s, t): return x.shrink(tuple((s, t) if i == ax else None for i in range(x.ndim)))
+      if mode == "reflect": parts = [sl(1, b + 1).flip(ax), x, sl(n - e - 1, n - 1).flip(ax)]
+      elif mode == "replicate": parts = [sl(0, 1).expand(*[b if i == ax else -1 for i in range(x.ndim)]), x,
+                                         sl(n - 1, n).expand(*[e if i == ax else -1 for i in range(x.ndim)])]
+      else: parts = [sl(n - b, n), x, sl(0, e)]
+      x = Tensor.cat(*[p for p in parts if p.shape[ax] > 0], dim=ax)
+    return x
+
+  @property
+  def T(self) -> Tensor: return self.transpose()
+  def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+    if self.ndim < 2 and (dim0, dim1) == (1, 0): return self
+    order = list(range(self.ndim))
+    a, b = _normalize_axis("transpose", dim0, self.ndim), _normalize_axis("transpose", dim1, self.ndim)
+    order[a], order[b] = order[b], order[a]
+    return self.permute(order)
+  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if self.ndim == 0: return self.reshape(1)
+    s, e = _normalize_axis("flatten", start_dim, self.ndim), _normalize_axis("flatten", end_dim, self.ndim)
+    return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+  def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+    d = _normalize_axis("unflatten", dim, self.ndim)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+  def squeeze(self, dim: Optional[int] = None) -> Tensor:
+    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    ds = {_normalize_axis("squeeze", d, self.ndim) for d in dims}
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in ds and s == 1)))
+  def unsqueeze(self, dim: int) -> Tensor:
+    d = _normalize_axis("unsqueeze", dim, self.ndim + 1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+  def repeat(self, *repeats) -> Tensor:
+    repeats = _shape_args(repeats)
+    if len(repeats) < self.ndim: raise ValueError(f"repeat: need at least {self.ndim} repeat counts for shape {self.shape}, got {repeats}")
+    x = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
+    # insert a broadcast dim before each dim, expand it, then merge
+    x = x.reshape(flatten((1, s) for s in x.shape)).expand(flatten((r, s) for r, s in zip(repeats, x.shape)))
+    return x.reshape(tuple(r * s for r, s in zip(repeats, self.reshape((1,) * (len(repeats) - self.ndim) + self.shape).shape)))
+  def repeat_interleave(self, repeats: int, dim: Optional[int] = None) -> Tensor:
+    x = self.flatten() if dim is None else self
+    d = 0 if dim is None else _normalize_axis("repeat_interleave", dim, x.ndim)
+    return x.unsqueeze(d + 1).expand(*x.shape[:d + 1], repeats, *x.shape[d + 1:]).flatten(d, d + 1)
+
+  def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
+    ts = [self, *others]
+    d = _normalize_axis("cat", dim, self.ndim)
+    for t in ts:
+      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+        raise ValueError(f"cat: shapes {[x.shape for x in ts]} must match except in dimension {d}")
+      if t.device != self.device: raise RuntimeError(f"cat: expected all tensors on the same device, got {self.device} and {t.device}")
+    dt = least_upper_dtype(*[t.dtype for t in ts])
+    total = sum(t.shape[d] for t in ts)
+    out, off = None, 0
+    for t in ts:
+      p = t.cast(dt)._pad_zero(tuple((off, total - off - t.shape[d]) if i == d else (0, 0) for i in range(self.ndim)))
+      out = p if out is None else out + p
+      off += t.shape[d]
+    return out
+  def stack(self, *others: Tensor, dim: int = 0) -> Tensor:
+    ts = [self, *others]
+    for t in ts:
+      if t.shape != self.shape: raise ValueError(f"stack: all tensors must have the same shape, got {[x.shape for x in ts]}")
+    d = _normalize_axis("stack", dim, self.ndim + 1)
+    return Tensor.cat(*[t.unsqueeze(d) for t in ts], dim=d)
+  def split(self, sizes, dim: int = 0) -> tuple[Tensor, ...]:
+    d = _normalize_axis("split", dim, self.ndim)
+    n = self.shape[d]
+    if isinstance(sizes, int):
+      if sizes <= 0: raise ValueError(f"split: size must be positive, got {sizes}")
+      sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+    if sum(sizes) != n: raise ValueError(f"split: sizes {list(sizes)} must add up to {n} (dimension {d} of {self.shape})")
+    out, off = [], 0
+    for s in sizes:
+      out.append(self.shrink(tuple((off, off + s) if i == d else None for i in range(self.ndim))))
+      off += s
+    return tuple(out)
+  def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    if chunks <= 0: raise ValueError(f"chunk: number of chunks must be positive, got {chunks}")
+    d = _normalize_axis("chunk", dim, self.ndim)
+    return self.split(max(1, math.ceil(self.shape[d] / chunks)), dim=d) if self.shape[d] else (self,) * chunks
+
+  # ---------------------------------------------------------------------------------------------------------------
+  # reductions
+
+  def _axes(self, op: str, axis) -> tuple[int, ...]:
+    if axis is None: return tuple(range(self.ndim))
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    return tuple(sorted({_normalize_axis(op, a, self.ndim) for a in axes}))
+
+  def _reduce(self, op: Ops, axis=None, keepdim=False, name="reduce") -> Tensor:
+    axes = tuple(a for a in self._axes(name, axis) if self.ndim > 0)
+    out = self._wrap(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)), self) if axes else self
+    if keepdim: return out
+    return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+  def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
+    acc = to_dtype(dtype) if dtype is not None else \
+      (dtypes.int64 if self.dtype == dtypes.int64 else dtypes.uint64 if self.dtype == dtypes.uint64 else
+       dtypes.uint32 if self.dtype == dtypes.uint32 else dtypes.default_int) if not self.dtype.is_float else \
+      (dtypes.float32 if self.dtype.itemsize < 4 else self.dtype)
+    out = self.cast(acc)._reduce(Ops.ADD, axis, keepdim, "sum")
+    return out.cast(self.dtype) if self.dtype.is_float and dtype is None else out
+  def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor:
+    acc = to_dtype(dtype) if dtype is not None else (self.dtype if self.dtype.is_float else dtypes.default_int if self.dtype.itemsize < 8 else self.dtype)
+    return self.cast(acc)._reduce(Ops.MUL, axis, keepdim, "prod")
+  def max(self, axis=None, keepdim=False) -> Tensor:
+    self._check_nonempty_reduce("max", axis)
+    return self._reduce(Ops.MAX, axis, keepdim, "max")
+  def min(self, axis=None, keepdim=False) -> Tensor:
+    self._check_nonempty_reduce("min", axis)
+    if self.dtype.is_bool: return self.logical_not().max(axis, keepdim).logical_not()
+    if self.dtype.is_int: return (~(~self).max(axis, keepdim))
+    return -((-self).max(axis, keepdim))
+  def _check_nonempty_reduce(self, op, axis):
+    if any(self.shape[a] == 0 for a in self._axes(op, axis)):
+      raise ValueError(f"{op}: cannot reduce over an empty dimension (shape {self.shape}, axis {axis}); the operation has no identity")
+  def mean(self, axis=None, keepdim=False) -> Tensor:
+    x = self._float_input()
+    n = prod(self.shape[a] for a in self._axes("mean", axis))
+    s = x.sum(axis, keepdim)
+    return s * (1.0 / n) if n else s * math.nan
+  def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
+    x = self._float_input()
+    n = prod(self.shape[a] for a in self._axes("var", axis))
+    sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
+    return sq / max(0, n - correction) if n - correction > 0 else sq * math.nan
+  def std(self, axis=None, keepdim=False, correction=1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
+  def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+  def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+  def any(self, axis=None, keepdim=False) -> Tensor: return self.bool()._reduce(Ops.MAX, axis, keepdim, "any") if self.numel() else self.bool().sum(axis, keepdim).bool()
+  def all(self, axis=None, keepdim=False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
+
+  def _arg_reduce(self, op: str, x: Tensor, axis, keepdim) -> Tensor:
+    if axis is None: return x.flatten()._arg_reduce(op, x.flatten(), 0, False).reshape((1,) * self.ndim if keepdim else ())
+    a = _normalize_axis(op, axis, self.ndim)
+    n = self.shape[a]
+    if n == 0: raise ValueError(f"{op}: cannot take {op} over an empty dimension (shape {self.shape}, axis {axis})")
+    is_max = x == x.max(a, keepdim=True)
+    # the first maximal position: larger weights for earlier positions, then take the max
+    rev = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
+    return (n - (is_max * rev).max(a, keepdim)).cast(dtypes.int32)
+  def argmax(self, axis=None, keepdim=False) -> Tensor: return self._arg_reduce("argmax", self, axis, keepdim)
+  def argmin(self, axis=None, keepdim=False) -> Tensor:
+    neg = self.logical_not() if self.dtype.is_bool else (~self if self.dtype.is_int else -self)
+    return self._arg_reduce("argmin", neg, axis, keepdim)
+
+  def cumsum(self, axis: int = 0) -> Tensor:
+    if self.ndim == 0: return self
+    a = _normalize_axis("cumsum", axis, self.ndim)
+    return self.transpose(a, -1)._cumsum_last().transpose(a, -1)
+  def _cumsum_last(self) -> Tensor:
+    n = self.shape[-1]
+    if n <= 256:  # out[i] = sum_j x[j] * (j <= i): one fused kernel with n*n work
+      tri = Tensor.arange(n, device=self.device).reshape(n, 1) >= Tensor.arange(n, device=self.device).reshape(1, n)
+      return (self.unsqueeze(-2) * tri).sum(-1, dtype=self.sum().dtype)
+    b = math.isqrt(n - 1) + 1   # two levels: within blocks of b, then the running total of block sums
+    nb = math.ceil(n / b)
+    x = self._pad_zero(((0, 0),) * (self.ndim - 1) + ((0, nb * b - n),)).reshape(*self.shape[:-1], nb, b)
+    inner = x._cumsum_last()
+    totals = inner[..., -1]
+    offsets = totals._cumsum_last() - totals
+    return (inner + offsets.unsqueeze(-1)).reshape(*self.shape[:-1], nb * b)[..., :n]
+  def cumprod(self, axis: int = 0) -> Tensor:
+    a = _normalize_axis("cumprod", axis, self.ndim)
+    x = self.transpose(a, -1)
+    n = x.shape[-1]
+    tri = Tensor.arange(n, device=self.device).reshape(n, 1) >= Tensor.arange(n, device=self.device).reshape(1, n)
+    return tri.where(x.unsqueeze(-2), 1).prod(-1).transpose(a, -1)
+  def cummax(self, axis: int = 0) -> Tensor:
+    a = _normalize_axis("cummax", axis, self.ndim)
+    x = self.transpose(a, -1)
+    n = x.shape[-1]
+    tri = Tensor.arange(n, device=self.device).reshape(n, 1) >= Tensor.arange(n, device=self.device).reshape(1, n)
+    return tri.where(x.unsqueeze(-2), x.dtype.min if not x.dtype.is_float else -math.inf).max(-1).transpose(a, -1)
+
+  def softmax(self, axis=-1, dtype=None) -> Tensor:
+    x = self._float_input() if dtype is None else self.cast(dtype)
+    m = x - x.max(axis, keepdim=True).detach()
+    e = m.exp()
+    return e / e.sum(axis, keepdim=True)
+  def log_softmax(self, axis=-1, dtype=None) -> Tensor:
+    x = self._float_input() if dtype is None else self.cast(dtype)
+    m = x - x.max(axis, keepdim=True).detach()
+    return m - m.exp().sum(axis, keepdim=True).log()
+  def logsumexp(self, axis=None, keepdim=False) -> Tensor:
+    x = self._float_input()
+    m = x.max(axis, keepdim=True).detach()
+    m = (m.isinf()).where(0, m)
+    out = (x - m).exp().sum(axis, keepdim=True).log() + m
+    return out if keepdim else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in x._axes("logsumexp", axis)))
+  def logcumsumexp(self, axis=0) -> Tensor:
+    m = self.max(axis, keepdim=True).detach()
+    return (self - m).exp().cumsum(axis).log() + m
+
+  # ---------------------------------------------------------------------------------------------------------------
+  # elementwise math
+
+  def _check_int_op(self, op: str, *others):
+    for t in (self, *others):
+      dt = t.dtype if isinstance(t, Tensor) else scalar_dtype(t)
+      if dt.is_float: raise TypeError(f"{op}: only integer and bool tensors are supported, got {dt.name}")
+
+  def add(self, x, reverse=False) -> Tensor: return self._binary(Ops.ADD, x, reverse, "add")
+  def mul(self, x, reverse=False) -> Tensor: return self._binary(Ops.MUL, x, reverse, "mul")
+  def sub(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, "sub", reverse)
+    if a.dtype.is_bool: raise TypeError("sub: subtraction of bool tensors is not supported; use logical_xor or ^")
+    return a + (-b)
+  def div(self, x, reverse=False, rounding_mode: Optional[str] = None) -> Tensor:
+    a, b = self._broadcasted(x, "div", reverse, match_dtype=False)
+    if rounding_mode == "floor": return a // b
+    if rounding_mode == "trunc": return (a // b) if False else a._trunc_div(b)
+    dt = promote(a.dtype, b.dtype)
+    dt = dt if dt.is_float else dtypes.default_float
+    a, b = a.cast(dt), b.cast(dt)
+    return a._wrap(UOp(Ops.FDIV, dt, (a.uop, b.uop)), b)
+  def _trunc_div(self, b: Tensor) -> Tensor:
+    if self.dtype.is_float or b.dtype.is_float: return (self.div(b)).trunc()
+    a, b = self._broadcasted(b, "div")
+    return a._wrap(UOp(Ops.IDIV, a.dtype, (a.uop, b.uop)), b)
+  def floordiv(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, "floordiv", reverse)
+    if a.dtype.is_float: return (a / b).floor()
+    if a.dtype.is_bool: raise TypeError("floordiv: not supported for bool tensors")
+    q = a._wrap(UOp(Ops.IDIV, a.dtype, (a.uop, b.uop)), b)
+    if a.dtype.is_unsigned: return q
+    r = a._wrap(UOp(Ops.MOD, a.dtype, (a.uop, b.uop)), b)
+    return q - ((r != 0) & ((r < 0) != (b < 0))).cast(a.dtype)
+  def mod(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, "mod", reverse)
+    if a.dtype.is_float: return a - (a / b).floor() * b
+    if a.dtype.is_bool: raise TypeError("mod: not supported for bool tensors")
+    r = a._wrap(UOp(Ops.MOD, a.dtype, (a.uop, b.uop)), b)
+    if a.dtype.is_unsigned: return r
+    return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
+  def fmod(self, x) -> Tensor:
+    a, b = self._broadcasted(x, "fmod")
+    if a.dtype.is_float: return a - (a / b).trunc() * b
+    return a._wrap(UOp(Ops.MOD, a.dtype, (a.uop, b.uop)), b)
+  def pow(self, x, reverse=False) -> Tensor:
+    if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
+      if x == 2: return self * self
+      if x == 1: return self * 1
+      if x == 0.5 and self.dtype.is_float: return self.sqrt()
+      if x == -1 and self.dtype.is_float: return self.reciprocal()
+    base, ex = self._broadcasted(x, "pow", reverse)
+    if not base.dtype.is_float:
+      if ex.dtype.is_float: base = base.cast(ex.dtype)
+      else: return base._int_pow(ex)
+    # |b|^e via exp2/log2, then the sign for negative bases with integer exponents, NaN for non-integer ones
+    mag = (ex * base.abs().log2()).exp2_()
+    ex_int = ex.trunc() == ex
+    odd = ex_int & ((ex.abs() % 2) == 1)
+    neg = base < 0
+    out = neg.where(ex_int.where(odd.where(-mag, mag), math.nan), mag)
+    return ((ex == 0) | (base == 1)).where(1.0, out)
+  def _int_pow(self, ex: Tensor) -> Tensor:
+    out = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
+    base, e = self, ex
+    for _ in range(self.dtype.bits if self.dtype.itemsize < 8 else 63):  # square-and-multiply, unrolled
+      out = ((e & 1) != 0).where(out * base, out)
+      e, base = e >> 1, base * base
+    return (ex < 0).where((self.abs() == 1).where(((ex & 1) != 0).where(self, 1), 0), out)
+  def maximum(self, x) -> Tensor: return self._binary(Ops.MAX, x, name="maximum")
+  def minimum(self, x) -> Tensor:
+    a, b = self._broadcasted(x, "minimum")
+    if a.dtype.is_bool: return a & b
+    return -((-a).maximum(-b)) if a.dtype.is_float else ~((~a).maximum(~b))
+  def where(self, x, y) -> Tensor:
+    """self is the condition: out = x where self else y."""
+    cond = self if self.dtype.is_bool else self.bool()
+    if isinstance(x, Tensor) or isinstance(y, Tensor):
+      ref = x if isinstance(x, Tensor) else y
+      x, y = ref._broadcasted(y, "where") if ref is x else (y._broadcasted(x, "where", reverse=True))
+    else:
+      dt = least_upper_dtype(scalar_dtype(x), scalar_dtype(y))
+      x, y = Tensor(Tensor._const_uop(x, dt, cond.device, ())), Tensor(Tensor._const_uop(y, dt, cond.device, ()))
+    shape = _broadcast_shape("where", cond.shape, x.shape, y.shape)
+    c, x, y = cond._broadcast_to(shape, "where"), x._broadcast_to(shape, "where"), y._broadcast_to(shape, "where")
+    if c.device != x.device: raise RuntimeError(f"where: expected all tensors on the same device, got {c.device} and {x.device}")
+    return x._wrap(UOp(Ops.WHERE, x.dtype, (c.uop, x.uop, y.uop)), y, c)
+  def masked_fill(self, mask: Tensor, value) -> Tensor: return mask.where(value, self)
+
+  def neg(self) -> Tensor:
+    if self.dtype.is_bool: raise TypeError("neg: negation of a bool tensor is not supported; use logical_not or ~")
+    return self._unary(Ops.NEG)
+  def logical_not(self) -> Tensor: return self.bool() != True  # noqa: E712
+  def logical_and(self, x) -> Tensor: return self.bool() & (x.bool() if isinstance(x, Tensor) else bool(x))
+  def logical_or(self, x) -> Tensor: return self.bool() | (x.bool() if isinstance(x, Tensor) else bool(x))
+  def logical_xor(self, x) -> Tensor: return self.bool() ^ (x.bool() if isinstance(x, Tensor) else bool(x))
+  def bitwise_and(self, x, reverse=False) -> Tensor: self._check_int_op("bitwise_and", x); return self._binary(Ops.AND, x, reverse, "bitwise_and")
+  def bitwise_or(self, x, reverse=False) -> Tensor: self._check_int_op("bitwise_or", x); return self._binary(Ops.OR, x, reverse, "bitwise_or")
+  def bitwise_xor(self, x, reverse=False) -> Tensor: self._check_int_op("bitwise_xor", x); return self._binary(Ops.XOR, x, reverse, "bitwise_xor")
+  def bitwise_not(self) -> Tensor:
+    self._check_int_op("bitwise_not")
+    return self.logical_not() if self.dtype.is_bool else self ^ -1 if not self.dtype.is_unsigned else self ^ self.dtype.max
+  def lshift(self, x, reverse=False) -> Tensor:
+    self._check_int_op("lshift", x)
+    return self._binary(Ops.SHL, x, reverse, "lshift")
+  def rshift(self, x, reverse=False) -> Tensor:
+    self._check_int_op("rshift", x)
+    return self._binary(Ops.SHR, x, reverse, "rshift")
+
+  def exp2_(self) -> Tensor: return self._float_input()._unary(Ops.EXP2)   # the primitive, used by exp and pow
+  def exp(self) -> Tensor: return (self._float_input() * (1 / math.log(2))).exp2_()
+  def exp2(self) -> Tensor: return self.exp2_()
+  def log2(self) -> Tensor: return self._float_input()._unary(Ops.LOG2)
+  def log(self) -> Tensor: return self.log2() * math.log(2)
+  def log10(self) -> Tensor: return self.log2() * (math.log(2) / math.log(10))
+  def log1p(self) -> Tensor: return (1 + self._float_input()).log()
+  def expm1(self) -> Tensor: return self.exp() - 1
+  def sqrt(self) -> Tensor: return self._float_input()._unary(Ops.SQRT)
+  def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
+  def reciprocal(self) -> Tensor: return self._float_input()._unary(Ops.RECIP)
+  def sin(self) -> Tensor: return self._float_input()._unary(Ops.SIN)
+  def cos(self) -> Tensor: return (math.pi / 2 - self._float_input()).sin()
+  def tan(self) -> Tensor: return self.sin() / self.cos()
+  def square(self) -> Tensor: return self * self
+  def abs(self) -> Tensor:
+    if self.dtype.is_bool or self.dtype.is_unsigned: return self
+    return (self < 0).where(-self, self) if not self.dtype.is_float else self * self.sign() if False else (self < 0).where(-self, self)
+  def sign(self) -> Tensor:
+    if self.dtype.is_bool: return self
+    return ((self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)) if not self.dtype.is_unsigned else (self > 0).cast(self.dtype)
+  def trunc(self) -> Tensor: return self._unary(Ops.TRUNC) if self.dtype.is_float else self
+  def floor(self) -> Tensor:
+    if not self.dtype.is_float: return self
+    t = self.trunc()
+    return (self < t).where(t - 1, t)
+  def ceil(self) -> Tensor:
+    if not self.dtype.is_float: return self
+    t = self.trunc()
+    return (self > t).where(t + 1, t)
+  def round(self) -> Tensor:
+    """Round half to even, like PyTorch."""
+    if not self.dtype.is_float: return self
+    f = self.floor()
+    d = self - f
+    f_even = (f * 0.5).floor() * 2 == f
+    return (d > 0.5).where(f + 1, (d < 0.5).where(f, f_even.where(f, f + 1)))
+  def frac(self) -> Tensor: return self - self.trunc()
+  def isnan(self) -> Tensor: return self != self
+  def isinf(self, detect_positive=True, detect_negative=True) -> Tensor:
+    return ((self == math.inf) & detect_positive) | ((self == -math.inf) & detect_negative)
+  def isfinite(self) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
+  def lerp(self, end: Tensor, weight) -> Tensor: return self + (end - self) * weight
+  def clip(self, min_=None, max_=None) -> Tensor:
+    if min_ is None and max_ is None: raise ValueError("clip: at least one of min and max must be given")
+    x = self
+    if min_ is not None: x = (x < min_).where(min_, x)
+    if max_ is not None: x = (x > max_).where(max_, x)
+    return x.cast(self.dtype) if self.dtype.is_float or not (isinstance(min_, float) or isinstance(max_, float)) else x
+  def clamp(self, min=None, max=None) -> Tensor: return self.clip(min, max)  # noqa: A002
+
+  # activations
+  def relu(self) -> Tensor: return (self > 0).where(self, 0)
+  def sigmoid(self) -> Tensor: return (1 + (-self._float_input()).exp()).reciprocal()
+  def hardsigmoid(self, alpha=1 / 6, beta=0.5) -> Tensor: return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+  def tanh(self) -> Tensor: return 2.0 * (2.0 * self._float_input()).sigmoid() - 1.0
+  def sinh(self) -> Tensor: return (self.exp() - self.neg().exp()) / 2
+  def cosh(self) -> Tensor: return (self.exp() + self.neg().exp()) / 2
+  def atanh(self) -> Tensor: return ((1 + self) / (1 - self)).log() / 2
+  def asinh(self) -> Tensor: return (self + (self.square() + 1).sqrt()).log()
+  def acosh(self) -> Tensor: return (self + (self.square() - 1).sqrt()).log()
+  def leaky_relu(self, neg_slope=0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)
+  def elu(self, alpha=1.0) -> Tensor: return (self > 0).where(self, alpha * (self.exp() - 1))
+  def celu(self, alpha=1.0) -> Tensor: return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
+  def selu(self, alpha=1.67326, gamma=1.0507) -> Tensor: return gamma * (self > 0).where(self, alpha * (self.exp() - 1))
+  def gelu(self) -> Tensor: return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+  def quick_gelu(self) -> Tensor: return self * (self * 1.702).sigmoid()
+  def silu(self) -> Tensor: return self * self.sigmoid()
+  def swish(self) -> Tensor: return self.silu()
+  def softplus(self, beta=1.0, threshold=20.0) -> Tensor:
+    bx = self * beta
+    return (bx > threshold).where(self, (1 + bx.exp()).log() * (1 / beta))
+  def mish(self) -> Tensor: return self * self.softplus().tanh()
+  def hardtanh(self, min_val=-1.0, max_val=1.0) -> Tensor: return self.clip(min_val, max_val)
+  def relu6(self) -> Tensor: return self.relu() - (self - 6).relu()
+  def hardswish(self) -> Tensor: return self * (self + 3).relu6() * (1 / 6)
+  def softsign(self) -> Tensor: return self / (1 + self.abs())
+  def logsigmoid(self) -> Tensor: return -(-self).softplus()
+
+  # operators
+  def __neg__(self): return self.neg()
+  def __add__(self, x): return self.add(x)
+  def __radd__(self, x): return self.add(x, True)
+  def __sub__(self, x): return self.sub(x)
+  def __rsub__(self, x): return self.sub(x, True)
+  def __mul__(self, x): return self.mul(x)
+  def __rmul__(self, x): return self.mul(x, True)
+  def __truediv__(self, x): return self.div(x)
+  def __rtruediv__(self, x): return self.div(x, True)
+  def __floordiv__(self, x): return self.floordiv(x)
+  def __rfloordiv__(self, x): return self.floordiv(x, True)
+  def __mod__(self, x): return self.mod(x)
+  def __rmod__(self, x): return self.mod(x, True)
+  def __pow__(self, x): return self.pow(x)
+  def __rpow__(self, x): return self.pow(x, True)
+  def __matmul__(self, x): return self.matmul(x)
+  def __rmatmul__(self, x): return Tensor(x, device=self.device).matmul(self) if not isinstance(x, Tensor) else x.matmul(self)
+  def __and__(self, x): return self.bitwise_and(x)
+  def __rand__(self, x): return self.bitwise_and(x, True)
+  def __or__(self, x): return self.bitwise_or(x)
+  def __ror__(self, x): return self.bitwise_or(x, True)
+  def __xor__(self, x): return self.bitwise_xor(x)
+  def __rxor__(self, x): return self.bitwise_xor(x, True)
+  def __invert__(self): return self.bitwise_not()
+  def __lshift__(self, x): return self.lshift(x)
+  def __rshift__(self, x): return self.rshift(x)
+  def __rlshift__(self, x): return self.lshift(x, True)
+  def __rrshift__(self, x): return self.rshift(x, True)
+  def __abs__(self): return self.abs()
+  def __iadd__(self, x): return self.assign(self + x)
+  def __isub__(self, x): return self.assign(self - x)
+  def __imul__(self, x): return self.assign(self * x)
+  def __itruediv__(self, x): return self.assign(self / x)
+  def __lt__(self, x): return self._binary(Ops.CMPLT, x, name="lt")
+  def __gt__(self, x): return self._binary(Ops.CMPLT, x, reverse=True, name="gt")
+  def __le__(self, x): return self._binary(Ops.CMPLT, x, name="le") | self._binary(Ops.CMPEQ, x, name="le")
+  def __ge__(self, x): return self._binary(Ops.CMPLT, x, reverse=True, name="ge") | self._binary(Ops.CMPEQ, x, name="ge")
+  def __eq__(self, x): return self._binary(Ops.CMPEQ, x, name="eq")  # type: ignore[override]
+  def __ne__(self, x): return self._binary(Ops.CMPNE, x, name="ne")  # type: ignore[override]
+  def eq(self, x): return self == x
+  def ne(self, x): return self != x
+  def lt(self, x): return self < x
+  def gt(self, x): return self > x
+  def le(self, x): return self <= x
+  def ge(self, x): return self >= x

@@ -1,0 +1,282 @@
+"""The IR: immutable, hash-consed UOps, and the pattern matcher that every compiler pass is written in.
+
+One UOp type serves two levels:
+- the tensor graph (what `Tensor` ops build): BUFFER/CONST/ARANGE leaves, ALU ops, REDUCE_AXIS, movement ops
+  (RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP), CONTIGUOUS, COPY, ASSIGN, DETACH. These have a `shape`.
+- the kernel program (what the code generator builds): DEFINE_GLOBAL, RANGE, LOAD, STORE, REDUCE, ACC ops, ALU ops
+  over scalar index and value expressions.
+"""
+from __future__ import annotations
+import math, weakref, itertools, sys
+from enum import Enum, auto
+from typing import Any, Callable, Optional
+from tinyweb.dtype import DType, dtypes, cast_scalar
+from tinyweb.helpers import prod
+
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+
+class Ops(Enum):
+  # tensor-graph leaves
+  DEVICE = auto(); BUFFER = auto(); CONST = auto(); ARANGE = auto()
+  # unary ALU
+  NEG = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); TRUNC = auto()
+  # binary ALU
+  ADD = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto()
+  CMPLT = auto(); CMPNE = auto(); CMPEQ = auto(); AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()
+  # ternary ALU
+  WHERE = auto()
+  CAST = auto(); BITCAST = auto()
+  # tensor-graph reductions and movement
+  REDUCE_AXIS = auto()
+  RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()
+  CONTIGUOUS = auto(); COPY = auto(); ASSIGN = auto(); DETACH = auto()
+  # kernel program
+  SINK = auto(); DEFINE_GLOBAL = auto(); RANGE = auto(); ENDRANGE = auto(); SPECIAL = auto()
+  LOAD = auto(); STORE = auto(); REDUCE = auto(); DEFINE_ACC = auto(); ACC_UPDATE = auto()
+
+UNARY = {Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC}
+BINARY = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ,
+          Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR}
+ALU = UNARY | BINARY | {Ops.WHERE}
+ELEMENTWISE = ALU | {Ops.CAST, Ops.BITCAST}
+MOVEMENT = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
+COMMUTATIVE = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR}
+COMPARISON = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ}
+
+def _const_key(x):  # -0.0 vs 0.0 and NaN must stay distinct in the hash-consing table
+  return (x, math.copysign(1.0, x), math.isnan(x)) if isinstance(x, float) else x
+
+class UOpMeta(type):
+  table: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+  def __call__(cls, op: Ops, dtype: Optional[DType] = None, src: tuple = (), arg: Any = None):
+    key = (op, dtype, src, _const_key(arg) if op is Ops.CONST else arg)
+    try:
+      if (ret := UOpMeta.table.get(key)) is not None: return ret
+    except TypeError: return super().__call__(op, dtype, src, arg)   # unhashable arg: not interned
+    UOpMeta.table[key] = ret = super().__call__(op, dtype, src, arg)
+    return ret
+
+class UOp(metaclass=UOpMeta):
+  """An immutable IR node. Two UOps built from the same op, dtype, sources and arg are the same object."""
+  __slots__ = ("op", "dtype", "src", "arg", "_shape", "_bounds", "__weakref__")
+  def __init__(self, op: Ops, dtype: Optional[DType] = None, src: tuple = (), arg: Any = None):
+    self.op, self.dtype, self.src, self.arg = op, dtype, tuple(src), arg
+    self._shape, self._bounds = None, None
+  def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
+  def replace(self, **kw) -> UOp:
+    return UOp(kw.get("op", self.op), kw.get("dtype", self.dtype), kw.get("src", self.src), kw.get("arg", self.arg))
+
+  # ---- construction helpers ----
+  @staticmethod
+  def const(dtype: DType, value: Any) -> UOp: return UOp(Ops.CONST, dtype, (), cast_scalar(value, dtype))
+  def alu(self, op: Ops, *srcs: UOp) -> UOp:
+    out = dtypes.bool if op in COMPARISON else (srcs[-1].dtype if op is Ops.WHERE else self.dtype)
+    return UOp(op, out, (self,) + srcs)
+  def _c(self, x) -> UOp: return x if isinstance(x, UOp) else UOp.const(self.dtype, x)
+  def __add__(self, x): return self.alu(Ops.ADD, self._c(x))
+  def __radd__(self, x): return self._c(x).alu(Ops.ADD, self)
+  def __mul__(self, x): return self.alu(Ops.MUL, self._c(x))
+  def __rmul__(self, x): return self._c(x).alu(Ops.MUL, self)
+  def __sub__(self, x): return self.alu(Ops.ADD, self._c(x).alu(Ops.NEG))
+  def __neg__(self): return self.alu(Ops.NEG)
+  def __floordiv__(self, x): return self.alu(Ops.IDIV, self._c(x))
+  def __mod__(self, x): return self.alu(Ops.MOD, self._c(x))
+  def __lt__(self, x): return self.alu(Ops.CMPLT, self._c(x))
+  def __ge__(self, x): return (self < x).alu(Ops.CMPNE, UOp.const(dtypes.bool, True))
+  def logical_and(self, x: UOp) -> UOp: return self.alu(Ops.AND, x)
+  def where(self, a, b) -> UOp:
+    a = a if isinstance(a, UOp) else UOp.const(b.dtype, a)
+    return self.alu(Ops.WHERE, a, b if isinstance(b, UOp) else UOp.const(a.dtype, b))
+  def cast(self, dtype: DType) -> UOp: return self if dtype == self.dtype else UOp(Ops.CAST, dtype, (self,))
+
+  # ---- graph utilities ----
+  def toposort(self) -> list[UOp]:
+    """All UOps this one depends on (itself last), each after its sources. Iterative: graphs can be deep."""
+    out, seen, stack = [], set(), [(self, False)]
+    while stack:
+      u, expanded = stack.pop()
+      if expanded: out.append(u); continue
+      if u in seen: continue
+      seen.add(u)
+      stack.append((u, True))
+      stack.extend((s, False) for s in reversed(u.src) if s not in seen)
+    return out
+
+  @property
+  def device(self) -> Optional[str]:
+    for u in self.toposort():
+      if u.op is Ops.DEVICE: return u.arg
+      if u.op is Ops.BUFFER: return u.arg[0].device
+    return None
+
+  @property
+  def base(self) -> UOp:
+    """The first non-movement UOp under a chain of movement ops."""
+    u = self
+    while u.op in MOVEMENT: u = u.src[0]
+    return u
+
+  @property
+  def shape(self) -> tuple[int, ...]:
+    if self._shape is None: self._shape = self._compute_shape()
+    return self._shape
+  def _compute_shape(self) -> tuple[int, ...]:
+    op, a = self.op, self.arg
+    if op is Ops.BUFFER: return (a[0].size,)
+    if op is Ops.DEFINE_GLOBAL: return (a[1],)
+    if op in (Ops.CONST, Ops.DEVICE): return ()
+    if op is Ops.ARANGE: return (a,)
+    if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(a)
+    s = self.src[0].shape if self.src else ()
+    if op is Ops.PERMUTE: return tuple(s[i] for i in a)
+    if op is Ops.PAD: return tuple(n + b + e for n, (b, e) in zip(s, a))
+    if op is Ops.SHRINK: return tuple(e - b for b, e in a)
+    if op is Ops.REDUCE_AXIS: return tuple(1 if i in a[1] else n for i, n in enumerate(s))
+    if op is Ops.ASSIGN: return self.src[0].shape
+    if op is Ops.WHERE: return self.src[1].shape
+    return s
+  @property
+  def size(self) -> int: return prod(self.shape)
+
+  # ---- value bounds, used by the index simplifier ----
+  @property
+  def vmin(self): return self.bounds[0]
+  @property
+  def vmax(self): return self.bounds[1]
+  @property
+  def bounds(self) -> tuple:
+    if self._bounds is None: self._bounds = self._compute_bounds()
+    return self._bounds
+  def _compute_bounds(self) -> tuple:
+    dt = self.dtype
+    if dt is None or not (dt.is_int or dt.is_bool): return (-math.inf, math.inf)
+    full = (dt.min, dt.max)
+    if self.op is Ops.CONST: return (self.arg, self.arg)
+    if self.op in (Ops.RANGE, Ops.SPECIAL): return (0, self.src[0].arg - 1) if self.src[0].op is Ops.CONST else (0, dt.max)
+    if not self.src: return full
+    b = [s.bounds for s in self.src]
+    def clamp(lo, hi): return (lo, hi) if lo >= dt.min and hi <= dt.max else full
+    if self.op is Ops.ADD: return clamp(b[0][0] + b[1][0], b[0][1] + b[1][1])
+    if self.op is Ops.NEG: return clamp(-b[0][1], -b[0][0])
+    if self.op is Ops.MUL:
+      vals = [x * y for x in b[0] for y in b[1]]
+      return clamp(min(vals), max(vals)) if all(math.isfinite(v) for v in vals) else full
+    if self.op is Ops.IDIV and self.src[1].op is Ops.CONST and self.src[1].arg > 0:
+      c = self.src[1].arg
+      return (int(b[0][0] / c), int(b[0][1] / c))   # C division truncates toward zero
+    if self.op is Ops.MOD and self.src[1].op is Ops.CONST and self.src[1].arg > 0:
+      c = self.src[1].arg
+      if b[0][0] >= 0: return (0, min(c - 1, b[0][1])) if b[0][1] >= c else b[0]
+      return (-(c - 1), c - 1)
+    if self.op is Ops.MAX: return (max(b[0][0], b[1][0]), max(b[0][1], b[1][1]))
+    if self.op is Ops.WHERE: return (min(b[1][0], b[2][0]), max(b[1][1], b[2][1]))
+    if self.op is Ops.CMPLT:
+      if b[0][1] < b[1][0]: return (True, True)
+      if b[0][0] >= b[1][1]: return (False, False)
+      return (False, True)
+    if self.op is Ops.CAST and (self.src[0].dtype.is_int or self.src[0].dtype.is_bool):
+      lo, hi = int(b[0][0]), int(b[0][1])
+      return (lo, hi) if dt.min <= lo and hi <= dt.max else full
+    if self.op is Ops.AND and dt.is_bool: return (b[0][0] and b[1][0], b[0][1] and b[1][1])
+    return full
+
+  # ---- printing: a numbered listing, one line per node, like a jaxpr ----
+  def __repr__(self) -> str:
+    if self.op is Ops.CONST: return f"UOp(CONST, {self.dtype}, {self.arg!r})"
+    return f"UOp({self.op.name}, {self.dtype}, arg={_fmt_arg(self)}, src=#{len(self.src)})"
+  def __str__(self) -> str:
+    names: dict[UOp, str] = {}
+    lines = []
+    for u in self.toposort():
+      if u.op is Ops.DEVICE: continue
+      names[u] = f"%{len(names)}"
+      srcs = " ".join(names.get(s, "") for s in u.src if s.op is not Ops.DEVICE)
+      arg = _fmt_arg(u)
+      shape = f" {u.shape}" if u.op not in _PROGRAM_OPS and u.dtype is not None else ""
+      dt = u.dtype.name if u.dtype is not None else ""
+      lines.append(f"{names[u]:>5} = {u.op.name:<12} {srcs:<14} {arg:<24} : {dt}{shape}".rstrip())
+    return "\n".join(lines)
+
+_PROGRAM_OPS = {Ops.SINK, Ops.DEFINE_GLOBAL, Ops.RANGE, Ops.ENDRANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE, Ops.REDUCE,
+                Ops.DEFINE_ACC, Ops.ACC_UPDATE}
+
+def _fmt_arg(u: UOp) -> str:
+  if u.op is Ops.BUFFER: return f"{u.arg[0].device} #{u.arg[1]}"
+  if u.op is Ops.REDUCE_AXIS: return f"{u.arg[0].name} axis={u.arg[1]}"
+  if u.op is Ops.REDUCE: return u.arg.name
+  if u.arg is None: return ""
+  return repr(u.arg)
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pattern matching: a UPat describes a subgraph; a PatternMatcher is a list of (UPat, rewrite function) rules.
+
+class UPat:
+  """Match a UOp by op(s), dtype(s), sources and arg; `name` binds the matched UOp for the rewrite function.
+  src=None matches any sources; `commutative=True` also tries the two sources of a binary op swapped."""
+  __slots__ = ("ops", "dtypes", "src", "arg", "name", "commutative", "predicate")
+  def __init__(self, op=None, dtype=None, src=None, arg=None, name=None, commutative=False, predicate=None):
+    self.ops = None if op is None else (frozenset(op) if isinstance(op, (set, frozenset, tuple, list)) else frozenset([op]))
+    self.dtypes = None if dtype is None else (frozenset(dtype) if isinstance(dtype, (set, frozenset, tuple, list)) else frozenset([dtype]))
+    self.src, self.arg, self.name, self.commutative, self.predicate = src, arg, name, commutative, predicate
+  @staticmethod
+  def var(name=None, dtype=None) -> UPat: return UPat(name=name, dtype=dtype)
+  @staticmethod
+  def cvar(name=None, dtype=None) -> UPat: return UPat(Ops.CONST, dtype=dtype, name=name)
+  def match(self, u: UOp, binds: dict) -> bool:
+    if self.ops is not None and u.op not in self.ops: return False
+    if self.dtypes is not None and u.dtype not in self.dtypes: return False
+    if self.arg is not None and u.arg != self.arg: return False
+    if self.predicate is not None and not self.predicate(u): return False
+    if self.name is not None:
+      if self.name in binds: return binds[self.name] is u
+      binds[self.name] = u
+    if self.src is None: return True
+    if len(self.src) != len(u.src): return False
+    orders = [u.src, u.src[::-1]] if self.commutative and len(u.src) == 2 else [u.src]
+    for srcs in orders:
+      trial = dict(binds)
+      if all(p.match(s, trial) for p, s in zip(self.src, srcs)):
+        binds.clear(); binds.update(trial)
+        return True
+    return False
+
+class PatternMatcher:
+  def __init__(self, rules: list[tuple[UPat, Callable]]):
+    self.rules = rules
+    self.by_op: dict[Ops, list] = {}
+    for pat, fn in rules:
+      for op in (pat.ops if pat.ops is not None else Ops):
+        self.by_op.setdefault(op, []).append((pat, fn))
+  def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.rules + other.rules)
+  def rewrite(self, u: UOp, ctx=None) -> Optional[UOp]:
+    for pat, fn in self.by_op.get(u.op, ()):
+      binds: dict = {}
+      if pat.match(u, binds):
+        binds.pop("ctx", None)
+        ret = fn(ctx, **binds) if ctx is not None else fn(**binds)
+        if ret is not None and ret is not u: return ret
+    return None
+
+def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None) -> UOp:
+  """Rewrite bottom-up until no rule matches anywhere. Every source is rewritten before its user."""
+  done: dict[UOp, UOp] = {}
+  def rw(u: UOp) -> UOp:
+    # iterative post-order over the not-yet-rewritten part of the graph
+    stack = [u]
+    while stack:
+      n = stack[-1]
+      if n in done: stack.pop(); continue
+      pending = [s for s in n.src if s not in done]
+      if pending: stack.extend(pending); continue
+      stack.pop()
+      new = n if all(done[s] is s for s in n.src) else n.replace(src=tuple(done[s] for s in n.src))
+      for _ in range(1000):
+        r = pm.rewrite(new, ctx)
+        if r is None: break
+        new = rw(r) if r not in done else done[r]
+      done[n] = new
+    return done[u]
+  return rw(root)
+
+_ids = itertools.count()
+def unique_id() -> int: return next(_ids)
