@@ -59,16 +59,17 @@ PY_INPUTS = [
   ("empty_list", [], "float32"),
 ]
 
-@pytest.mark.parametrize("name,data,dname", PY_INPUTS, ids=[p[0] for p in PY_INPUTS])
-def test_tensor_from_python(device, name, data, dname):
-  t = Tensor(data, device=device)
-  ref = torch.tensor(data)
-  assert t.shape == tuple(ref.shape)
-  assert t.dtype == DT[dname][0], f"{name}: dtype {t.dtype}, expected {dname}"
-  got = t.numpy()
-  assert got.shape == tuple(ref.shape)
-  np.testing.assert_array_equal(got, ref.numpy())
-  assert t.tolist() == ref.tolist()
+def test_tensor_from_python(device):
+  for name, data, dname in PY_INPUTS:
+    with case(name):
+      t = Tensor(data, device=device)
+      ref = torch.tensor(data)
+      assert t.shape == tuple(ref.shape)
+      assert t.dtype == DT[dname][0], f"{name}: dtype {t.dtype}, expected {dname}"
+      got = t.numpy()
+      assert got.shape == tuple(ref.shape)
+      np.testing.assert_array_equal(got, ref.numpy())
+      assert t.tolist() == ref.tolist()
 
 def test_tensor_from_python_explicit_dtype(device):
   t = Tensor([1, 2, 3], dtype=dtypes.float32, device=device)
@@ -93,24 +94,25 @@ def test_tensor_from_bytes(device):
 
 NP_DTYPES = [n for n in ALL if DT[n][1] is not None]
 
-@pytest.mark.parametrize("dname", NP_DTYPES)
-def test_tensor_from_numpy(device, dname):
-  npdt = DT[dname][1]
-  rng = np.random.default_rng(0)
-  if npdt == np.bool_: a = rng.random((3, 4)) < 0.5
-  elif np.issubdtype(npdt, np.floating): a = rng.uniform(-100, 100, (3, 4)).astype(npdt)
-  else:
-    info = np.iinfo(npdt)
-    a = rng.integers(max(info.min, -1000), min(info.max, 1000), (3, 4), endpoint=True).astype(npdt)
-    a[0, 0], a[0, 1] = info.min, info.max  # extremes survive the round trip
-  t = Tensor(a, device=device)
-  assert t.dtype == DT[dname][0]
-  assert t.shape == (3, 4)
-  got = t.numpy()
-  assert got.dtype == a.dtype
-  np.testing.assert_array_equal(got, a)
-  # computed result of that dtype round-trips as well
-  np.testing.assert_array_equal(t.T.numpy(), a.T)
+def test_tensor_from_numpy(device):
+  for dname in NP_DTYPES:
+    npdt = DT[dname][1]
+    rng = np.random.default_rng(0)
+    if npdt == np.bool_: a = rng.random((3, 4)) < 0.5
+    elif np.issubdtype(npdt, np.floating): a = rng.uniform(-100, 100, (3, 4)).astype(npdt)
+    else:
+      info = np.iinfo(npdt)
+      a = rng.integers(max(info.min, -1000), min(info.max, 1000), (3, 4), endpoint=True).astype(npdt)
+      a[0, 0], a[0, 1] = info.min, info.max  # extremes survive the round trip
+    with case(dname):
+      t = Tensor(a, device=device)
+      assert t.dtype == DT[dname][0]
+      assert t.shape == (3, 4)
+      got = t.numpy()
+      assert got.dtype == a.dtype
+      np.testing.assert_array_equal(got, a)
+      # a computed (transposed copy) result of that dtype round-trips as well
+      np.testing.assert_array_equal(t.T.numpy(), a.T)
 
 def test_tensor_from_numpy_views_and_0d(device):
   a = np.arange(24, dtype=np.float32).reshape(4, 6)
@@ -158,47 +160,53 @@ def dtypes_is_int(dt): return dt in (dtypes.int32, dtypes.int64)
 
 ARANGE = [(5,), (2, 10, 3), (10, 0, -2), (3, -3, -1), (0, 1, 0.25), (-1.0, 1.0, 0.3), (5, 5), (5.0,), (1, 2, 0.1), (7, 0, -3)]
 
-@pytest.mark.parametrize("args", ARANGE, ids=[str(a) for a in ARANGE])
-def test_arange(device, args):
-  t = Tensor.arange(*args, device=device)
-  ref = torch.arange(*args)
-  assert t.shape == tuple(ref.shape), f"arange{args}: shape {t.shape} vs torch {tuple(ref.shape)}"
-  got = t.numpy()
-  if ref.dtype.is_floating_point: assert t.dtype == dtypes.float32
-  else: assert t.dtype == dtypes.int32, "integer arange uses tinyweb's default int (int32)"
-  np.testing.assert_allclose(got, ref.numpy(), atol=1e-6, rtol=1e-6)
+def test_arange(device):
+  for args in ARANGE:
+    with case(f"arange{args}"):
+      t = Tensor.arange(*args, device=device)
+      ref = torch.arange(*args)
+      assert t.shape == tuple(ref.shape), f"shape {t.shape} vs torch {tuple(ref.shape)}"
+      got = t.numpy()
+      if ref.dtype.is_floating_point: assert t.dtype == dtypes.float32
+      else: assert t.dtype == dtypes.int32, "integer arange uses tinyweb's default int (int32)"
+      np.testing.assert_allclose(got, ref.numpy(), atol=1e-6, rtol=1e-6)
 
 LINSPACE = [(0, 1, 5), (-1, 3, 7), (5, -5, 11), (2, 2, 1), (0.5, 1.5, 2), (0, 10, 1)]
 
-@pytest.mark.parametrize("args", LINSPACE, ids=[str(a) for a in LINSPACE])
-def test_linspace(device, args):
-  t = Tensor.linspace(*args, device=device)
-  ref = torch.linspace(*args)
-  assert t.shape == tuple(ref.shape) and t.dtype == dtypes.float32
-  np.testing.assert_allclose(t.numpy(), ref.numpy(), atol=1e-6, rtol=1e-6)
+def test_linspace(device):
+  for args in LINSPACE:
+    with case(f"linspace{args}"):
+      t = Tensor.linspace(*args, device=device)
+      ref = torch.linspace(*args)
+      assert t.shape == tuple(ref.shape) and t.dtype == dtypes.float32
+      np.testing.assert_allclose(t.numpy(), ref.numpy(), atol=1e-6, rtol=1e-6)
 
-@pytest.mark.parametrize("args", [(3,), (2, 4), (4, 2), (1,)], ids=["3", "2x4", "4x2", "1"])
-def test_eye(device, args):
-  t = Tensor.eye(*args, device=device)
-  ref = torch.eye(*args)
-  assert t.shape == tuple(ref.shape) and t.dtype == dtypes.float32
-  np.testing.assert_array_equal(t.numpy(), ref.numpy())
+def test_eye(device):
+  for args in [(3,), (2, 4), (4, 2), (1,)]:
+    with case(f"eye{args}"):
+      t = Tensor.eye(*args, device=device)
+      ref = torch.eye(*args)
+      assert t.shape == tuple(ref.shape) and t.dtype == dtypes.float32
+      np.testing.assert_array_equal(t.numpy(), ref.numpy())
 
-@pytest.mark.parametrize("dname", ["float32", "int32", "bool", "float16", "uint8"])
-def test_like_constructors(device, dname):
+def test_like_constructors(device):
+  for dname in ["float32", "int32", "bool", "float16", "uint8"]:
+    _check_likes(device, dname)
+  # on a non-contiguous view
+  xt = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device=device).T
+  assert Tensor.ones_like(xt).shape == (3, 2)
+  np.testing.assert_array_equal(Tensor.full_like(xt, 2.5).numpy(), np.full((3, 2), 2.5, np.float32))
+
+def _check_likes(device, dname):
   x = make([[1, 0, 1], [0, 1, 1]], dname, device)
   tx = torch.tensor([[1, 0, 1], [0, 1, 1]]).to(DT[dname][2])
   for name, w, t in [("zeros_like", Tensor.zeros_like(x), torch.zeros_like(tx)),
                      ("ones_like", Tensor.ones_like(x), torch.ones_like(tx)),
                      ("full_like", Tensor.full_like(x, 1 if dname == "bool" else 3), torch.full_like(tx, 1 if dname == "bool" else 3))]:
-    with case(name):
+    with case(f"{name} {dname}"):
       assert w.shape == (2, 3)
       assert w.dtype == DT[dname][0], f"{name} must keep dtype {dname}, got {w.dtype}"
       np.testing.assert_array_equal(w.numpy(), t.numpy())
-  # on a non-contiguous view
-  xt = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device=device).T
-  assert Tensor.ones_like(xt).shape == (3, 2)
-  np.testing.assert_array_equal(Tensor.full_like(xt, 2.5).numpy(), np.full((3, 2), 2.5, np.float32))
 
 # ---------------------------------------------------------------- random
 N = 100_000
@@ -532,8 +540,11 @@ def test_item(device):
 FMT = {"float32": ("f",), "int8": ("b",), "int16": ("h",), "int32": ("i",), "int64": ("q", "l"),
        "uint8": ("B",), "uint16": ("H",), "uint32": ("I",), "uint64": ("Q", "L"), "bool": ("?",)}
 
-@pytest.mark.parametrize("dname", list(FMT))
-def test_data_memoryview(device, dname):
+def test_data_memoryview(device):
+  for dname in FMT:
+    with case(dname): _check_data(device, dname)
+
+def _check_data(device, dname):
   vals = [1, 0, 1, 1, 0, 1] if dname == "bool" else [0, 1, 2, 3, 100, 5]
   if dname == "bool": vals = [bool(v) for v in vals]
   elif dname.startswith("float"): vals = [float(v) + 0.5 for v in vals]
@@ -556,8 +567,11 @@ def test_data_memoryview(device, dname):
   assert list(struct.unpack(f"<{len(vals)}{mv3.format}", mv3.tobytes())) == [vals[i * 3 + j] for j in range(3) for i in range(2)]
 
 # ---------------------------------------------------------------- metadata and devices
-@pytest.mark.parametrize("shape", [(), (5,), (0, 3), (2, 3, 4), (1, 1)], ids=["0d", "5", "0x3", "2x3x4", "1x1"])
-def test_metadata(device, shape):
+def test_metadata(device):
+  for shape in [(), (5,), (0, 3), (2, 3, 4), (1, 1)]:
+    with case(f"shape {shape}"): _check_meta(device, shape)
+
+def _check_meta(device, shape):
   t = Tensor(np.zeros(shape, np.float32), device=device)
   ref = torch.zeros(shape)
   assert t.shape == tuple(ref.shape)

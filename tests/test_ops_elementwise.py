@@ -151,9 +151,10 @@ NONCONTIG_BINARY = [
   ("self_T", [(3, 3)], lambda a: a * a.T + a),
 ]
 
-@pytest.mark.parametrize("name,shapes,fn", NONCONTIG_BINARY, ids=[n[0] for n in NONCONTIG_BINARY])
-def test_binary_noncontiguous(device, name, shapes, fn):
-  check_op(shapes, fn, device=device, grad_atol=1e-4)
+def test_binary_noncontiguous(device):
+  for name, shapes, fn in NONCONTIG_BINARY:
+    with case(name):
+      check_op(shapes, fn, device=device, grad_atol=1e-4)
 
 # python scalars on either side (reverse ops); positive inputs so pow/div are well defined
 SCALAR_OPS = [
@@ -175,17 +176,22 @@ def test_python_scalar_both_sides(device, name, fns):
 CMP = [("eq", lambda a, b: a == b), ("ne", lambda a, b: a != b), ("lt", lambda a, b: a < b),
        ("le", lambda a, b: a <= b), ("gt", lambda a, b: a > b), ("ge", lambda a, b: a >= b)]
 
-@pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=["float32", "int32"])
 @pytest.mark.parametrize("name,fn", CMP, ids=[c[0] for c in CMP])
-def test_compare(device, name, fn, dtype):
-  # small integer values so that ties occur
-  a = rand_np((3, 4), -3, 3, np.int32, seed=1).astype(dtype)
-  b = rand_np((4,), -3, 3, np.int32, seed=2).astype(dtype)
-  out = check_op(None, fn, device=device, vals=[a, b])
-  assert out.dtype == dtypes.bool
-  check_op(None, lambda x: fn(x, 1), device=device, vals=[a])
-  check_op(None, lambda x: fn(1, x), device=device, vals=[a])
-  check_op(None, lambda x: fn(x, x), device=device, vals=[a])
+def test_compare(device, name, fn):
+  for dtype in (np.float32, np.int32, np.uint8):
+    # small integer values so that ties occur
+    a = rand_np((3, 4), 0, 4, np.int32, seed=1).astype(dtype)
+    b = rand_np((4,), 0, 4, np.int32, seed=2).astype(dtype)
+    with case(f"{name} {np.dtype(dtype).name}"):
+      out = check_op(None, fn, device=device, vals=[a, b])
+      assert out.dtype == dtypes.bool
+      check_op(None, lambda x: fn(x, 1), device=device, vals=[a])
+      check_op(None, lambda x: fn(1, x), device=device, vals=[a])
+      check_op(None, lambda x: fn(x, x), device=device, vals=[a])
+  with case(f"{name} float32 with negative values and float scalar"):
+    v = rand_np((3, 4), seed=3)
+    check_op(None, lambda x: fn(x, -0.5), device=device, vals=[v])
+    check_op(None, lambda x: fn(x[:, :1], x.T[:1]), device=device, vals=[v[:, :3]])
 
 def test_where(device):
   check_op([(3, 4), (3, 4)], lambda x, y: torch.where(x > 0, x, y), lambda x, y: (x > 0).where(x, y), device=device)
@@ -218,13 +224,14 @@ BIT_DTYPES = [("int32", np.int32, -100, 100, -7), ("uint8", np.uint8, 0, 256, 0x
 BIT_OPS = [("and", lambda a, b: a & b), ("or", lambda a, b: a | b), ("xor", lambda a, b: a ^ b)]
 
 @pytest.mark.parametrize("dname,dt,lo,hi,scalar", BIT_DTYPES, ids=[d[0] for d in BIT_DTYPES])
-@pytest.mark.parametrize("oname,fn", BIT_OPS, ids=[o[0] for o in BIT_OPS])
-def test_bitwise(device, oname, fn, dname, dt, lo, hi, scalar):
+def test_bitwise(device, dname, dt, lo, hi, scalar):
   a, b = rand_np((3, 4), lo, hi, dt, seed=1), rand_np((4,), lo, hi, dt, seed=2)
-  out = check_op(None, fn, device=device, vals=[a, b])
-  assert out.dtype == getattr(dtypes, dname)
-  check_op(None, lambda x: fn(x, scalar), device=device, vals=[a])
-  check_op(None, lambda x: fn(scalar, x), device=device, vals=[a])
+  for oname, fn in BIT_OPS:
+    with case(f"{oname} {dname}"):
+      out = check_op(None, fn, device=device, vals=[a, b])
+      assert out.dtype == getattr(dtypes, dname)
+      check_op(None, lambda x: fn(x, scalar), device=device, vals=[a])
+      check_op(None, lambda x: fn(scalar, x), device=device, vals=[a])
 
 @pytest.mark.parametrize("dname,dt,lo,hi", [d[:4] for d in BIT_DTYPES], ids=[d[0] for d in BIT_DTYPES])
 def test_invert(device, dname, dt, lo, hi):
@@ -330,10 +337,11 @@ F16_OPS = [
   ("scalar_mul_add", [(3, 4)], lambda x: x * 3 + 1.5, None, -2, 2),
 ]
 
-@pytest.mark.parametrize("name,shapes,tfn,wfn,low,high", F16_OPS, ids=[f[0] for f in F16_OPS])
-def test_float16(device, name, shapes, tfn, wfn, low, high):
-  out = check_op(shapes, tfn, wfn, device=device, dtype=np.float16, low=low, high=high, atol=1e-2, rtol=1e-2, grad=False)
-  assert out.dtype == dtypes.float16
+def test_float16(device):
+  for name, shapes, tfn, wfn, low, high in F16_OPS:
+    with case(f"float16 {name}"):
+      out = check_op(shapes, tfn, wfn, device=device, dtype=np.float16, low=low, high=high, atol=1e-2, rtol=1e-2, grad=False)
+      assert out.dtype == dtypes.float16
 
 INT_OPS = [
   ("add", 2, lambda a, b: a + b, None), ("sub", 2, lambda a, b: a - b, None), ("mul", 2, lambda a, b: a * b, None),
@@ -343,11 +351,12 @@ INT_OPS = [
   ("scalar", 1, lambda a: (a * 3 - 7) + (2 - a), None),
 ]
 
-@pytest.mark.parametrize("name,n,tfn,wfn", INT_OPS, ids=[o[0] for o in INT_OPS])
-def test_int32_ops(device, name, n, tfn, wfn):
-  shapes = [(3, 4), (4,)][:n]
-  out = check_op(shapes, tfn, wfn, device=device, low=-10, high=10, dtype=np.int32)
-  assert out.dtype == dtypes.int32
+def test_int32_ops(device):
+  for name, n, tfn, wfn in INT_OPS:
+    with case(f"int32 {name}"):
+      shapes = [(3, 4), (4,)][:n]
+      out = check_op(shapes, tfn, wfn, device=device, low=-10, high=10, dtype=np.int32)
+      assert out.dtype == dtypes.int32
 
 def test_mixed_dtype_elementwise(device):
   i = rand_np((3, 4), -10, 10, np.int32, seed=1)

@@ -52,6 +52,7 @@ def substitute(root: UOp, mapping: dict) -> UOp:
 
 def apply_realized(root: UOp) -> UOp:
   """Replace every value that was already computed by the buffer holding it."""
+  if (r := realized_cache.get(root)) is not None: return r
   hits = {u: realized_cache[u] for u in root.toposort() if u in realized_cache}
   return substitute(root, hits) if hits else root
 
@@ -119,6 +120,9 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
       continue
     src = u.src[0] if u.op is Ops.CONTIGUOUS else u
     buf = Buffer(u.device, u.size, u.dtype)
+    if u.size == 0:   # nothing to compute
+      result[u] = buffer_uop(buf, u.shape)
+      continue
     it = _kernel(src, buf, realize - {u}, result, producer)
     items.append(it)
     result[u], producer[u] = buffer_uop(buf, u.shape), it
@@ -148,8 +152,9 @@ def _kernel(value: UOp, out: Buffer, realize: set, result: dict, producer: dict)
       bufs.append(buf)
     return UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), (index[buf], buf.size))
   done: dict[UOp, UOp] = {}
-  for u in value.toposort():
-    if u is not value and u in realize:
+  def build(u: UOp) -> UOp:   # stops at realized values: their inputs belong to other kernels
+    if (r := done.get(u)) is not None: return r
+    if u in realize:
       r = result[u]
       done[u] = substitute(r, {r.base: glob(r.base.arg[0])})
       deps.append(producer[u])
@@ -157,9 +162,10 @@ def _kernel(value: UOp, out: Buffer, realize: set, result: dict, producer: dict)
       done[u] = glob(u.arg[0])
       existing.add(u.arg[0])
     elif u.op in (Ops.CONST, Ops.ARANGE): done[u] = UOp(u.op, u.dtype, (), u.arg)
-    elif u.op is Ops.DEVICE: continue
-    elif u.op in (Ops.CONTIGUOUS, Ops.DETACH): done[u] = done[u.src[0]]
-    else: done[u] = u.replace(src=tuple(done[s] for s in u.src))
+    elif u.op in (Ops.CONTIGUOUS, Ops.DETACH): done[u] = build(u.src[0])
+    else: done[u] = u.replace(src=tuple(build(s) for s in u.src))
+    return done[u]
+  build(value)
   store = UOp(Ops.STORE, None, (glob(out), done[value]))
   return ScheduleItem("kernel", UOp(Ops.SINK, None, (store,)), bufs, tuple(deps), frozenset(existing))
 

@@ -118,7 +118,7 @@ class Tensor(metaclass=_TensorMeta):
       uop = Tensor._from_bytes(_pack([v.item() if hasattr(v, "item") else v for v in vals], dt), dt, dev, shape)
     elif type(data).__module__ == "numpy" and hasattr(data, "dtype"):
       import numpy as np
-      arr = np.ascontiguousarray(data)
+      arr = np.asarray(data, order="C")   # (ascontiguousarray would turn 0-d into 1-d)
       if arr.dtype.name not in _NP_NAMES: raise TypeError(f"Tensor: numpy dtype {arr.dtype} is not supported; valid: {list(_NP_NAMES)}")
       src_dt = _NP_NAMES[arr.dtype.name]
       uop = Tensor._from_bytes(arr.tobytes(), src_dt, dev, arr.shape)
@@ -182,9 +182,8 @@ class Tensor(metaclass=_TensorMeta):
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
     """Compute several tensors in one schedule, sharing work between them."""
-    ts = [t for t in tensors if not (is_contiguous_buffer(t.uop))]
+    ts = [t for t in tensors if not is_contiguous_buffer(apply_realized(t.uop))]
     if not ts: return
-    stripped = {}
     targets = []
     for t in ts:
       u = apply_realized(t.uop)
@@ -194,23 +193,22 @@ class Tensor(metaclass=_TensorMeta):
     run_schedule(items)
     for t, u in zip(ts, targets):
       realized_cache[t.uop] = realized_cache[u] = results[u]
-      t.uop = results[u]
+      # a tensor that gradients may flow through keeps its graph (the value is found through realized_cache)
+      if not t.requires_grad or t in _grad_leaves: t.uop = results[u]
 
   def realize(self, *others: Tensor) -> Tensor:
     Tensor.realize_all(self, *others)
     return self
 
   def _host_buffer(self) -> tuple[Buffer, tuple[int, ...]]:
-    t = self if is_contiguous_buffer(apply_realized(self.uop)) else self.contiguous()
-    t.realize()
-    if not is_contiguous_buffer(t.uop): t = Tensor(UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,))).realize()
-    return t.uop.base.arg[0], self.shape
+    u = apply_realized(self.realize().uop)
+    if not is_contiguous_buffer(u): u = apply_realized(Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (u,))).realize().uop)
+    return u.base.arg[0], self.shape
 
   def data(self) -> memoryview:
     """The values as a memoryview in this tensor's shape (bfloat16: the raw 16-bit patterns). No numpy needed."""
     buf, shape = self._host_buffer()
-    mv = buf.as_memoryview()
-    if buf.device != "CPU" or True: mv = memoryview(bytes(mv))   # a snapshot: the buffer may be reused
+    mv = memoryview(bytes(buf.as_memoryview()))   # a snapshot: the buffer may be overwritten or reused later
     if 0 in shape: return mv.cast(self.dtype.fmt)
     return mv.cast(self.dtype.fmt, shape)
 
@@ -274,14 +272,15 @@ class Tensor(metaclass=_TensorMeta):
     t.requires_grad = (not NO_GRAD.value) and any(x.requires_grad for x in (self, *others)) or None
     return t
 
-  def _grad_graph(self) -> tuple[UOp, dict[Tensor, UOp]]:
-    root = apply_realized(self.uop)
-    nodes = set(root.toposort())
-    leaves = {}
-    for t in list(_grad_leaves):
-      u = apply_realized(t.uop)
-      if t.requires_grad and u in nodes: leaves[t] = u
-    return root, leaves
+  def _grad_targets(self, tensors) -> dict[Tensor, list[UOp]]:
+    """For each tensor, the nodes of self's graph that stand for it: its uop, or an older uop that was realized
+    into the buffer it now holds."""
+    graph = self.uop.toposort()
+    by_result: dict[UOp, list[UOp]] = {}
+    for u in graph:
+      by_result.setdefault(u, []).append(u)
+      if (r := realized_cache.get(u)) is not None and r is not u: by_result.setdefault(r, []).append(u)
+    return {t: by_result[t.uop] for t in tensors if t.uop in by_result}
 
   def backward(self, gradient: Optional[Tensor] = None) -> Tensor:
     if not self.requires_grad:
@@ -292,12 +291,13 @@ class Tensor(metaclass=_TensorMeta):
       gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
     elif gradient.shape != self.shape:
       raise ValueError(f"backward: gradient shape {gradient.shape} does not match tensor shape {self.shape}")
-    root, leaves = self._grad_graph()
-    grads = compute_gradient(root, gradient.cast(self.dtype).uop, set(leaves.values()))
-    for t, u in leaves.items():
-      if u not in grads: continue
-      g = Tensor(grads[u])
-      if g.shape != t.shape: g = g.reshape(t.shape)
+    leaves = self._grad_targets([t for t in list(_grad_leaves) if t.requires_grad])
+    grads = compute_gradient(self.uop, gradient.cast(self.dtype).uop, {u for us in leaves.values() for u in us})
+    for t, us in leaves.items():
+      gs = [grads[u] for u in us if u in grads]
+      if not gs: continue
+      g = Tensor(gs[0])
+      for extra in gs[1:]: g = g + Tensor(extra)
       t.grad = g if t.grad is None else (t.grad + g)
     return self
 
@@ -306,10 +306,13 @@ class Tensor(metaclass=_TensorMeta):
     if gradient is None:
       if self.numel() != 1: raise RuntimeError(f"gradient: output must be a scalar, got shape {self.shape}; pass gradient=")
       gradient = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
-    root = apply_realized(self.uop)
-    tu = [apply_realized(t.uop) for t in targets]
-    grads = compute_gradient(root, gradient.uop, set(tu))
-    return [Tensor(grads[u]) if u in grads else Tensor.zeros(t.shape, dtype=t.dtype, device=t.device) for t, u in zip(targets, tu)]
+    found = self._grad_targets(targets)
+    grads = compute_gradient(self.uop, gradient.cast(self.dtype).uop, {u for us in found.values() for u in us})
+    out = []
+    for t in targets:
+      gs = [Tensor(grads[u]) for u in found.get(t, []) if u in grads]
+      out.append(sum(gs[1:], gs[0]) if gs else Tensor.zeros(t.shape, dtype=t.dtype, device=t.device))
+    return out
 
   @staticmethod
   def train(mode: bool = True) -> _TrainMode: return _TrainMode(mode)
@@ -1012,3 +1015,210 @@ class Tensor(metaclass=_TensorMeta):
   def gt(self, x): return self > x
   def le(self, x): return self <= x
   def ge(self, x): return self >= x
+
+  # ---------------------------------------------------------------------------------------------------------------
+  # indexing
+
+  def _basic_index(self, index: tuple) -> tuple[Tensor, list, list[tuple[int, Any]]]:
+    """Apply ints, slices, None and Ellipsis. Returns the view, the movement ops applied (to invert them for
+    __setitem__), and (dim in the view, index) for every tensor/list index, whose dims are kept whole."""
+    n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
+    if sum(1 for i in index if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
+    if n_real > self.ndim: raise IndexError(f"too many indices for tensor of dimension {self.ndim} (got {n_real})")
+    if Ellipsis in [i if not isinstance(i, Tensor) else None for i in index]:
+      e = [i if not isinstance(i, Tensor) else None for i in index].index(Ellipsis)
+      index = index[:e] + (slice(None),) * (self.ndim - n_real) + index[e + 1:]
+    else: index = index + (slice(None),) * (self.ndim - n_real)
+    x, ops, fancy = self, [], []
+    dim = 0   # current dim in x
+    def do(name, arg):
+      nonlocal x
+      ops.append((name, arg, x.shape))
+      x = getattr(x, name)(arg) if name != "reshape" else x.reshape(arg)
+    for idx in index:
+      if idx is None:
+        do("reshape", x.shape[:dim] + (1,) + x.shape[dim:]); dim += 1
+      elif isinstance(idx, (bool,)) or (isinstance(idx, int)):
+        n = x.shape[dim]
+        if not -n <= idx < n: raise IndexError(f"index {idx} is out of bounds for dimension {dim} with size {n}")
+        i = idx % n
+        do("shrink", tuple((i, i + 1) if d == dim else None for d in range(x.ndim)))
+        do("reshape", x.shape[:dim] + x.shape[dim + 1:])
+      elif isinstance(idx, slice):
+        n = x.shape[dim]
+        start, stop, step = idx.indices(n)
+        count = len(range(start, stop, step))
+        if step < 0:
+          do("flip", (dim,))
+          start, step = n - 1 - start, -step
+        length = (count - 1) * step + 1 if count else 0
+        if (start, start + length) != (0, n):
+          do("shrink", tuple((start, start + length) if d == dim else None for d in range(x.ndim)))
+        if step > 1 and count > 1:
+          do("_pad_zero", tuple((0, count * step - length) if d == dim else (0, 0) for d in range(x.ndim)))
+          do("reshape", x.shape[:dim] + (count, step) + x.shape[dim + 1:])
+          do("shrink", tuple((0, 1) if d == dim + 1 else None for d in range(x.ndim)))
+          do("reshape", x.shape[:dim + 1] + x.shape[dim + 2:])
+        dim += 1
+      elif isinstance(idx, (Tensor, list, tuple)) or (type(idx).__module__ == "numpy"):
+        fancy.append((dim, idx)); dim += 1
+      else: raise IndexError(f"unsupported index type {type(idx).__name__}: valid are int, slice, None, Ellipsis, Tensor, list")
+    return x, ops, fancy
+
+  def _index_tensor(self, idx, size: int, dim: int) -> Tensor:
+    """An index given as Tensor/list/array -> int32 Tensor with negative values wrapped (bounds checked for constants)."""
+    if not isinstance(idx, Tensor):
+      vals, _ = _flatten_list(idx.tolist() if hasattr(idx, "tolist") else list(idx), "index")
+      if vals and all(isinstance(v, bool) for v in vals): return self._index_tensor(Tensor(idx, device=self.device), size, dim)
+      for v in vals:
+        if not -size <= v < size: raise IndexError(f"index {v} is out of bounds for dimension {dim} with size {size}")
+      idx = Tensor(idx, dtype=dtypes.int32, device=self.device)
+    if idx.dtype.is_bool:  # a mask selects the positions where it is True (needs the values now)
+      flat = idx.flatten().tolist()
+      if idx.ndim != 1: raise IndexError(f"boolean mask indexing is supported for 1-D masks here, got shape {idx.shape}")
+      if len(flat) != size: raise IndexError(f"boolean mask of length {len(flat)} does not match dimension {dim} of size {size}")
+      return Tensor([i for i, b in enumerate(flat) if b], dtype=dtypes.int32, device=self.device)
+    if idx.dtype.is_float: raise IndexError(f"tensors used as indices must be integer or bool, got {idx.dtype.name}")
+    if idx.device != self.device: raise RuntimeError(f"index: index is on {idx.device}, tensor on {self.device}")
+    idx = idx.cast(dtypes.int32)
+    return (idx < 0).where(idx + size, idx)
+
+  def __getitem__(self, index) -> Tensor:
+    index = index if isinstance(index, tuple) else (index,)
+    # a 0-d integer tensor index acts like an int
+    index = tuple(int(i.item()) if isinstance(i, Tensor) and i.ndim == 0 and not i.dtype.is_float else i for i in index)
+    x, _, fancy = self._basic_index(index)
+    if not fancy: return x
+    dims = [d for d, _ in fancy]
+    idxs = [self._index_tensor(i, x.shape[d], d) for d, i in fancy]
+    bshape = _broadcast_shape("index", *[i.shape for i in idxs])
+    rest = [d for d in range(x.ndim) if d not in dims]
+    # one-hot selection: out[r, b] = sum_k x[r, k] * prod_d (idx_d[b] == k_d)
+    xp = x.permute(rest + dims)
+    rshape, nshape = tuple(x.shape[d] for d in rest), tuple(x.shape[d] for d in dims)
+    mask = None
+    for j, (i, n) in enumerate(zip(idxs, nshape)):
+      oh = i._broadcast_to(bshape).reshape(bshape + (1,) * j + (1,) + (1,) * (len(nshape) - j - 1))
+      ar = Tensor.arange(n, device=self.device).reshape((1,) * len(bshape) + (1,) * j + (n,) + (1,) * (len(nshape) - j - 1))
+      m = oh == ar
+      mask = m if mask is None else mask & m
+    xe = xp.reshape(rshape + (1,) * len(bshape) + nshape)
+    out = mask.where(xe, 0).sum(tuple(range(len(rshape) + len(bshape), len(rshape) + len(bshape) + len(nshape))), dtype=x.dtype) \
+      if x.dtype.is_float else mask.where(xe, 0).sum(tuple(range(len(rshape) + len(bshape), len(rshape) + len(bshape) + len(nshape)))).cast(x.dtype)
+    # where the indexed dims go: in place of the first one if they were adjacent, else in front (PyTorch/numpy rule)
+    if dims == list(range(dims[0], dims[0] + len(dims))) and dims[0] > 0:
+      p = dims[0]
+      nr, nb = len(rshape), len(bshape)
+      out = out.permute(list(range(p)) + list(range(nr, nr + nb)) + list(range(p, nr)))
+    elif dims[0] == 0 or dims != list(range(dims[0], dims[0] + len(dims))):
+      nr, nb = len(rshape), len(bshape)
+      out = out.permute(list(range(nr, nr + nb)) + list(range(nr)))
+    return out
+
+  def __setitem__(self, index, value) -> None:
+    index = index if isinstance(index, tuple) else (index,)
+    v = value if isinstance(value, Tensor) else Tensor(Tensor._const_uop(value, self.dtype, self.device, ()))
+    if v.device != self.device: raise RuntimeError(f"setitem: value is on {v.device}, tensor on {self.device}")
+    v = v.cast(self.dtype)
+    sel, ops, fancy = self._basic_index(index)
+    if fancy:
+      # positions of the selected elements in the flattened tensor, then a one-hot scatter of the values
+      pos = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[index].flatten()
+      vals = v._broadcast_to(pos.shape if False else Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[index].shape, "setitem").flatten()
+      hit = pos.unsqueeze(1) == Tensor.arange(self.numel(), device=self.device).unsqueeze(0)
+      # the last write wins for repeated positions, like sequential assignment
+      order = Tensor.arange(pos.shape[0], device=self.device).unsqueeze(1)
+      last = hit.where(order, -1).max(0)
+      chosen = hit & (order == last.unsqueeze(0))
+      newv = chosen.where(vals.unsqueeze(1), 0).sum(0, dtype=self.dtype).cast(self.dtype) if not self.dtype.is_bool else chosen.where(vals.unsqueeze(1), False).any(0)
+      self.assign((last >= 0).reshape(self.shape).where(newv.reshape(self.shape), self))
+      return
+    try: v = v._broadcast_to(sel.shape, "setitem")
+    except ValueError: raise ValueError(f"setitem: value of shape {v.shape} cannot be broadcast to the selection {sel.shape}") from None
+    inside = Tensor.ones(sel.shape, dtype=dtypes.bool, device=self.device)
+    for name, arg, before in reversed(ops):   # undo each view op to place the values at their positions
+      if name == "shrink":
+        pad = tuple((b, n - e) if a is not None else (0, 0) for a, (b, e), n in
+                    zip(arg, [a if a is not None else (0, n) for a, n in zip(arg, before)], before))
+        v, inside = v._pad_zero(pad), inside._pad_zero(pad)
+      elif name == "_pad_zero":
+        sh = tuple((b, b + n) for (b, _), n in zip(arg, before))
+        v, inside = v.shrink(sh), inside.shrink(sh)
+      elif name == "flip": v, inside = v.flip(*arg), inside.flip(*arg)
+      else: v, inside = v.reshape(before), inside.reshape(before)
+    self.assign(inside.where(v, self))
+
+  def gather(self, dim: int, index: Tensor) -> Tensor:
+    d = _normalize_axis("gather", dim, self.ndim)
+    if not isinstance(index, Tensor) or index.dtype.is_float:
+      raise TypeError(f"gather: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
+    if index.ndim != self.ndim:
+      raise ValueError(f"gather: index must have the same number of dimensions as the input, got {index.shape} for input {self.shape}")
+    if any(i > s for j, (i, s) in enumerate(zip(index.shape, self.shape)) if j != d):
+      raise ValueError(f"gather: index shape {index.shape} is larger than input {self.shape} outside dimension {d}")
+    n = self.shape[d]
+    x = self.shrink(tuple(None if j == d else (0, i) for j, i in enumerate(index.shape)))
+    idx = self._index_tensor(index, n, d)
+    mask = idx.unsqueeze(-1) == Tensor.arange(n, device=self.device)
+    xe = x.permute([j for j in range(self.ndim) if j != d] + [d]).unsqueeze(d)   # (..., 1 at d, ..., n)
+    out = mask.where(xe, 0).sum(-1, dtype=self.dtype if self.dtype.is_float else None)
+    return out.cast(self.dtype)
+
+  def scatter(self, dim: int, index: Tensor, src, reduce: Optional[str] = None) -> Tensor:
+    d = _normalize_axis("scatter", dim, self.ndim)
+    if not isinstance(index, Tensor) or index.dtype.is_float:
+      raise TypeError(f"scatter: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
+    if index.ndim != self.ndim: raise ValueError(f"scatter: index {index.shape} must have as many dims as the input {self.shape}")
+    if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+    n = self.shape[d]
+    src = src if isinstance(src, Tensor) else Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+    src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
+    idx = self._index_tensor(index, n, d)
+    # mask[..., m at d, ..., k] = index[..., m, ...] == k; reduce over m, then move k into dim d
+    mask = idx.unsqueeze(-1) == Tensor.arange(n, device=self.device)
+    s = src.unsqueeze(-1)
+    full = tuple((0, self.shape[j] - index.shape[j]) if j != d else (0, 0) for j in range(self.ndim))
+    def place(t: Tensor) -> Tensor: return t.transpose(d, -1).squeeze(-1)._pad_zero(full)
+    hit = place(mask.any(d, keepdim=True))
+    if reduce == "multiply":
+      prodv = place(mask.where(s, 1).prod(d, keepdim=True).cast(self.dtype))
+      return hit.where(self * prodv, self)
+    total = place(mask.where(s, 0).sum(d, keepdim=True, dtype=self.dtype if self.dtype.is_float else None).cast(self.dtype))
+    return self + total if reduce == "add" else hit.where(total, self)
+  def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor: return self.scatter(dim, index, src, "add")
+
+  def one_hot(self, num_classes: int = -1) -> Tensor:
+    if self.dtype.is_float: raise TypeError(f"one_hot: input must be an integer tensor, got {self.dtype.name}")
+    if num_classes == -1: num_classes = int(self.max().item()) + 1
+    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.int32)
+
+  def _tri_mask(self, diagonal: int, upper: bool) -> Tensor:
+    if self.ndim < 2: raise ValueError(f"{'triu' if upper else 'tril'}: input must have at least 2 dimensions, got {self.shape}")
+    r, c = self.shape[-2:]
+    rows = Tensor.arange(r, device=self.device).reshape(r, 1)
+    cols = Tensor.arange(c, device=self.device).reshape(1, c)
+    return (cols - rows >= diagonal) if upper else (cols - rows <= diagonal)
+  def triu(self, diagonal: int = 0) -> Tensor: return self._tri_mask(diagonal, True).where(self, 0).cast(self.dtype)
+  def tril(self, diagonal: int = 0) -> Tensor: return self._tri_mask(diagonal, False).where(self, 0).cast(self.dtype)
+
+  # ---------------------------------------------------------------------------------------------------------------
+  # matrix multiplication
+
+  def dot(self, w: Tensor, dtype=None) -> Tensor:
+    x = self
+    if not isinstance(w, Tensor): w = Tensor(w, device=self.device)
+    if x.ndim == 0 or w.ndim == 0:
+      raise ValueError(f"matmul: both arguments need at least 1 dimension, got shapes {x.shape} and {w.shape}")
+    k_w = w.shape[-2] if w.ndim > 1 else w.shape[0]
+    if x.shape[-1] != k_w:
+      raise ValueError(f"matmul: shapes {x.shape} and {w.shape} cannot be multiplied ({x.shape[-1]} != {k_w})")
+    if x.device != w.device: raise RuntimeError(f"matmul: expected all tensors on the same device, got {x.device} and {w.device}")
+    # out[..., n, m] = sum_k x[..., n, 1, k] * w[..., 1, m, k]: one fused multiply-reduce kernel
+    xv = x.reshape(x.shape[:-1] + (1, x.shape[-1])) if w.ndim > 1 else x
+    wv = w.transpose(-1, -2) if w.ndim > 1 else w
+    if w.ndim > 1 and x.ndim > 1: wv = wv.reshape(wv.shape[:-2] + (1,) + wv.shape[-2:])
+    elif w.ndim > 1: xv = x.reshape((1, x.shape[-1]))   # (k,) @ (..., k, m): x as one row
+    out = (xv * wv).sum(-1, dtype=dtype)
+    if w.ndim > 1 and x.ndim == 1: out = out.reshape(out.shape[:-2] + out.shape[-1:]) if out.ndim >= 2 and out.shape[-2] == 1 else out
+    return out.cast(dtype) if dtype is not None else out
+  def matmul(self, x: Tensor, reverse=False, dtype=None) -> Tensor: return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)

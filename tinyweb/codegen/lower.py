@@ -123,11 +123,11 @@ def lower(ast: UOp) -> Program:
   gl = sorted([u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL], key=lambda u: u.arg[0])
   has_reduce = any(u.op is Ops.DEFINE_ACC for u in uops)
   name = ("r_" if has_reduce else "E_") + ("_".join(str(n) for n in shape) if shape else "0")
-  flops, mult = 0, 1
-  loop_stack = []
+  flops, mults = 0, [1]
   for u in uops:
-    if u.op is Ops.RANGE: loop_stack.append(u.src[0].arg); mult *= u.src[0].arg
-    elif u.op is Ops.ENDRANGE: mult //= loop_stack.pop()
+    mult = mults[-1]
+    if u.op is Ops.RANGE: mults.append(mult * u.src[0].arg)
+    elif u.op is Ops.ENDRANGE: mults.pop()
     elif u.op in ELEMENTWISE and u.dtype is not None and u.dtype.is_float and u.op not in (Ops.CAST, Ops.BITCAST): flops += mult
     elif u.op is Ops.ACC_UPDATE: flops += mult
   mem = sum(g.arg[1] * g.dtype.itemsize for g in gl)

@@ -1,0 +1,396 @@
+"""NN ops for Tensor (einsum, linear, convolutions, pooling, interpolation, normalisation, dropout, losses, attention).
+
+Everything here is written with public Tensor methods only, so it adds no gradient rules and no kernels of its own:
+convolutions and pooling are movement-op views (no copies) followed by one multiply-reduce."""
+from __future__ import annotations
+import math, struct
+from typing import Optional, Sequence, Union
+from tinyweb.dtype import dtypes
+from tinyweb.helpers import prod, ceildiv, dedup
+
+def _T():
+  from tinyweb.tensor import Tensor   # lazy: tensor.py imports this module
+  return Tensor
+
+def _tuple(v, n: int, op: str, name: str) -> tuple[int, ...]:
+  t = (v,) * n if isinstance(v, int) else tuple(v)
+  if len(t) != n or not all(isinstance(x, int) for x in t): raise ValueError(f"{op}: {name} must be an int or {n} ints, got {v!r}")
+  return t
+
+def _pads(padding, n: int, op: str) -> list[tuple[int, int]]:
+  """(before, after) per spatial dim, first dim first. Accepts an int, n ints (torch: both sides), 2n ints (flat, last dim
+  first, like pad()), or n (before, after) pairs."""
+  if isinstance(padding, int): return [(padding, padding)] * n
+  p = tuple(padding)
+  if len(p) == n and all(isinstance(x, int) for x in p): return [(x, x) for x in p]
+  if len(p) == 2 * n and all(isinstance(x, int) for x in p): return [(p[2 * (n - 1 - j)], p[2 * (n - 1 - j) + 1]) for j in range(n)]
+  if len(p) == n and all(isinstance(x, (tuple, list)) and len(x) == 2 for x in p): return [(int(b), int(a)) for b, a in p]
+  raise ValueError(f"{op}: padding must be an int, {n} ints, {2*n} ints or {n} (before, after) pairs, got {padding!r}")
+
+def _f32(x: float) -> float: return struct.unpack("f", struct.pack("f", x))[0]
+
+def _reduce_loss(loss, reduction: str, op: str, count=None):
+  if reduction == "none": return loss
+  if reduction == "sum": return loss.sum()
+  if reduction == "mean": return loss.mean() if count is None else loss.sum() / count
+  raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+class NNMixin:
+  # ------------------------------------------------------------------------------------------------------------ einsum
+
+  @staticmethod
+  def einsum(formula: str, *operands):
+    """Tensor.einsum("ij,jk->ik", a, b). Supports '...', implicit output, repeated letters in one operand (diagonals)
+    and broadcasting of size-1 dims. Each operand is permuted/reshaped to one common letter order, then all are
+    multiplied and the letters missing from the output are summed."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
+    lhs, arrow, out = formula.replace(" ", "").partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+      raise ValueError(f"einsum: formula {formula!r} has {len(terms)} operand(s) but {len(operands)} were given")
+    # '...' becomes private letters, right-aligned like broadcasting
+    nell = [x.ndim - (len(t) - 3) if "..." in t else 0 for t, x in zip(terms, operands)]
+    if any(n < 0 for n in nell): raise ValueError(f"einsum: {formula!r} has more letters than dims for shapes {[x.shape for x in operands]}")
+    ell = "".join(chr(0xE000 + i) for i in range(max(nell, default=0)))
+    terms = [t.replace("...", ell[len(ell) - n:]) for t, n in zip(terms, nell)]
+    if arrow: out = out.replace("...", ell)
+    else: out = ell + "".join(sorted(c for c in set("".join(terms)) if c not in ell and "".join(terms).count(c) == 1))
+    for t, x in zip(terms, operands):
+      if len(t) != x.ndim: raise ValueError(f"einsum: term {t!r} of {formula!r} has {len(t)} letters for an operand of shape {x.shape}")
+    if len(set(out)) != len(out) or any(c not in "".join(terms) for c in out):
+      raise ValueError(f"einsum: output {out!r} of {formula!r} must have unique letters that appear in the inputs")
+    xs, sizes = [], {}
+    for t, x in zip(terms, operands):
+      x, t = NNMixin._einsum_diagonal(x, t, formula)
+      for c, s in zip(t, x.shape):
+        if sizes.get(c, 1) not in (1, s) and s != 1:
+          raise ValueError(f"einsum: letter {c!r} has sizes {sizes[c]} and {s} in {formula!r} (shapes {[o.shape for o in operands]})")
+        sizes[c] = max(sizes.get(c, 1), s)
+      xs.append((x, t))
+    order = dedup(list(out) + [c for t in terms for c in t])
+    prod_ = None
+    for x, t in xs:   # to the common order, with size-1 dims for missing letters
+      own = dict(zip(t, x.shape))
+      x = x.permute(sorted(range(len(t)), key=lambda i: order.index(t[i]))) if t else x
+      x = x.reshape(tuple(own.get(c, 1) for c in order)) if order else x
+      prod_ = x if prod_ is None else prod_ * x
+    red = tuple(range(len(out), len(order)))
+    return prod_.sum(red) if red else prod_
+
+  @staticmethod
+  def _einsum_diagonal(x, t: str, formula: str):
+    """Take the diagonal for each letter repeated in one term: x[.., i, .., i, ..] -> x[.., i, ..] (views only)."""
+    while len(set(t)) != len(t):
+      c = next(c for c in t if t.count(c) > 1)
+      a, b = t.index(c), t.index(c, t.index(c) + 1)
+      n = x.shape[a]
+      if x.shape[b] != n: raise ValueError(f"einsum: repeated letter {c!r} in {formula!r} has sizes {n} and {x.shape[b]}")
+      rest = [i for i in range(len(t)) if i not in (a, b)]
+      x = x.permute(rest + [a, b])
+      pre = x.shape[:-2]
+      # row-major (n, n) flattened and padded to n*(n+1): element [i, 0] of the (n, n+1) view is x[i, i]
+      x = x.reshape(*pre, n * n).pad((None,) * len(pre) + ((0, n),)).reshape(*pre, n, n + 1)
+      x = x.shrink((None,) * len(pre) + (None, (0, 1))).reshape(*pre, n)
+      t = "".join(t[i] for i in rest) + c
+    return x, t
+
+  def linear(self, weight, bias=None):
+    """x @ weight + bias with weight of shape (in, out) (a 1-D weight multiplies elementwise)."""
+    if weight.ndim == 1: x = self * weight
+    else:
+      if self.ndim == 0 or self.shape[-1] != weight.shape[0]:
+        raise ValueError(f"linear: input {self.shape} and weight {weight.shape} (in, out) do not match: need input.shape[-1] == weight.shape[0]")
+      x = self @ weight
+    return x if bias is None else x + bias
+
+  # ------------------------------------------------------------------------------------------------------ convolutions
+
+  def _pool(self, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int]):
+    """Sliding windows over the last len(k_) dims as a view: (..., *in) -> (..., *out, *k_), out = (in-d*(k-1)-1)//s+1."""
+    n, nb = len(k_), self.ndim - len(k_)
+    x = self
+    for j in reversed(range(n)):   # last dim first, so the axes of the dims still to do don't move
+      ax = nb + j
+      i, k, s, d = x.shape[ax], k_[j], s_[j], d_[j]
+      o = (i - d * (k - 1) - 1) // s + 1
+      if o <= 0: raise ValueError(f"pool: window {k} with dilation {d} does not fit in a dimension of size {i} (shape {self.shape})")
+      # want w[a, t] = x[a*d + t*s]. Repeat x and lay it out in rows of length L = d (mod i): row a then starts at
+      # a*d (mod i), and a*d + t*s < i never wraps. L >= o*s so the output positions fit in one row.
+      L = d + i * max(0, ceildiv(o * s - d, i))
+      r = ceildiv(k * L, i)
+      pre, post = x.shape[:ax], x.shape[ax + 1:]
+      def at(v): return (None,) * len(pre) + (v,)
+      x = x.reshape(*pre, 1, i, *post).expand(*pre, r, i, *post).reshape(*pre, r * i, *post)
+      x = x.shrink(at((0, k * L)) + (None,) * len(post)).reshape(*pre, k, L, *post)
+      x = x.shrink(at(None) + ((0, o * s),) + (None,) * len(post)).reshape(*pre, k, o, s, *post)
+      x = x.shrink(at(None) + (None, (0, 1)) + (None,) * len(post)).reshape(*pre, k, o, *post)
+    # now (..., k1, o1, k2, o2, ...): move the window dims last
+    return x.permute(*range(nb), *[nb + 2 * j + 1 for j in range(n)], *[nb + 2 * j for j in range(n)])
+
+  def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
+    """Convolution over any number of spatial dims: input (N, Cin, *spatial), weight (Cout, Cin/groups, *kernel).
+    padding: int, one int per spatial dim, a flat (left, right, top, bottom, ...) tuple, per-dim pairs, 'valid' or 'same'."""
+    n = weight.ndim - 2
+    if self.ndim != weight.ndim or n < 1 or groups < 1 or self.shape[1] != weight.shape[1] * groups or weight.shape[0] % groups:
+      raise ValueError(f"conv2d: input {self.shape} and weight {weight.shape} do not match with groups={groups}: need "
+                       f"input (N, Cin, *spatial) and weight (Cout, Cin/groups, *kernel) of the same rank, Cout divisible by groups")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+      raise ValueError(f"conv2d: bias shape {bias.shape} must be ({weight.shape[0]},) for weight {weight.shape}")
+    (bs, cin), cout, k_ = self.shape[:2], weight.shape[0], weight.shape[2:]
+    s_, d_ = _tuple(stride, n, "conv2d", "stride"), _tuple(dilation, n, "conv2d", "dilation")
+    if padding == "valid": padding = 0
+    if padding == "same":   # stride 1: total d*(k-1), the extra one on the right like torch
+      padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(k_, d_)]
+    x = self.pad(((0, 0), (0, 0), *_pads(padding, n, "conv2d")))._pool(k_, s_, d_)   # (N, Cin, *out, *k)
+    o_ = x.shape[2:2 + n]
+    g = groups
+    x = x.reshape(bs, g, 1, cin // g, *o_, *k_)
+    w = weight.reshape(1, g, cout // g, cin // g, *(1,) * n, *k_)
+    out = (x * w).sum((3, *range(4 + n, 4 + 2 * n))).reshape(bs, cout, *o_)
+    return out if bias is None else out + bias.reshape(1, cout, *(1,) * n)
+
+  def conv_transpose2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0):
+    """Transposed convolution: input (N, Cin, *spatial), weight (Cin, Cout/groups, *kernel). Done as a conv2d of the
+    zero-stuffed, padded input with the flipped kernel (in/out channels swapped per group)."""
+    n = weight.ndim - 2
+    if self.ndim != weight.ndim or n < 1 or groups < 1 or self.shape[1] != weight.shape[0] or weight.shape[0] % groups:
+      raise ValueError(f"conv_transpose2d: input {self.shape} and weight {weight.shape} do not match with groups={groups}: need "
+                       f"input (N, Cin, *spatial) and weight (Cin, Cout/groups, *kernel) of the same rank, Cin divisible by groups")
+    cin, cout_g, k_ = weight.shape[0], weight.shape[1], weight.shape[2:]
+    s_, d_ = _tuple(stride, n, "conv_transpose2d", "stride"), _tuple(dilation, n, "conv_transpose2d", "dilation")
+    op_ = _tuple(output_padding, n, "conv_transpose2d", "output_padding")
+    x = self
+    for j, s in enumerate(s_):   # s-1 zeros between input elements: (.., i, 1) -> pad -> (.., i*s) -> drop the tail
+      if s == 1: continue
+      ax, i = 2 + j, x.shape[2 + j]
+      pre, post = x.shape[:ax], x.shape[ax + 1:]
+      x = x.reshape(*pre, i, 1, *post).pad((None,) * (ax + 1) + ((0, s - 1),) + (None,) * len(post)).reshape(*pre, i * s, *post)
+      x = x.shrink((None,) * ax + ((0, (i - 1) * s + 1),) + (None,) * len(post))
+    pads = [(d * (k - 1) - b, d * (k - 1) - a + o) for (b, a), k, d, o in zip(_pads(padding, n, "conv_transpose2d"), k_, d_, op_)]
+    w = weight.reshape(groups, cin // groups, cout_g, *k_).permute(0, 2, 1, *range(3, 3 + n))
+    w = w.reshape(groups * cout_g, cin // groups, *k_).flip(*range(2, 2 + n))
+    return x.conv2d(w, bias, groups=groups, dilation=d_, padding=pads)
+
+  def conv1d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
+    if self.ndim != 3: raise ValueError(f"conv1d: input must be (N, Cin, L), got {self.shape} (weight {weight.shape})")
+    return self.conv2d(weight, bias, groups, stride, dilation, padding)
+
+  # ----------------------------------------------------------------------------------------------------------- pooling
+
+  def _pool_args(self, op, kernel_size, stride, dilation, padding, ceil_mode):
+    k_ = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+    n = len(k_)
+    if n == 0 or self.ndim < n: raise ValueError(f"{op}: kernel {k_} has more dims than the input {self.shape}")
+    s_ = k_ if stride is None else _tuple(stride, n, op, "stride")
+    d_ = _tuple(dilation, n, op, "dilation")
+    pads = _pads(padding, n, op)
+    extra = []   # ceil_mode: more padding on the right, so a last partial window (starting inside input or left pad) exists
+    for i, k, s, d, (b, a) in zip(self.shape[-n:], k_, s_, d_, pads):
+      span = i + b + a - d * (k - 1) - 1
+      if span < 0: raise ValueError(f"{op}: window {k_} (dilation {d_}) is larger than the padded input {self.shape} (padding {pads})")
+      o = (-(-span // s) if ceil_mode else span // s) + 1
+      if ceil_mode and (o - 1) * s >= i + b: o -= 1
+      extra.append(max(0, (o - 1) * s + d * (k - 1) + 1 - (i + b + a)))
+    return k_, s_, d_, pads, extra
+
+  def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False, count_include_pad=True):
+    """Average over windows of the last len(kernel_size) dims (an int kernel_size means 2 dims)."""
+    k_, s_, d_, pads, extra = self._pool_args("avg_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
+    n = len(k_)
+    def padded(x, pp): return x.pad((None,) * (x.ndim - n) + tuple(pp))
+    all_pads = [(b, a + e) for (b, a), e in zip(pads, extra)]
+    x = self if self.dtype.is_float else self.float()
+    total = padded(x, all_pads)._pool(k_, s_, d_).sum(tuple(range(-n, 0)))
+    if all(p == (0, 0) for p in all_pads): return total / prod(k_)
+    # the divisor counts the explicit padding (count_include_pad) but never the ceil_mode overhang, like torch
+    Tensor = _T()
+    sp = self.shape[-n:]
+    if count_include_pad: ones = padded(Tensor.ones(*[i + b + a for i, (b, a) in zip(sp, pads)], device=self.device), [(0, e) for e in extra])
+    else: ones = padded(Tensor.ones(*sp, device=self.device), all_pads)
+    return total / ones._pool(k_, s_, d_).sum(tuple(range(-n, 0)))
+
+  def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False):
+    """Max over windows of the last len(kernel_size) dims; padding counts as -inf."""
+    k_, s_, d_, pads, extra = self._pool_args("max_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
+    n = len(k_)
+    all_pads = tuple((b, a + e) for (b, a), e in zip(pads, extra))
+    x = self if all(p == (0, 0) for p in all_pads) else self.pad((None,) * (self.ndim - n) + all_pads, value=self.dtype.min)
+    return x._pool(k_, s_, d_).max(tuple(range(-n, 0)))
+
+  def avg_pool1d(self, kernel_size=2, stride=None, dilation=1, padding=0, ceil_mode=False, count_include_pad=True):
+    kt = lambda v: (v,) if isinstance(v, int) else v  # noqa: E731
+    return self.avg_pool2d(kt(kernel_size), None if stride is None else kt(stride), kt(dilation), kt(padding), ceil_mode, count_include_pad)
+  def max_pool1d(self, kernel_size=2, stride=None, dilation=1, padding=0, ceil_mode=False):
+    kt = lambda v: (v,) if isinstance(v, int) else v  # noqa: E731
+    return self.max_pool2d(kt(kernel_size), None if stride is None else kt(stride), kt(dilation), kt(padding), ceil_mode)
+
+  def _resample(self, mats: list[list[list[float]]]):
+    """Contract each of the last len(mats) dims with a (out, in) matrix: out[.., o, ..] = sum_i m[o][i] * x[.., i, ..]."""
+    Tensor = _T()
+    x, n = self, len(mats)
+    for j, m in enumerate(mats):
+      ax = x.ndim - n + j
+      w = Tensor(m, dtype=x.dtype, device=x.device)
+      x = (x.transpose(ax, -1).unsqueeze(-2) * w).sum(-1).transpose(ax, -1)
+    return x
+
+  def adaptive_avg_pool2d(self, output_size):
+    """Average pooling to a fixed output size over the last len(output_size) dims (None keeps a dim), torch's windows:
+    [floor(o*in/out), ceil((o+1)*in/out))."""
+    osz = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    if len(osz) > self.ndim: raise ValueError(f"adaptive_avg_pool2d: output_size {osz} has more dims than the input {self.shape}")
+    mats = []
+    for i, o in zip(self.shape[-len(osz):], osz):
+      o = i if o is None else o
+      if o <= 0 or i == 0: raise ValueError(f"adaptive_avg_pool2d: cannot pool a dimension of size {i} to {o} (input {self.shape})")
+      rows = []
+      for t in range(o):
+        s, e = (t * i) // o, -(-((t + 1) * i) // o)
+        rows.append([1.0 / (e - s) if s <= c < e else 0.0 for c in range(i)])
+      mats.append(rows)
+    return (self if self.dtype.is_float else self.float())._resample(mats)
+
+  # ------------------------------------------------------------------------------------------------------ interpolate
+
+  def interpolate(self, size, mode: str = "linear", align_corners: bool = False):
+    """Resize the last len(size) dims. mode: nearest, nearest-exact, linear/bilinear/trilinear (separable), area.
+    Each axis is a contraction with an (out, in) selection/weight matrix, so it is exact and differentiable."""
+    size = (size,) * max(1, self.ndim - 2) if isinstance(size, int) else tuple(size)
+    n = len(size)
+    if n == 0 or n > self.ndim or any(not isinstance(s, int) or s <= 0 for s in size):
+      raise ValueError(f"interpolate: size {size} must be positive ints, at most one per dim of the input {self.shape}")
+    if mode == "area": return self.adaptive_avg_pool2d(size)
+    if mode in ("nearest", "nearest-exact"):
+      if align_corners: raise ValueError(f"interpolate: align_corners only applies to the linear modes, not {mode!r}")
+      Tensor = _T()
+      x = self
+      for j, o in enumerate(size):
+        ax, i = self.ndim - n + j, self.shape[self.ndim - n + j]
+        scale, off = _f32(i / o), 0.5 if mode == "nearest-exact" else 0.0
+        src = [min(int(math.floor(_f32(_f32(t + off) * scale))), i - 1) for t in range(o)]   # torch's float32 index
+        hit = Tensor(src, device=self.device).unsqueeze(-1) == Tensor.arange(i, device=self.device)   # (out, in) one-hot
+        x = hit.where(x.transpose(ax, -1).unsqueeze(-2), 0).sum(-1).cast(x.dtype).transpose(ax, -1)
+      return x
+    if mode not in ("linear", "bilinear", "trilinear"):
+      raise ValueError(f"interpolate: mode {mode!r} is not supported; valid: nearest, nearest-exact, linear, bilinear, trilinear, area")
+    mats = []
+    for i, o in zip(self.shape[-n:], size):
+      rows = []
+      for t in range(o):
+        if align_corners: src = t * ((i - 1) / (o - 1)) if o > 1 else 0.0
+        else: src = max(0.0, (t + 0.5) * (i / o) - 0.5)
+        i0 = min(int(src), i - 1)
+        lam = src - i0
+        row = [0.0] * i
+        row[i0] += 1.0 - lam
+        row[min(i0 + 1, i - 1)] += lam
+        rows.append(row)
+      mats.append(rows)
+    return (self if self.dtype.is_float else self.float())._resample(mats)
+
+  # ------------------------------------------------------------------------------------------- normalisation, dropout
+
+  def layernorm(self, axis=-1, eps: float = 1e-5):
+    """(x - mean) / sqrt(var + eps) over axis (int or tuple), no affine."""
+    y = self - self.mean(axis, keepdim=True)
+    return y * (y.square().mean(axis, keepdim=True) + eps).rsqrt()
+
+  def rmsnorm(self, axis=-1, eps: float = 1e-6):
+    return self * (self.square().mean(axis, keepdim=True) + eps).rsqrt()
+
+  def batchnorm(self, weight, bias, mean, invstd, axis=1):
+    """(x - mean) * invstd * weight + bias, the parameters laid along `axis` (int or tuple); weight/bias may be None."""
+    axes = tuple(a % self.ndim for a in ((axis,) if isinstance(axis, int) else axis))
+    shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+    def b(t, name):
+      if t.numel() != prod(shape): raise ValueError(f"batchnorm: {name} of shape {t.shape} does not match axis {axis} of input {self.shape}")
+      return t.reshape(shape)
+    x = (self - b(mean, "mean")) * b(invstd, "invstd")
+    if weight is not None: x = x * b(weight, "weight")
+    return x if bias is None else x + b(bias, "bias")
+
+  def dropout(self, p: float = 0.5):
+    """Zero each element with probability p and scale the rest by 1/(1-p); identity unless Tensor.training."""
+    Tensor = _T()
+    if not 0.0 <= p <= 1.0: raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if not Tensor.training or p == 0: return self
+    keep = Tensor.rand(*self.shape, device=self.device) >= p
+    out = keep.where(self, 0)
+    return out if p == 1 else out * (1.0 / (1.0 - p))
+
+  # ----------------------------------------------------------------------------------------------------------- losses
+
+  def _nll(self, Y, cax: int, weight, ignore_index: int, label_smoothing: float, reduction: str, op: str):
+    """self: log-probabilities with classes on axis cax; Y: integer targets (self's shape without cax)."""
+    Tensor = _T()
+    if not isinstance(Y, Tensor) or Y.dtype.is_float:
+      raise TypeError(f"{op}: class-index targets must be an integer Tensor, got {getattr(Y, 'dtype', type(Y).__name__)}")
+    if Y.shape != self.shape[:cax] + self.shape[cax + 1:]:
+      raise ValueError(f"{op}: target shape {Y.shape} does not match input {self.shape} without the class dim {cax}")
+    C = self.shape[cax]
+    if weight is not None and tuple(weight.shape) != (C,): raise ValueError(f"{op}: weight shape {weight.shape} must be ({C},)")
+    cls = Tensor.arange(C, device=self.device).reshape(C, *(1,) * (self.ndim - 1 - cax))
+    keep = Y != ignore_index
+    onehot = (Y.unsqueeze(cax) == cls) & keep.unsqueeze(cax)   # an ignored target matches no class
+    wc = 1.0 if weight is None else weight.reshape(cls.shape)
+    lw = self * wc
+    loss = -(1 - label_smoothing) * onehot.where(lw, 0).sum(cax)
+    if label_smoothing: loss = loss - (label_smoothing / C) * keep.where(lw.sum(cax), 0)
+    count = onehot.where(wc, 0.0).sum()   # mean divides by the (weighted) number of non-ignored targets
+    return _reduce_loss(loss, reduction, op, count)
+
+  def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100):
+    """Like torch F.cross_entropy: logits (N, C, d1, ...) or (C,); Y integer classes (N, d1, ...) or probabilities (input's shape)."""
+    cax = 1 if self.ndim > 1 else 0
+    if self.ndim == 0: raise ValueError(f"cross_entropy: input must have a class dim, got shape {self.shape}")
+    if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    logp = self.log_softmax(cax)
+    if not Y.dtype.is_float: return logp._nll(Y, cax, None, ignore_index, label_smoothing, reduction, "cross_entropy")
+    if Y.shape != self.shape: raise ValueError(f"cross_entropy: probability targets {Y.shape} must have the input's shape {self.shape}")
+    C = self.shape[cax]
+    return _reduce_loss(-(logp * (Y * (1 - label_smoothing) + label_smoothing / C)).sum(cax), reduction, "cross_entropy")
+
+  def sparse_categorical_crossentropy(self, Y, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean"):
+    """Logits (..., C) with classes last, Y integer classes (...); the mean is over the non-ignored targets."""
+    if self.ndim == 0: raise ValueError(f"sparse_categorical_crossentropy: input must have a class dim, got shape {self.shape}")
+    return self.log_softmax(-1)._nll(Y, self.ndim - 1, None, ignore_index, label_smoothing, reduction, "sparse_categorical_crossentropy")
+
+  def nll_loss(self, Y, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+    """Like torch F.nll_loss: self is log-probabilities (N, C, d1, ...) or (C,)."""
+    if self.ndim == 0: raise ValueError(f"nll_loss: input must have a class dim, got shape {self.shape}")
+    return self._nll(Y, 1 if self.ndim > 1 else 0, weight, ignore_index, 0.0, reduction, "nll_loss")
+
+  def binary_crossentropy(self, Y, reduction: str = "mean"):
+    """self: probabilities. The logs are clamped at -100 like torch."""
+    if Y.shape != self.shape: raise ValueError(f"binary_crossentropy: target {Y.shape} must have the input's shape {self.shape}")
+    return _reduce_loss(-(Y * self.log().clip(-100) + (1 - Y) * (1 - self).log().clip(-100)), reduction, "binary_crossentropy")
+
+  def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight=None):
+    """self: logits. (1-y)*x + (1+(pw-1)*y) * log(1+exp(-x)), written so exp never overflows."""
+    if Y.shape != self.shape: raise ValueError(f"binary_crossentropy_logits: target {Y.shape} must have the input's shape {self.shape}")
+    softplus_neg = (-self.abs()).exp().log1p() + (-self).relu()   # log(1 + exp(-x))
+    lw = 1 if pos_weight is None else 1 + (pos_weight - 1) * Y
+    return _reduce_loss((1 - Y) * self + lw * softplus_neg, reduction, "binary_crossentropy_logits")
+
+  def mse_loss(self, Y, reduction: str = "mean"):
+    return _reduce_loss((self - Y).square(), reduction, "mse_loss")
+
+  # -------------------------------------------------------------------------------------------------------- attention
+
+  def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False,
+                                   scale: Optional[float] = None):
+    """softmax(q @ k^T * scale + mask) @ v with q = self (..., L, E), k (..., S, E), v (..., S, Ev).
+    A bool mask keeps positions where True, a float mask is added; is_causal is torch's top-left aligned tril."""
+    Tensor = _T()
+    if self.ndim < 2 or key.ndim < 2 or value.ndim < 2 or self.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+      raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} do not match: "
+                       f"need (..., L, E), (..., S, E), (..., S, Ev)")
+    if is_causal and attn_mask is not None: raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+    L, S = self.shape[-2], key.shape[-2]
+    scores = (self @ key.transpose(-1, -2)) * (1 / math.sqrt(self.shape[-1]) if scale is None else scale)
+    if is_causal: attn_mask = Tensor.arange(L, device=self.device).unsqueeze(-1) >= Tensor.arange(S, device=self.device)
+    if attn_mask is not None:
+      scores = attn_mask.where(scores, -math.inf) if attn_mask.dtype.is_bool else scores + attn_mask
+    w = scores.softmax(-1)
+    if dropout_p > 0: w = w.dropout(dropout_p)
+    return w @ value
