@@ -255,8 +255,8 @@ def test_uniform_normal_stats(device):
   x = u.numpy()
   assert x.min() >= 2.0 and x.max() < 5.0
   assert abs(x.mean() - 3.5) < 0.03 and abs(x.std() - 3 / math.sqrt(12)) < 0.02
-  d = Tensor.uniform(N, device=device).numpy()  # defaults -1..1
-  assert d.min() >= -1.0 and d.max() < 1.0 and abs(d.mean()) < 0.02 and abs(d.std() - 2 / math.sqrt(12)) < 0.02
+  d = Tensor.uniform(N, device=device).numpy()  # defaults [0, 1), like tinygrad
+  assert d.min() >= 0.0 and d.max() < 1.0 and abs(d.mean() - 0.5) < 0.02 and abs(d.std() - 1 / math.sqrt(12)) < 0.02
   n = Tensor.normal(N, mean=3.0, std=0.5, device=device)
   assert n.shape == (N,) and n.dtype == dtypes.float32
   y = n.numpy()

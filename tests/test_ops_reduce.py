@@ -38,7 +38,7 @@ def w_reduce(op, x, axis=None, keepdim=False, correction=None):
   return getattr(x, op)(axis=axis, keepdim=keepdim, **kw)
 
 OPS = ["sum", "prod", "max", "min", "mean", "var", "std"]
-AXES = [None, 1, -1, (0, 2), (-1, 0)]
+AXES = [None, 1, -1, (-1, 0)]
 
 @pytest.mark.parametrize("keepdim", [False, True], ids=["nokeep", "keep"])
 @pytest.mark.parametrize("op", OPS)
@@ -52,11 +52,10 @@ def test_reduce(device, op, keepdim):
 @pytest.mark.parametrize("correction", [0, 1, 2])
 @pytest.mark.parametrize("op", ["var", "std"])
 def test_var_std_correction(device, op, correction):
-  for axis in (None, 0, 1, -1, (0, 1)):
-    for keepdim in (False, True):
-      with case(f"{op} correction={correction} axis={axis} keepdim={keepdim}"):
-        check_op([(4, 5)], lambda x: t_reduce(op, x, axis, keepdim, correction),
-                 lambda x: w_reduce(op, x, axis, keepdim, correction), device=device, grad_atol=1e-4, grad_rtol=1e-3)
+  for axis, keepdim in ((None, False), (None, True), (0, False), (1, True), (-1, False), ((0, 1), True)):
+    with case(f"{op} correction={correction} axis={axis} keepdim={keepdim}"):
+      check_op([(4, 5)], lambda x: t_reduce(op, x, axis, keepdim, correction),
+               lambda x: w_reduce(op, x, axis, keepdim, correction), device=device, grad_atol=1e-4, grad_rtol=1e-3)
 
 @pytest.mark.parametrize("op", ["argmax", "argmin"])
 def test_argmax_argmin(device, op):

@@ -209,8 +209,9 @@ class Tensor(metaclass=_TensorMeta):
     """The values as a memoryview in this tensor's shape (bfloat16: the raw 16-bit patterns). No numpy needed."""
     buf, shape = self._host_buffer()
     mv = memoryview(bytes(buf.as_memoryview()))   # a snapshot: the buffer may be overwritten or reused later
-    if 0 in shape: return mv.cast(self.dtype.fmt)
-    return mv.cast(self.dtype.fmt, shape)
+    fmt = "H" if self.dtype == dtypes.float16 else self.dtype.fmt   # memoryview cannot cast to "e"
+    if 0 in shape: return mv.cast(fmt)
+    return mv.cast(fmt, shape)
 
   def tolist(self) -> Any:
     mv = self.data()
@@ -218,8 +219,9 @@ class Tensor(metaclass=_TensorMeta):
       def empty(s): return [] if len(s) == 1 else [empty(s[1:]) for _ in range(s[0])]
       return empty(self.shape)
     out = mv.tolist()
-    if self.dtype == dtypes.bfloat16:
-      def conv(x): return [conv(y) for y in x] if isinstance(x, list) else bf16_bits_to_float(x)
+    if self.dtype in (dtypes.bfloat16, dtypes.float16):
+      to_float = bf16_bits_to_float if self.dtype == dtypes.bfloat16 else (lambda b: struct.unpack("e", struct.pack("H", b))[0])
+      def conv(x): return [conv(y) for y in x] if isinstance(x, list) else to_float(x)
       out = conv(out)
     return out
 
@@ -295,7 +297,7 @@ class Tensor(metaclass=_TensorMeta):
     grads = compute_gradient(self.uop, gradient.cast(self.dtype).uop, {u for us in leaves.values() for u in us})
     for t, us in leaves.items():
       gs = [grads[u] for u in us if u in grads]
-      if not gs: continue
+      if not gs: gs = [Tensor.zeros(t.shape, dtype=t.dtype, device=t.device).uop]   # in the graph, but no gradient flows (e.g. floor)
       g = Tensor(gs[0])
       for extra in gs[1:]: g = g + Tensor(extra)
       t.grad = g if t.grad is None else (t.grad + g)

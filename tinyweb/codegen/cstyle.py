@@ -26,9 +26,10 @@ class CStyleRenderer:
       sfx = self.float_suffix[dt]
       if math.isnan(v): return self.nan
       if math.isinf(v): return ("-" if v < 0 else "") + self.infinity
-      return f"{float(v)!r}{sfx}" if "e" not in repr(float(v)) else f"{float(v):.17g}{sfx}"
+      r = f"{float(v)!r}{sfx}" if "e" not in repr(float(v)) else f"{float(v):.17g}{sfx}"
+      return f"({r})" if v < 0 else r
     if dt in (dtypes.int32, dtypes.int64) and v == dt.min: return f"({v + 1}{self.int_suffix.get(dt, '')}-1)"
-    return f"{v}{self.int_suffix.get(dt, '')}"
+    return f"({v}{self.int_suffix.get(dt, '')})" if v < 0 else f"{v}{self.int_suffix.get(dt, '')}"
 
   # ---- ops; a, b, c are rendered operands, dt the result dtype, sdt the first source's dtype ----
   def math_fn(self, name: str, dt: DType) -> str: return name + ("" if dt == dtypes.float64 else "f")
@@ -49,7 +50,7 @@ class CStyleRenderer:
       sym = "/" if op is Ops.IDIV else "%"
       if src_uops[1].op is Ops.CONST and src_uops[1].arg not in (0, -1): return f"({a}{sym}{b})"
       # integer division by zero (or INT_MIN / -1) would trap: it yields 0 instead
-      return f"({b}==0||({b}==-1&&{a}=={self.render_const(dt.min, dt)})?({'0' if op is Ops.MOD else f'-{a}'}):({a}{sym}{b}))" \
+      return f"({b}==0||({b}==-1&&{a}=={self.render_const(dt.min, dt)})?({'0' if op is Ops.MOD else f'(-({a}))'}):({a}{sym}{b}))" \
         if dt.kind == "i" else f"({b}==0?0:({a}{sym}{b}))"
     if op is Ops.MAX: return f"(({a}>{b}||{a}!={a})?{a}:{b})" if dt.is_float else f"({a}>{b}?{a}:{b})"
     if op is Ops.CMPLT: return f"({a}<{b})"
