@@ -32,13 +32,11 @@ def buffer_uop(buf: Buffer, shape: tuple[int, ...], version: int = 0) -> UOp:
   b = UOp(Ops.BUFFER, buf.dtype, (), (buf, version))
   return b if shape == (buf.size,) else UOp(Ops.RESHAPE, buf.dtype, (b,), tuple(shape))
 
-def is_buffer_view(u: UOp) -> bool:
-  while u.op in MOVEMENT: u = u.src[0]
-  return u.op is Ops.BUFFER
+def is_buffer_view(u: UOp) -> bool: return u.base.op is Ops.BUFFER
 
 def is_contiguous_buffer(u: UOp) -> bool:
-  """A whole buffer in row-major order (only reshapes over it)."""
-  while u.op is Ops.RESHAPE: u = u.src[0]
+  """A whole buffer in row-major order (only reshapes, and DETACH, over it)."""
+  while u.op in (Ops.RESHAPE, Ops.DETACH): u = u.src[0]
   return u.op is Ops.BUFFER
 
 def substitute(root: UOp, mapping: dict) -> UOp:

@@ -184,11 +184,7 @@ class Tensor(metaclass=_TensorMeta):
     """Compute several tensors in one schedule, sharing work between them."""
     ts = [t for t in tensors if not is_contiguous_buffer(apply_realized(t.uop))]
     if not ts: return
-    targets = []
-    for t in ts:
-      u = apply_realized(t.uop)
-      dets = {d: d.src[0] for d in u.toposort() if d.op is Ops.DETACH}
-      targets.append(substitute(u, dets) if dets else u)
+    targets = [apply_realized(t.uop) for t in ts]
     items, results = create_schedule(targets)
     run_schedule(items)
     for t, u in zip(ts, targets):
@@ -270,8 +266,11 @@ class Tensor(metaclass=_TensorMeta):
   # autograd
 
   def _wrap(self, uop: UOp, *others: Tensor) -> Tensor:
+    """A result of an op on self (and others): it requires grad when an input does and the result is float."""
+    needs = any(x.requires_grad for x in (self, *others))
+    if needs and NO_GRAD.value: uop = UOp(Ops.DETACH, uop.dtype, (uop,))   # computed without a graph: a constant for autograd
     t = Tensor(uop)
-    t.requires_grad = (not NO_GRAD.value) and any(x.requires_grad for x in (self, *others)) or None
+    t.requires_grad = (needs and not NO_GRAD.value and uop.dtype.is_float) or None
     return t
 
   def _grad_targets(self, tensors) -> dict[Tensor, list[UOp]]:
@@ -1215,6 +1214,9 @@ class Tensor(metaclass=_TensorMeta):
     if x.shape[-1] != k_w:
       raise ValueError(f"matmul: shapes {x.shape} and {w.shape} cannot be multiplied ({x.shape[-1]} != {k_w})")
     if x.device != w.device: raise RuntimeError(f"matmul: expected all tensors on the same device, got {x.device} and {w.device}")
+    if x.ndim > 2 or w.ndim > 2:
+      try: _broadcast_shape("matmul", x.shape[:-2], w.shape[:-2])
+      except ValueError: raise ValueError(f"matmul: batch dimensions of {x.shape} and {w.shape} cannot be broadcast together") from None
     # out[..., n, m] = sum_k x[..., n, 1, k] * w[..., 1, m, k]: one fused multiply-reduce kernel
     xv = x.reshape(x.shape[:-1] + (1, x.shape[-1])) if w.ndim > 1 else x
     wv = w.transpose(-1, -2) if w.ndim > 1 else w

@@ -112,9 +112,9 @@ class UOp(metaclass=UOpMeta):
 
   @property
   def base(self) -> UOp:
-    """The first non-movement UOp under a chain of movement ops."""
+    """The first non-movement UOp under a chain of movement ops (DETACH is looked through too)."""
     u = self
-    while u.op in MOVEMENT: u = u.src[0]
+    while u.op in MOVEMENT or u.op is Ops.DETACH: u = u.src[0]
     return u
 
   @property
