@@ -73,13 +73,18 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
     if u.op is Ops.COPY:
       realize.add(u)
       if not is_contiguous_buffer(u.src[0]): realize.add(u.src[0])
-  # walk from the outputs down: a reduction under an expand, or used twice, gets a buffer
+  # walk from the outputs down: a reduction that is expanded, or whose value ends up in several kernels, gets a buffer
   under_expand: dict[UOp, bool] = {}
+  kernels_using: dict[UOp, set] = {}
   for u in reversed(graph):
     if u.op is Ops.SINK: continue
     cs = [c for c in consumers[u] if c.op is not Ops.SINK]
     under_expand[u] = any(_expands(c) or (c not in realize and under_expand.get(c, False)) for c in cs)
-    if u.op is Ops.REDUCE_AXIS and (under_expand[u] or len(set(cs)) > 1): realize.add(u)
+    users = set()
+    for c in cs: users |= {c} if c in realize else kernels_using.get(c, set())
+    if u in targets: users.add(u)
+    if u.op is Ops.REDUCE_AXIS and (under_expand[u] or len(users) > 1): realize.add(u)
+    kernels_using[u] = {u} if u in realize else users
   for u in list(realize):
     if u.op in (Ops.BUFFER, Ops.DEVICE) or (u.op in MOVEMENT and is_buffer_view(u) and u not in targets): realize.discard(u)
 

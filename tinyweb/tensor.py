@@ -48,7 +48,16 @@ class _TensorMeta(type):
   def no_grad(cls, v: bool): NO_GRAD.value = int(v)
 
 _NO_GRAD = _GradMode()
-_grad_leaves: "weakref.WeakSet[Tensor]" = weakref.WeakSet()
+class _IdWeakSet:
+  """A weak set compared by identity (Tensor.__eq__ builds a tensor, so WeakSet cannot be used)."""
+  def __init__(self): self.refs: dict[int, weakref.ref] = {}
+  def add(self, t):
+    key = id(t)
+    self.refs[key] = weakref.ref(t, lambda _, key=key: self.refs.pop(key, None))
+  def __contains__(self, t) -> bool: return id(t) in self.refs and self.refs[id(t)]() is t
+  def __iter__(self): return iter([t for r in list(self.refs.values()) if (t := r()) is not None])
+
+_grad_leaves = _IdWeakSet()
 
 def _fmt_shape(s) -> str: return str(tuple(s))
 

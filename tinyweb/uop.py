@@ -105,9 +105,16 @@ class UOp(metaclass=UOpMeta):
 
   @property
   def device(self) -> Optional[str]:
-    for u in self.toposort():
+    """The device of a tensor-graph node: found by walking down to a DEVICE, BUFFER or COPY (which moves data)."""
+    stack, seen = [self], set()
+    while stack:
+      u = stack.pop()
       if u.op is Ops.DEVICE: return u.arg
       if u.op is Ops.BUFFER: return u.arg[0].device
+      if u.op is Ops.COPY: return u.arg
+      if u not in seen:
+        seen.add(u)
+        stack.extend(reversed(u.src))
     return None
 
   @property

@@ -1,0 +1,127 @@
+"""The IR, the pattern matcher, the index simplifier, debugging output, devices and caches."""
+import os, subprocess, sys, textwrap
+import numpy as np
+import pytest
+from tinyweb import Tensor, UOp, Ops, dtypes, Context, GlobalCounters, Device
+from tinyweb.uop import UPat, PatternMatcher, graph_rewrite
+from tinyweb.codegen.symbolic import symbolic
+from tinyweb.codegen.lower import lower
+from tinyweb.schedule import create_schedule
+
+def test_uops_are_hash_consed():
+  a = UOp.const(dtypes.int32, 3)
+  assert a is UOp.const(dtypes.int32, 3)
+  assert (a + a) is (a + a)
+  assert UOp.const(dtypes.float32, 0.0) is not UOp.const(dtypes.float32, -0.0)
+  assert UOp.const(dtypes.int32, 1) is not UOp.const(dtypes.float32, 1.0)
+
+def test_graph_prints_readably():
+  t = (Tensor([1.0, 2.0, 3.0]) * 2).sum()
+  s = str(t.uop)
+  for word in ("BUFFER", "MUL", "REDUCE_AXIS", "ADD", "float32", "(3,)"): assert word in s, s
+  assert len(s.splitlines()) == len([u for u in t.uop.toposort() if u.op is not Ops.DEVICE])   # one line per node
+
+def test_pattern_matcher_and_graph_rewrite():
+  x = UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, 10),), 0)
+  pm = PatternMatcher([(UPat(Ops.MUL, src=(UPat.var("a"), UPat.cvar("c"))), lambda a, c: a + a if c.arg == 2 else None)])
+  out = graph_rewrite(x * 2 + 1, pm)
+  assert out is (x + x) + 1
+  assert graph_rewrite(x * 3, pm) is x * 3   # the rule declines: nothing changes
+
+@pytest.mark.parametrize("expr,expected", [
+  (lambda r, s: (r * 12 + s) % 24 // 6 * 6 + (r * 12 + s) % 24 % 6, lambda r, s: r * 12 + s),   # reshape round trip
+  (lambda r, s: (s * 4 + 3) // 4, lambda r, s: s),
+  (lambda r, s: (r * 12 + s) // 12, lambda r, s: r),
+  (lambda r, s: (r * 12 + s) % 12, lambda r, s: s),
+  (lambda r, s: s % 100, lambda r, s: s),
+  (lambda r, s: s // 100, lambda r, s: UOp.const(dtypes.int32, 0)),
+])
+def test_index_simplification(expr, expected):
+  r = UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, 2),), 0)
+  s = UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, 12),), 1)
+  assert graph_rewrite(expr(r, s), symbolic) is graph_rewrite(expected(r, s), symbolic)
+
+def test_constant_folding_keeps_dtype_semantics():
+  c = UOp.const(dtypes.int8, 100) + UOp.const(dtypes.int8, 100)
+  assert graph_rewrite(c, symbolic).arg == -56   # wraps like int8
+  d = UOp(Ops.IDIV, dtypes.int32, (UOp.const(dtypes.int32, -7), UOp.const(dtypes.int32, 2)))
+  assert graph_rewrite(d, symbolic).arg == -3    # C division truncates
+
+def test_views_of_contiguous_tensors_need_no_index_division():
+  x = Tensor(np.arange(24, dtype=np.float32)).realize()
+  y = (x.reshape(4, 6).reshape(2, 12) + 1)
+  items, _ = create_schedule([y.uop])
+  prog = lower(items[0].ast)
+  assert not any(u.op in (Ops.IDIV, Ops.MOD) for u in prog.uops), [u.op for u in prog.uops]
+
+def test_debug_levels(capsys):
+  x = Tensor(np.random.rand(8, 8).astype(np.float32))
+  with Context(DEBUG=2): (x * 3 + 1).sum(1).realize()
+  out = capsys.readouterr().out
+  assert "GFLOP/s" in out and "GB/s" in out and "ms" in out
+  with Context(DEBUG=4): (x * 5 - 2).realize()
+  out = capsys.readouterr().out
+  assert "void " in out and "data0" in out and "for (int" in out
+  with Context(DEBUG=1): (x - 7).realize()
+  assert "realize:" in capsys.readouterr().out
+  from tinyweb.helpers import DEBUG
+  assert DEBUG.value == int(os.getenv("DEBUG", "0"))   # restored after the blocks
+
+def test_context_rejects_unknown_variables():
+  with pytest.raises(KeyError, match="NOT_A_VAR"):
+    with Context(NOT_A_VAR=1): pass
+
+def test_global_counters_count_flops_and_memory():
+  x = Tensor(np.random.rand(32, 32).astype(np.float32)).realize()
+  y = Tensor(np.random.rand(32, 32).astype(np.float32)).realize()
+  GlobalCounters.reset()
+  (x @ y).realize()
+  assert GlobalCounters.kernel_count == 1
+  assert GlobalCounters.global_ops >= 2 * 32 ** 3 - 32 ** 2   # one multiply and one add per term
+  assert GlobalCounters.global_mem >= 3 * 32 * 32 * 4
+
+def test_registering_a_new_device():
+  from tinyweb.backends.cpu import CPUDevice
+  Device["CPU2"] = CPUDevice("CPU2")
+  assert "CPU2" in Device.known() and Device.check("CPU2") == (True, "")
+  a = Tensor([1.0, 2.0, 3.0], device="CPU2")
+  assert a.device == "CPU2"
+  np.testing.assert_allclose((a * 2).numpy(), [2, 4, 6])
+  b = Tensor([1.0, 1.0, 1.0])
+  with pytest.raises(RuntimeError, match=r"(?s)CPU.*CPU2|CPU2.*CPU"): a + b
+  np.testing.assert_allclose((a.to("CPU") + b).numpy(), [2, 3, 4])
+  assert (a.to("CPU") + b).device == "CPU"
+
+def test_unknown_device_is_refused():
+  with pytest.raises(ValueError, match="NOPE"): Tensor([1.0], device="NOPE")
+  ok, why = Device.check("NOPE")
+  assert not ok and why
+
+def test_compiled_kernels_are_cached_on_disk(tmp_path):
+  # a fresh process with an empty cache folder compiles, a second process finds the binaries there
+  code = textwrap.dedent("""
+    from tinyweb import Tensor
+    print((Tensor([1.0, 2.0]) * 41.5 + 0.25).tolist())
+  """)
+  env = {**os.environ, "TINYWEB_CACHE_DIR": str(tmp_path)}
+  out1 = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+  files = list((tmp_path / "kernels").iterdir())
+  assert files, "nothing was written to the kernel cache"
+  mtimes = {f: f.stat().st_mtime_ns for f in files}
+  out2 = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+  assert out1 == out2 == "[41.75, 83.25]\n"
+  assert {f: f.stat().st_mtime_ns for f in (tmp_path / "kernels").iterdir()} == mtimes   # reused, not rewritten
+
+def test_core_runs_without_numpy():
+  code = textwrap.dedent("""
+    import sys
+    sys.modules["numpy"] = None   # any import of numpy now fails
+    from tinyweb import Tensor
+    x = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    y = (x @ x).relu().sum()
+    y.backward()
+    print(y.item(), x.grad.tolist(), x.data().tolist())
+  """)
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.strip() == "54.0 [[7.0, 11.0], [9.0, 13.0]] [[1.0, 2.0], [3.0, 4.0]]"
