@@ -105,7 +105,7 @@ class NNMixin:
 
   # ------------------------------------------------------------------------------------------------------ convolutions
 
-  def _pool(self, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int]):
+  def _pool(self, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int], op: str = "pool"):
     """Sliding windows over the last len(k_) dims as a view: (..., *in) -> (..., *out, *k_), out = (in-d*(k-1)-1)//s+1."""
     n, nb = len(k_), self.ndim - len(k_)
     x = self
@@ -113,7 +113,7 @@ class NNMixin:
       ax = nb + j
       i, k, s, d = x.shape[ax], k_[j], s_[j], d_[j]
       o = (i - d * (k - 1) - 1) // s + 1
-      if o <= 0: raise ValueError(f"pool: window {k} with dilation {d} does not fit in a dimension of size {i} (shape {self.shape})")
+      if o <= 0: raise ValueError(f"{op}: window {k} with dilation {d} does not fit in a dimension of size {i} (padded input {self.shape})")
       # want w[a, t] = x[a*d + t*s]. Repeat x and lay it out in rows of length L = d (mod i): row a then starts at
       # a*d (mod i), and a*d + t*s < i never wraps. L >= o*s so the output positions fit in one row.
       L = d + i * max(0, ceildiv(o * s - d, i))
@@ -141,7 +141,7 @@ class NNMixin:
     if padding == "valid": padding = 0
     if padding == "same":   # stride 1: total d*(k-1), the extra one on the right like torch
       padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(k_, d_)]
-    x = self.pad(((0, 0), (0, 0), *_pads(padding, n, "conv2d")))._pool(k_, s_, d_)   # (N, Cin, *out, *k)
+    x = self.pad(((0, 0), (0, 0), *_pads(padding, n, "conv2d")))._pool(k_, s_, d_, "conv2d")   # (N, Cin, *out, *k)
     o_ = x.shape[2:2 + n]
     g = groups
     x = x.reshape(bs, g, 1, cin // g, *o_, *k_)
@@ -167,6 +167,8 @@ class NNMixin:
       x = x.reshape(*pre, i, 1, *post).pad((None,) * (ax + 1) + ((0, s - 1),) + (None,) * len(post)).reshape(*pre, i * s, *post)
       x = x.shrink((None,) * ax + ((0, (i - 1) * s + 1),) + (None,) * len(post))
     pads = [(d * (k - 1) - b, d * (k - 1) - a + o) for (b, a), k, d, o in zip(_pads(padding, n, "conv_transpose2d"), k_, d_, op_)]
+    if any(i + b + a - d * (k - 1) <= 0 for i, (b, a), k, d in zip(x.shape[2:], pads, k_, d_)):
+      raise ValueError(f"conv_transpose2d: input {self.shape} with weight {weight.shape}, stride {s_}, padding {padding} gives an empty output")
     w = weight.reshape(groups, cin // groups, cout_g, *k_).permute(0, 2, 1, *range(3, 3 + n))
     w = w.reshape(groups * cout_g, cin // groups, *k_).flip(*range(2, 2 + n))
     return x.conv2d(w, bias, groups=groups, dilation=d_, padding=pads)
@@ -200,7 +202,7 @@ class NNMixin:
     def padded(x, pp): return x.pad((None,) * (x.ndim - n) + tuple(pp))
     all_pads = [(b, a + e) for (b, a), e in zip(pads, extra)]
     x = self if self.dtype.is_float else self.float()
-    total = padded(x, all_pads)._pool(k_, s_, d_).sum(tuple(range(-n, 0)))
+    total = padded(x, all_pads)._pool(k_, s_, d_, "avg_pool2d").sum(tuple(range(-n, 0)))
     if all(p == (0, 0) for p in all_pads): return total / prod(k_)
     # the divisor counts the explicit padding (count_include_pad) but never the ceil_mode overhang, like torch
     Tensor = _T()
@@ -215,7 +217,7 @@ class NNMixin:
     n = len(k_)
     all_pads = tuple((b, a + e) for (b, a), e in zip(pads, extra))
     x = self if all(p == (0, 0) for p in all_pads) else self.pad((None,) * (self.ndim - n) + all_pads, value=self.dtype.min)
-    return x._pool(k_, s_, d_).max(tuple(range(-n, 0)))
+    return x._pool(k_, s_, d_, "max_pool2d").max(tuple(range(-n, 0)))
 
   def avg_pool1d(self, kernel_size=2, stride=None, dilation=1, padding=0, ceil_mode=False, count_include_pad=True):
     kt = lambda v: (v,) if isinstance(v, int) else v  # noqa: E731

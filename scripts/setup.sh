@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what tinyweb needs and is missing; safe to run again (it skips what is already there).
+#   apt: clang (the CPU device compiles kernels with it)
+#   pip: tinyweb itself (editable) with the test extras (pytest, numpy, torch==2.13.0 CPU, hypothesis)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing_apt=()
+command -v clang >/dev/null 2>&1 || missing_apt+=(clang)
+if [ ${#missing_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${missing_apt[*]} with apt"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing_apt[@]}"
+fi
+
+PY=${PYTHON:-python3}
+if ! $PY -c "import tinyweb, pytest, numpy, torch, hypothesis, xdist" >/dev/null 2>&1; then
+  echo "setup: installing tinyweb[test] with pip"
+  $PY -m pip install -q --disable-pip-version-check -e ".[test]"
+fi
+echo "setup: ok ($($PY -c 'import tinyweb; print("tinyweb", tinyweb.__version__)'), $(clang --version | head -1))"
