@@ -9,6 +9,9 @@ class CPUAllocator(Allocator):
   def copyin(self, handle, src: memoryview): ctypes.memmove(handle, bytes(src) if src.readonly else (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
   def copyout(self, dst: memoryview, handle): ctypes.memmove((ctypes.c_char * dst.nbytes).from_buffer(dst), handle, dst.nbytes)
   def as_memoryview(self, handle, nbytes: int) -> memoryview: return memoryview(handle).cast("B")[:nbytes]
+  def wrap(self, mv: memoryview):
+    """Use host memory as a buffer without copying (it must stay alive: the handle keeps a reference)."""
+    return (ctypes.c_uint8 * mv.nbytes).from_buffer(mv)
 
 class ClangCompiler(Compiler):
   args = ["-shared", "-O2", "-march=native", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-x", "c", "-", "-lm"]

@@ -31,6 +31,7 @@ class Allocator:
   def copyin(self, handle, src: memoryview): raise NotImplementedError
   def copyout(self, dst: memoryview, handle): raise NotImplementedError
   as_memoryview = None   # optional: (handle, nbytes) -> memoryview without a copy
+  wrap = None            # optional: (writable memoryview) -> handle using that memory without a copy
 
 class Compiler:
   """Turns source into a loadable binary. Results are cached in memory and on disk, keyed by the source hash."""
@@ -81,7 +82,18 @@ class Buffer:
     return self
   @property
   def handle(self): return self.ensure_allocated()._handle
+  @staticmethod
+  def from_host(device: str, mv: memoryview, dtype: DType) -> Buffer:
+    """A buffer holding the bytes of `mv`: shares the memory where the device can (CPU, writable mv), else copies."""
+    mv = memoryview(mv).cast("B")
+    buf = Buffer(device, mv.nbytes // dtype.itemsize, dtype)
+    alloc = Device[device].allocator
+    if alloc.wrap is not None and not mv.readonly and mv.nbytes > 0:
+      buf._handle, buf._external = alloc.wrap(mv), True
+      return buf
+    return buf.copyin(mv)
   def __del__(self):
+    if getattr(self, "_external", False): return   # memory owned by someone else
     if getattr(self, "_handle", None) is not None:
       try: Device[self.device].allocator.free(self._handle, max(self.nbytes, 1))
       except Exception: pass

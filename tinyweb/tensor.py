@@ -158,6 +158,18 @@ class Tensor(metaclass=_TensorMeta):
     buf = Buffer(device, n, dt).copyin(memoryview(data))
     return buffer_uop(buf, tuple(shape) if shape is not None else (n,))
 
+  @staticmethod
+  def frombuffer(buffer, dtype, shape: Optional[Sequence[int]] = None, device: Optional[str] = None) -> Tensor:
+    """A tensor over the bytes of `buffer` (bytes, bytearray, memoryview, mmap). On the CPU a writable buffer is
+    used in place, without a copy: it must outlive the tensor, and writes to the tensor show up in it."""
+    dt, dev = to_dtype(dtype), Device.canonicalize(device)
+    mv = memoryview(buffer).cast("B")
+    if mv.nbytes % dt.itemsize: raise ValueError(f"frombuffer: {mv.nbytes} bytes is not a whole number of {dt.name} elements")
+    n = mv.nbytes // dt.itemsize
+    shape = (n,) if shape is None else tuple(shape)
+    if prod(shape) != n: raise ValueError(f"frombuffer: shape {shape} needs {prod(shape)} elements, the buffer holds {n} {dt.name}")
+    return Tensor(buffer_uop(Buffer.from_host(dev, mv, dt), shape))
+
   # ---------------------------------------------------------------------------------------------------------------
   # properties
 
