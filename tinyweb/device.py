@@ -71,6 +71,7 @@ class Buffer:
   def __init__(self, device: str, size: int, dtype: DType):
     self.device, self.size, self.dtype = device, size, dtype
     self._handle = None
+    self.writes = 0   # how many times the contents were written: cached values computed from it compare this
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
   @property
@@ -102,6 +103,7 @@ class Buffer:
     src = memoryview(src).cast("B")
     if src.nbytes != self.nbytes: raise ValueError(f"copyin: {src.nbytes} bytes into a buffer of {self.nbytes}")
     if self.nbytes: Device[self.device].allocator.copyin(self.handle, src)
+    self.writes += 1
     return self
   def as_memoryview(self) -> memoryview:
     """Host-visible bytes of the buffer: zero-copy where the device allows, otherwise a copy."""

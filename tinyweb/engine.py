@@ -18,6 +18,7 @@ class CompiledKernel:
   src: str
 
 _kernel_cache: dict[tuple[str, UOp], CompiledKernel] = {}
+capturing: list[list] = []   # TinyJit appends a list here to record every launch as (kernel or None for a copy, buffers)
 
 def get_kernel(device: str, ast: UOp) -> CompiledKernel:
   key = (device, ast)
@@ -38,6 +39,7 @@ def run_schedule(items: list[ScheduleItem]):
       dst, src = it.bufs
       t0 = time.perf_counter()
       dst.copyin(src.as_memoryview())
+      for cap in capturing: cap.append((None, it.bufs))
       et = time.perf_counter() - t0
       GlobalCounters.global_mem += dst.nbytes
       if DEBUG >= 2: print(f"*** copy {src.device} -> {dst.device} {dst.nbytes:>10d} bytes {et*1e3:8.3f} ms")
@@ -48,6 +50,8 @@ def run_schedule(items: list[ScheduleItem]):
         raise RuntimeError(f"kernel reads a buffer on {b.device} while writing on {device}: move tensors with .to() first")
     k = get_kernel(device, it.ast)
     et = k.runner(*[b.handle for b in it.bufs], global_size=k.program.global_shape, wait=DEBUG >= 2)
+    it.bufs[0].writes += 1
+    for cap in capturing: cap.append((k, it.bufs))
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += k.program.flops
     GlobalCounters.global_mem += k.program.mem_estimate

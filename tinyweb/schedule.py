@@ -25,8 +25,27 @@ class ScheduleItem:
   deps: tuple = ()     # items whose output this one reads
   reads_existing: frozenset = frozenset()   # buffers read as they were before this schedule ran
 
-# value uop -> uop of the buffer (view) holding it. Weak: an entry lives as long as some graph still uses the uop.
-realized_cache: "weakref.WeakKeyDictionary[UOp, UOp]" = weakref.WeakKeyDictionary()
+class RealizedCache:
+  """value uop -> uop of the buffer (view) holding its computed value, so a value is computed once even when it is
+  reached again through another graph. Keys are weak: an entry lives while some graph still uses the uop.
+  An entry remembers how many times each input buffer had been written; if one was written since (assign, a TinyJit
+  replay), the entry is stale and dropped. `enabled=False` (during TinyJit capture) makes every value recompute."""
+  def __init__(self):
+    self.entries: "weakref.WeakKeyDictionary[UOp, tuple]" = weakref.WeakKeyDictionary()
+    self.enabled = True
+  def put(self, key: UOp, result: UOp):
+    deps = tuple((u.arg[0], u.arg[0].writes) for u in key.toposort() if u.op is Ops.BUFFER)
+    self.entries[key] = (result, deps)
+  def get(self, key: UOp) -> Optional[UOp]:
+    if not self.enabled or (e := self.entries.get(key)) is None: return None
+    result, deps = e
+    if any(b.writes != w for b, w in deps):
+      del self.entries[key]
+      return None
+    return result
+  def __contains__(self, key: UOp) -> bool: return self.get(key) is not None
+
+realized_cache = RealizedCache()
 
 def buffer_uop(buf: Buffer, shape: tuple[int, ...], version: int = 0) -> UOp:
   b = UOp(Ops.BUFFER, buf.dtype, (), (buf, version))
@@ -51,7 +70,8 @@ def substitute(root: UOp, mapping: dict) -> UOp:
 def apply_realized(root: UOp) -> UOp:
   """Replace every value that was already computed by the buffer holding it."""
   if (r := realized_cache.get(root)) is not None: return r
-  hits = {u: realized_cache[u] for u in root.toposort() if u in realized_cache}
+  if not realized_cache.entries: return root
+  hits = {u: r for u in root.toposort() if (r := realized_cache.get(u)) is not None}
   return substitute(root, hits) if hits else root
 
 def _expands(u: UOp) -> bool: return u.op is Ops.EXPAND and u.shape != u.src[0].shape

@@ -209,7 +209,7 @@ class Tensor(metaclass=_TensorMeta):
     items, results = create_schedule(targets)
     run_schedule(items)
     for t, u in zip(ts, targets):
-      realized_cache[t.uop] = realized_cache[u] = results[u]
+      realized_cache.put(t.uop, results[u])
       # a tensor that gradients may flow through keeps its graph (the value is found through realized_cache)
       if not t.requires_grad or t in _grad_leaves: t.uop = results[u]
 
@@ -932,7 +932,9 @@ class Tensor(metaclass=_TensorMeta):
     return (self < 0).where(-self, self) if not self.dtype.is_float else self * self.sign() if False else (self < 0).where(-self, self)
   def sign(self) -> Tensor:
     if self.dtype.is_bool: return self
-    return ((self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)) if not self.dtype.is_unsigned else (self > 0).cast(self.dtype)
+    if self.dtype.is_unsigned: return (self > 0).cast(self.dtype)
+    # self * 0 keeps NaN and the (zero) gradient path
+    return (self > 0).where(1, (self < 0).where(-1, self * 0)).cast(self.dtype)
   def trunc(self) -> Tensor: return self._unary(Ops.TRUNC) if self.dtype.is_float else self
   def floor(self) -> Tensor:
     if not self.dtype.is_float: return self

@@ -4,8 +4,7 @@ Everything here is written with public Tensor methods only, so it adds no gradie
 convolutions and pooling are movement-op views (no copies) followed by one multiply-reduce."""
 from __future__ import annotations
 import math, struct
-from typing import Optional, Sequence, Union
-from tinyweb.dtype import dtypes
+from typing import Optional, Sequence
 from tinyweb.helpers import prod, ceildiv, dedup
 
 def _T():
@@ -140,6 +139,7 @@ class NNMixin:
     s_, d_ = _tuple(stride, n, "conv2d", "stride"), _tuple(dilation, n, "conv2d", "dilation")
     if padding == "valid": padding = 0
     if padding == "same":   # stride 1: total d*(k-1), the extra one on the right like torch
+      if any(s != 1 for s in s_): raise ValueError(f"conv2d: padding='same' needs stride 1, got stride {s_} (input {self.shape}, weight {weight.shape})")
       padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(k_, d_)]
     x = self.pad(((0, 0), (0, 0), *_pads(padding, n, "conv2d")))._pool(k_, s_, d_, "conv2d")   # (N, Cin, *out, *k)
     o_ = x.shape[2:2 + n]
