@@ -13,6 +13,7 @@ from tinyweb.device import Device, Buffer
 from tinyweb.schedule import create_schedule, realized_cache, buffer_uop, apply_realized, substitute, is_contiguous_buffer
 from tinyweb.engine import run_schedule
 from tinyweb.gradient import compute_gradient
+from tinyweb.tensor_nn import NNMixin
 
 class _GradMode:
   """`Tensor.no_grad`: truthy when gradients are off; `with Tensor.no_grad():` turns them off for a block."""
@@ -101,7 +102,7 @@ def _normalize_axis(op: str, axis: int, ndim: int) -> int:
   if not -lim <= axis < lim: raise IndexError(f"{op}: axis {axis} is out of range for a tensor with {ndim} dimensions (valid: {-lim}..{lim-1})")
   return axis % lim if ndim > 0 else 0
 
-class Tensor(metaclass=_TensorMeta):
+class Tensor(NNMixin, metaclass=_TensorMeta):
   __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our reflected operators
   _seed: int = 0

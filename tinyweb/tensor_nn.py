@@ -35,6 +35,7 @@ def _reduce_loss(loss, reduction: str, op: str, count=None):
   raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 class NNMixin:
+  __slots__ = ()
   # ------------------------------------------------------------------------------------------------------------ einsum
 
   @staticmethod
