@@ -71,7 +71,9 @@ class Buffer:
   def __init__(self, device: str, size: int, dtype: DType):
     self.device, self.size, self.dtype = device, size, dtype
     self._handle = None
-    self.writes = 0   # how many times the contents were written: cached values computed from it compare this
+    # times the contents were overwritten behind the graph's back (copyin, TinyJit replays): cached values read from this
+    # buffer compare it. Writes by scheduled kernels need no count: an assign gives the tensor a new BUFFER version.
+    self.writes = 0
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
   @property

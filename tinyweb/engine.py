@@ -50,7 +50,6 @@ def run_schedule(items: list[ScheduleItem]):
         raise RuntimeError(f"kernel reads a buffer on {b.device} while writing on {device}: move tensors with .to() first")
     k = get_kernel(device, it.ast)
     et = k.runner(*[b.handle for b in it.bufs], global_size=k.program.global_shape, wait=DEBUG >= 2)
-    it.bufs[0].writes += 1
     for cap in capturing: cap.append((k, it.bufs))
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += k.program.flops

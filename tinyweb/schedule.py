@@ -28,17 +28,24 @@ class ScheduleItem:
 class RealizedCache:
   """value uop -> uop of the buffer (view) holding its computed value, so a value is computed once even when it is
   reached again through another graph. Keys are weak: an entry lives while some graph still uses the uop.
-  An entry remembers how many times each input buffer had been written; if one was written since (assign, a TinyJit
-  replay), the entry is stale and dropped. `enabled=False` (during TinyJit capture) makes every value recompute."""
+  An entry remembers `writes` of each input buffer; if one was overwritten since (a TinyJit replay, a copyin), the entry
+  is stale and dropped. (In-place assigns need no check: they give the tensor a new BUFFER version, so later graphs
+  differ from the cached ones.) `start_capture()` (TinyJit) hides every entry made before it, so values
+  are recomputed and their kernels recorded; values computed during the capture are reused as usual."""
   def __init__(self):
     self.entries: "weakref.WeakKeyDictionary[UOp, tuple]" = weakref.WeakKeyDictionary()
-    self.enabled = True
+    self.generation = self.oldest_visible = 0
+  def start_capture(self):
+    self.generation += 1
+    self.oldest_visible = self.generation
+  def end_capture(self): self.oldest_visible = 0
   def put(self, key: UOp, result: UOp):
     deps = tuple((u.arg[0], u.arg[0].writes) for u in key.toposort() if u.op is Ops.BUFFER)
-    self.entries[key] = (result, deps)
+    self.entries[key] = (result, deps, self.generation)
   def get(self, key: UOp) -> Optional[UOp]:
-    if not self.enabled or (e := self.entries.get(key)) is None: return None
-    result, deps = e
+    if (e := self.entries.get(key)) is None: return None
+    result, deps, gen = e
+    if gen < self.oldest_visible: return None
     if any(b.writes != w for b, w in deps):
       del self.entries[key]
       return None

@@ -106,7 +106,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our reflected operators
   _seed: int = 0
-  _rng_counter: int = 0
+  _rng_state: dict = {}   # device -> realized uint32 tensor [seed low, seed high, counter], advanced by kernels
 
   def __init__(self, data: Any, device: Optional[str] = None, dtype: Optional[Any] = None, requires_grad: Optional[bool] = None):
     dt = to_dtype(dtype) if dtype is not None else None
@@ -396,14 +396,23 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   # random numbers: a counter-based hash (stateless per element, so it runs on every device and in one kernel)
   @staticmethod
   def manual_seed(seed: int = 0):
-    Tensor._seed, Tensor._rng_counter = int(seed), 0
+    Tensor._seed = int(seed)
+    for st in Tensor._rng_state.values():   # rewrite in place: jitted functions keep using the same buffers
+      st.uop.base.arg[0].copyin(memoryview(_pack(Tensor._seed_words(), dtypes.uint32)))
+
+  @staticmethod
+  def _seed_words() -> list[int]: return [Tensor._seed & 0xffffffff, (Tensor._seed >> 32) & 0xffffffff, 0]
 
   @staticmethod
   def _random_bits(n: int, device) -> Tensor:
-    """n uint32 values from the global stream; the seed and counter are read from a buffer so kernels are reused."""
-    key = Tensor([Tensor._seed & 0xffffffff, (Tensor._seed >> 32) ^ (Tensor._rng_counter >> 32) & 0xffffffff,
-                  Tensor._rng_counter & 0xffffffff], dtype=dtypes.uint32, device=device)
-    Tensor._rng_counter += n
+    """n uint32 values from the global stream. The seed and counter live in a device buffer that a kernel advances,
+    so random numbers keep changing when a TinyJit replays the kernels."""
+    if device not in Tensor._rng_state:
+      Tensor._rng_state[device] = Tensor(Tensor._seed_words(), dtype=dtypes.uint32, device=device)
+    state = Tensor._rng_state[device]
+    with Tensor.no_grad():
+      key = Tensor(UOp(Ops.CONTIGUOUS, dtypes.uint32, (state.uop,), unique_id())).realize()   # this call's snapshot
+      state.assign(state + Tensor([0, 0, n & 0xffffffff], dtype=dtypes.uint32, device=device)).realize()
     def mix(x: Tensor) -> Tensor:   # a 32-bit integer hash with good avalanche (xor-shift-multiply rounds)
       x = x ^ (x >> 16); x = x * 0x7feb352d; x = x ^ (x >> 15); x = x * 0x846ca68b
       return x ^ (x >> 16)

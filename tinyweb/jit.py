@@ -1,0 +1,108 @@
+"""TinyJit: capture the kernels a function launches, then replay them with no Python graph work.
+
+Call 1 runs the function normally (so every kernel gets compiled). Call 2 runs it again while recording every kernel
+launch and copy, with the cache of computed values turned off so that everything the function computes is really
+launched (and so recorded). From call 3 on, the recorded launches run again with the new inputs' buffers in place
+of the recorded inputs' buffers; nothing is scheduled, lowered or compiled.
+
+Rules, as in tinygrad: inputs are the Tensor arguments (positional and keyword); each call must pass tensors of the
+same shapes, dtypes and devices (a mismatch raises a ValueError naming the argument; make a new TinyJit for another
+shape). Returned tensors live in buffers that the next call overwrites: copy them if you need to keep them. Python
+values computed inside the function (e.g. with .item()) are not recomputed by a replay. Random numbers keep changing,
+because the random state is advanced by kernels."""
+from __future__ import annotations
+import functools
+from typing import Any, Callable
+from tinyweb.tensor import Tensor
+from tinyweb.uop import UOp, Ops
+from tinyweb.device import Buffer
+from tinyweb.schedule import realized_cache, apply_realized, is_contiguous_buffer, substitute, buffer_uop
+from tinyweb import engine
+from tinyweb.helpers import DEBUG, GlobalCounters
+
+def _tensors_in(x: Any) -> list[Tensor]:
+  if isinstance(x, Tensor): return [x]
+  if isinstance(x, (list, tuple)): return [t for y in x for t in _tensors_in(y)]
+  if isinstance(x, dict): return [t for y in x.values() for t in _tensors_in(y)]
+  return []
+
+def _input_buffer(t: Tensor) -> Buffer:
+  u = apply_realized(t.realize().uop)
+  if not is_contiguous_buffer(u):
+    u = apply_realized(t.contiguous().realize().uop)
+    t.uop = u   # the caller's tensor now holds the contiguous copy
+  return u.base.arg[0]
+
+class TinyJit:
+  def __init__(self, fn: Callable):
+    self.fn = fn
+    self.calls = 0
+    self.launches: list[tuple] = []       # (kernel or None for a copy, buffers)
+    self.input_buffers: list[Buffer] = []
+    self.signature: list[tuple] = []
+    self.outputs: Any = None
+    functools.update_wrapper(self, fn)
+
+  def reset(self):
+    self.calls, self.launches, self.input_buffers, self.signature, self.outputs = 0, [], [], [], None
+
+  def __get__(self, obj, objtype=None):   # decorating a method
+    return self if obj is None else functools.partial(self.__call__, obj)
+
+  def __call__(self, *args, **kwargs):
+    inputs = _tensors_in(args) + _tensors_in(kwargs)
+    bufs = [_input_buffer(t) for t in inputs]
+    sig = [(t.shape, t.dtype, t.device) for t in inputs]
+    self.calls += 1
+    if self.calls == 1:
+      ret = self.fn(*args, **kwargs)
+      Tensor.realize_all(*_tensors_in(ret))
+      return ret
+    if self.calls == 2:
+      self.signature, self.input_buffers = sig, bufs
+      record: list = []
+      engine.capturing.append(record)
+      realized_cache.start_capture()
+      try:
+        ret = self.fn(*args, **kwargs)
+        outs = _tensors_in(ret)
+        Tensor.realize_all(*outs)
+      finally:
+        realized_cache.end_capture()
+        engine.capturing.remove(record)
+      self.launches = record
+      self.outputs = ret
+      self.output_uops = [apply_realized(t.uop) for t in outs]
+      if DEBUG >= 1: print(f"TinyJit: captured {len(record)} launches of {getattr(self.fn, '__name__', 'fn')}")
+      return ret
+    return self._replay(sig, bufs)
+
+  def _replay(self, sig: list, bufs: list[Buffer]):
+    if sig != self.signature:
+      for i, (a, b) in enumerate(zip(sig, self.signature)):
+        if a != b: raise ValueError(f"TinyJit: tensor argument {i} is {a[0]} {a[1].name} on {a[2]}, but the function was "
+                                    f"captured with {b[0]} {b[1].name} on {b[2]}; use a new TinyJit for other shapes")
+      raise ValueError(f"TinyJit: called with {len(sig)} tensor arguments, captured with {len(self.signature)}")
+    swap = {old: new for old, new in zip(self.input_buffers, bufs) if old is not new}
+    for kernel, kbufs in self.launches:
+      if swap: kbufs = [swap.get(b, b) for b in kbufs]
+      for b in kbufs: b.ensure_allocated()
+      if kernel is None: kbufs[0].copyin(kbufs[1].as_memoryview())
+      else:
+        kernel.runner(*[b.handle for b in kbufs], global_size=kernel.program.global_shape)
+        kbufs[0].writes += 1
+        GlobalCounters.kernel_count += 1
+        GlobalCounters.global_ops += kernel.program.flops
+        GlobalCounters.global_mem += kernel.program.mem_estimate
+    # outputs: the captured output buffers (or views of the new inputs)
+    uop_swap = {}
+    for u in self.output_uops:
+      for x in u.toposort():
+        if x.op is Ops.BUFFER and x.arg[0] in swap: uop_swap[x] = buffer_uop(swap[x.arg[0]], (swap[x.arg[0]].size,))
+    new_outs = iter([Tensor(substitute(u, uop_swap) if uop_swap else u) for u in self.output_uops])
+    def rebuild(x):
+      if isinstance(x, Tensor): return next(new_outs)
+      if isinstance(x, (list, tuple)): return type(x)(rebuild(y) for y in x)
+      if isinstance(x, dict): return {k: rebuild(v) for k, v in x.items()}
+      return x
+    return rebuild(self.outputs)
