@@ -1,6 +1,7 @@
 """The CPU device: kernels rendered to C, compiled by clang into a shared object, launched through ctypes."""
 from __future__ import annotations
 import ctypes, os, subprocess, tempfile, time, shutil
+from concurrent.futures import ThreadPoolExecutor
 from tinyweb.device import Allocator, Compiler, Compiled
 from tinyweb.codegen.cstyle import ClangRenderer
 
@@ -28,6 +29,10 @@ class ClangCompiler(Compiler):
       if p.returncode != 0: raise RuntimeError(f"clang failed to compile a kernel:\n{p.stderr.decode()}\n--- source ---\n{src}")
       with open(out, "rb") as f: return f.read()
 
+# Kernels with more work than this (FLOPs + bytes) are split across cores: below it, thread hand-off costs more.
+PARALLEL_MIN_WORK = 1 << 18
+_pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1) if (os.cpu_count() or 1) > 1 else None
+
 class CPUProgram:
   def __init__(self, device, name: str, lib: bytes):
     # dlopen needs a file: write the shared object once to a temp file, keep the handle, remove the file
@@ -37,9 +42,16 @@ class CPUProgram:
     finally: os.unlink(path)
     self.fxn = getattr(self.lib, name)
     self.fxn.restype = None
-  def __call__(self, *bufs, global_size=None, wait=False):
+  def __call__(self, *bufs, global_size=None, parallel: int = 0, work: int = 0, wait=False):
     st = time.perf_counter() if wait else 0.0
-    self.fxn(*[ctypes.cast(b, ctypes.c_void_p) for b in bufs])
+    args = [ctypes.cast(b, ctypes.c_void_p) for b in bufs]
+    if parallel:
+      n = min(parallel, os.cpu_count() or 1) if _pool is not None and work >= PARALLEL_MIN_WORK else 1
+      bounds = [parallel * i // n for i in range(n + 1)]
+      if n == 1: self.fxn(*args, 0, parallel)
+      else:   # ctypes releases the GIL during the call, so the chunks run in parallel
+        for f in [_pool.submit(self.fxn, *args, lo, hi) for lo, hi in zip(bounds, bounds[1:])]: f.result()
+    else: self.fxn(*args)
     return time.perf_counter() - st if wait else None
 
 class CPUDevice(Compiled):

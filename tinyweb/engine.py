@@ -16,6 +16,9 @@ class CompiledKernel:
   program: Program
   runner: object
   src: str
+  def run(self, handles: list, wait: bool = False):
+    p = self.program
+    return self.runner(*handles, global_size=p.global_shape, parallel=p.parallel, work=p.flops + p.mem_estimate, wait=wait)
 
 _kernel_cache: dict[tuple[str, UOp], CompiledKernel] = {}
 capturing: list[list] = []   # TinyJit appends a list here to record every launch as (kernel or None for a copy, buffers)
@@ -49,7 +52,7 @@ def run_schedule(items: list[ScheduleItem]):
       if b.device != device:
         raise RuntimeError(f"kernel reads a buffer on {b.device} while writing on {device}: move tensors with .to() first")
     k = get_kernel(device, it.ast)
-    et = k.runner(*[b.handle for b in it.bufs], global_size=k.program.global_shape, wait=DEBUG >= 2)
+    et = k.run([b.handle for b in it.bufs], wait=DEBUG >= 2)
     for cap in capturing: cap.append((k, it.bufs))
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += k.program.flops

@@ -89,7 +89,7 @@ class TinyJit:
       for b in kbufs: b.ensure_allocated()
       if kernel is None: kbufs[0].copyin(kbufs[1].as_memoryview())
       else:
-        kernel.runner(*[b.handle for b in kbufs], global_size=kernel.program.global_shape)
+        kernel.run([b.handle for b in kbufs])
         kbufs[0].writes += 1
         GlobalCounters.kernel_count += 1
         GlobalCounters.global_ops += kernel.program.flops

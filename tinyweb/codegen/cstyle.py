@@ -14,6 +14,7 @@ class CStyleRenderer:
   reg_types: dict[DType, str] = {}
   mem_types: dict[DType, str] = {}
   infinity, nan = "INFINITY", "NAN"
+  core_split = False   # C on the CPU: the outermost output loop runs [core_lo, core_hi) so threads can share it
   float_suffix = {dtypes.float32: "f", dtypes.float16: "f", dtypes.bfloat16: "f", dtypes.float64: ""}
   int_suffix = {dtypes.int64: "ll", dtypes.uint64: "ull", dtypes.uint32: "u"}
 
@@ -83,6 +84,7 @@ class CStyleRenderer:
       names[g] = f"data{g.arg[0]}"
       const = "" if g.arg[0] in prog.outputs else "const "
       params.append(f"{const}{self.mem(g.dtype)}*{self.buffer_qualifier} {names[g]}")
+    if self.core_split and prog.parallel_range is not None: params += ["int core_lo", "int core_hi"]
     body: list[str] = []
     depth = 1
     def line(s: str): body.append("  " * depth + s)
@@ -91,7 +93,8 @@ class CStyleRenderer:
       if op in (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.SINK): continue
       if op is Ops.RANGE:
         names[u] = new_name("ridx")
-        line(f"for (int {names[u]} = 0; {names[u]} < {r(u.src[0])}; {names[u]}++) {{")
+        lo, hi = ("core_lo", "core_hi") if self.core_split and u is prog.parallel_range else ("0", r(u.src[0]))
+        line(f"for (int {names[u]} = {lo}; {names[u]} < {hi}; {names[u]}++) {{")
         depth += 1
       elif op is Ops.ENDRANGE:
         depth -= 1
@@ -127,6 +130,7 @@ class ClangRenderer(CStyleRenderer):
   """C for clang. float16 is stored as __fp16 and bfloat16 as its 16-bit pattern; both compute in float and round
   after every op, which is what PyTorch's CPU kernels do."""
   device = "CPU"
+  core_split = True
   infinity, nan = "__builtin_inff()", "__builtin_nanf(\"\")"
   reg_types = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
                dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",

@@ -105,7 +105,9 @@ class Program:
   global_shape: tuple[int, ...]      # the output loop sizes
   flops: int = 0
   mem_estimate: int = 0
-  info: dict = field(default_factory=dict)
+  parallel_range: Optional[UOp] = None   # the outermost output loop: a runtime may split it across cores
+  @property
+  def parallel(self) -> int: return self.parallel_range.src[0].arg if self.parallel_range is not None else 0
 
 def lower(ast: UOp) -> Program:
   """ast: SINK(STORE(DEFINE_GLOBAL out, value)): the value is stored contiguously in its shape."""
@@ -131,7 +133,8 @@ def lower(ast: UOp) -> Program:
     elif u.op in ELEMENTWISE and u.dtype is not None and u.dtype.is_float and u.op not in (Ops.CAST, Ops.BITCAST): flops += mult
     elif u.op is Ops.ACC_UPDATE: flops += mult
   mem = sum(g.arg[1] * g.dtype.itemsize for g in gl)
-  return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem)
+  first = next((r for r in out_ranges if r is not None), None)
+  return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, parallel_range=first)
 
 def linearize(sink: UOp, out_ranges: list[UOp]) -> list[UOp]:
   """Order the program: open the output loops, emit each value once at the loop depth it needs, close loops.

@@ -1,0 +1,224 @@
+"""Optimizers (SGD, Adam, AdamW, LAMB) and learning-rate schedules (StepLR, CosineAnnealingLR, OneCycleLR).
+
+The updates follow torch.optim's formulas. Everything an optimizer keeps is a Tensor attribute (lr, step count t,
+momentum buffers b, moments m and v), so `tinyweb.nn.state.get_state_dict(opt)` saves and loads it, and a step is
+pure tensor work: `step()` builds the new values of the parameters and the state as lazy assigns and realizes them,
+together with the gradients they were computed from, in one `Tensor.realize_all` (one schedule).
+
+The learning rate lives in a realized 0-d tensor that the kernels read, so a schedule changes it with `assign` and the
+compiled kernels are reused. Bias corrections are computed from the step tensor on the device for the same reason.
+
+Lazy values read buffers when they are computed: realize anything computed from the old parameters (e.g. the loss)
+before or with the step: `Tensor.realize_all(loss, *opt.schedule_step())`."""
+from __future__ import annotations
+import math
+from typing import Iterable, Optional
+from tinyweb.tensor import Tensor
+
+class Optimizer:
+  def __init__(self, params: Iterable[Tensor], lr: float):
+    unique: dict[int, Tensor] = {}
+    for p in params:
+      if not isinstance(p, Tensor): raise TypeError(f"{type(self).__name__}: params must be Tensors, got {type(p).__name__}")
+      if p.requires_grad is False: continue
+      if p.requires_grad is None: p.requires_grad_(True)
+      unique.setdefault(id(p), p)
+    self.params: list[Tensor] = list(unique.values())
+    if not self.params: raise ValueError(f"{type(self).__name__}: got no parameters that require gradients")
+    if lr < 0: raise ValueError(f"{type(self).__name__}: invalid learning rate {lr}")
+    self.device = self.params[0].device
+    self.lr = Tensor([float(lr)], device=self.device).reshape(())   # a realized buffer, written by schedulers
+
+  def _zeros_like_params(self) -> list[Tensor]:
+    return [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device).clone() for p in self.params]   # clone: storage of its own
+
+  def _state(self) -> list[Tensor]:
+    """Every Tensor held by the optimizer (lr, step count, buffers), params first."""
+    out: dict[int, Tensor] = {id(p): p for p in self.params}
+    for v in vars(self).values():
+      for t in (v if isinstance(v, (list, tuple)) else [v]):
+        if isinstance(t, Tensor): out.setdefault(id(t), t)
+    return list(out.values())
+
+  def _realize_state(self): Tensor.realize_all(*self._state())
+
+  def zero_grad(self):
+    for p in self.params: p.grad = None
+
+  def schedule_step(self) -> list[Tensor]:
+    """Assign the new values (lazily) and return the tensors to realize: params, their gradients, the optimizer's state,
+    and lazily updated layer buffers (BatchNorm running statistics). Params without a gradient are left as they are."""
+    from tinyweb.nn import _take_pending
+    todo = [(i, p, p.grad) for i, p in enumerate(self.params) if p.grad is not None]
+    with Tensor.no_grad():
+      if todo: self._update(todo)
+    return [*self._state(), *[g for _, _, g in todo], *_take_pending()]
+
+  def step(self) -> None: Tensor.realize_all(*self.schedule_step())
+
+  def _lr_for(self, p: Tensor) -> Tensor: return self.lr if p.device == self.lr.device else self.lr.to(p.device)
+
+  def _update(self, todo: list[tuple[int, Tensor, Tensor]]) -> None: raise NotImplementedError
+
+class SGD(Optimizer):
+  """torch.optim.SGD with dampening 0: g += weight_decay * p; b = momentum * b + g (b = g on the first step);
+  g = g + momentum * b (nesterov) or b; p -= lr * g."""
+  def __init__(self, params, lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
+    super().__init__(params, lr)
+    if momentum < 0 or weight_decay < 0: raise ValueError(f"SGD: invalid momentum {momentum} or weight_decay {weight_decay}")
+    if nesterov and momentum == 0: raise ValueError("SGD: nesterov momentum needs momentum > 0")
+    self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
+    self.b = self._zeros_like_params() if momentum else []   # zeros: momentum * 0 + g is the first step's g
+    self._realize_state()
+
+  def _update(self, todo):
+    for i, p, g in todo:
+      if self.weight_decay: g = g + self.weight_decay * p
+      if self.momentum:
+        b = self.b[i].assign(self.momentum * self.b[i] + g)
+        g = g + self.momentum * b if self.nesterov else b
+      p.assign(p - self._lr_for(p) * g)
+
+def _one_minus_pow(b: float, t: Tensor) -> Tensor:
+  """1 - b**t for 0 < b < 1 in float32 without the cancellation of 1 - 0.999**t: -expm1(t ln b), with expm1 by
+  Kahan's trick expm1(y) = (u - 1) * y / ln(u), u = e**y (exact enough whenever u is near 1)."""
+  y = t * math.log(b)
+  u = y.exp()
+  near_one = (1 - u) * y / u.log()
+  return (u == 1).where(-y, (u > 0.5).where(near_one, 1 - u))
+
+class _AdamBase(Optimizer):
+  """First and second moments with a bias correction from the step count t (shared by Adam, AdamW, LAMB)."""
+  def __init__(self, params, lr: float, b1: float, b2: float, eps: float, weight_decay: float):
+    super().__init__(params, lr)
+    if not (0 <= b1 < 1 and 0 <= b2 < 1): raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {(b1, b2)}")
+    if eps < 0 or weight_decay < 0: raise ValueError(f"{type(self).__name__}: invalid eps {eps} or weight_decay {weight_decay}")
+    self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
+    self.t = Tensor.zeros((), device=self.device).clone()   # the step count (torch: state['step'], a float tensor)
+    self.m, self.v = self._zeros_like_params(), self._zeros_like_params()
+    self._realize_state()
+
+  def _update(self, todo):
+    t = self.t.assign(self.t + 1)
+    bc1, bc2 = _one_minus_pow(self.b1, t), _one_minus_pow(self.b2, t)
+    for i, p, g in todo:
+      if p.device != t.device: bc1, bc2 = bc1.to(p.device), bc2.to(p.device)
+      self._param_update(i, p, g, self._lr_for(p), bc1, bc2)
+
+  def _moments(self, i: int, g: Tensor) -> tuple[Tensor, Tensor]:
+    m = self.m[i].assign(self.m[i] * self.b1 + g * (1 - self.b1))
+    v = self.v[i].assign(self.v[i] * self.b2 + g * g * (1 - self.b2))
+    return m, v
+
+  def _param_update(self, i, p, g, lr, bc1, bc2): raise NotImplementedError
+
+class Adam(_AdamBase):
+  """torch.optim.Adam: weight decay is L2 (added to the gradient); p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)."""
+  def __init__(self, params, lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0):
+    super().__init__(params, lr, b1, b2, eps, weight_decay)
+
+  def _param_update(self, i, p, g, lr, bc1, bc2):
+    if self.weight_decay: g = g + self.weight_decay * p
+    m, v = self._moments(i, g)
+    p.assign(p - (lr / bc1) * (m / (v.sqrt() / bc2.sqrt() + self.eps)))
+
+class AdamW(_AdamBase):
+  """torch.optim.AdamW: decoupled weight decay, p *= 1 - lr * weight_decay before the Adam update."""
+  def __init__(self, params, lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01):
+    super().__init__(params, lr, b1, b2, eps, weight_decay)
+
+  def _param_update(self, i, p, g, lr, bc1, bc2):
+    m, v = self._moments(i, g)
+    p.assign(p * (1 - lr * self.weight_decay) - (lr / bc1) * (m / (v.sqrt() / bc2.sqrt() + self.eps)))
+
+class LAMB(_AdamBase):
+  """LAMB (You et al. 2019): u = m_hat / (sqrt(v_hat) + eps) + weight_decay * p, p -= lr * r * u with the trust ratio
+  r = ||p|| / ||u|| per parameter tensor (1 when either norm is 0). adam=True: r = 1 (Adam with decoupled decay)."""
+  def __init__(self, params, lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6, weight_decay: float = 0.0,
+               adam: bool = False):
+    self.adam = adam
+    super().__init__(params, lr, b1, b2, eps, weight_decay)
+
+  def _param_update(self, i, p, g, lr, bc1, bc2):
+    m, v = self._moments(i, g)
+    up = (m / bc1) / ((v / bc2).sqrt() + self.eps) + self.weight_decay * p
+    if not self.adam:
+      r1, r2 = p.square().sum().sqrt(), up.square().sum().sqrt()
+      up = up * ((r1 > 0) & (r2 > 0)).where(r1 / r2, 1.0)
+    p.assign(p - lr * up)
+
+# ---------------------------------------------------------------------------------------------------------------
+# learning-rate schedules
+
+class LR_Scheduler:
+  """Sets optimizer.lr to get_lr() for epoch 0 when made and for the next epoch on each step(), like torch's
+  schedulers (which count `last_epoch` the same way). get_lr() is the current value as a Python float."""
+  def __init__(self, optimizer: Optimizer):
+    self.optimizer = optimizer
+    self.base_lr = float(optimizer.lr.item())
+    if not hasattr(optimizer, "initial_lr"): optimizer.initial_lr = self.base_lr
+    else: self.base_lr = optimizer.initial_lr
+    self.last_epoch = 0
+    self._set(self.get_lr())
+
+  def get_lr(self) -> float: raise NotImplementedError
+  def get_last_lr(self) -> list[float]: return [self._last_lr]
+
+  def _set(self, lr: float):
+    self._last_lr = lr
+    self.optimizer.lr.assign(Tensor([lr], dtype=self.optimizer.lr.dtype, device=self.optimizer.lr.device).reshape(())).realize()
+
+  def step(self) -> None:
+    self.last_epoch += 1
+    self._set(self.get_lr())
+
+class StepLR(LR_Scheduler):
+  """lr = base_lr * gamma ** (epoch // step_size)."""
+  def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1):
+    self.step_size, self.gamma = step_size, gamma
+    super().__init__(optimizer)
+
+  def get_lr(self) -> float: return self.base_lr * self.gamma ** (self.last_epoch // self.step_size)
+
+class CosineAnnealingLR(LR_Scheduler):
+  """lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2 (it rises again after T_max, like torch's)."""
+  def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0):
+    self.T_max, self.eta_min = T_max, eta_min
+    super().__init__(optimizer)
+
+  def get_lr(self) -> float:
+    return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+
+class OneCycleLR(LR_Scheduler):
+  """torch's one-cycle policy (two phases, learning rate only; torch also cycles momentum unless cycle_momentum=False):
+  from max_lr / div_factor up to max_lr over the first pct_start * total_steps - 1 steps, then down to
+  max_lr / div_factor / final_div_factor at step total_steps - 1; anneal_strategy 'cos' or 'linear'."""
+  def __init__(self, optimizer: Optimizer, max_lr: float, total_steps: Optional[int] = None, pct_start: float = 0.3,
+               div_factor: float = 25.0, final_div_factor: float = 1e4, anneal_strategy: str = "cos",
+               epochs: Optional[int] = None, steps_per_epoch: Optional[int] = None):
+    if total_steps is None:
+      if epochs is None or steps_per_epoch is None: raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
+      total_steps = epochs * steps_per_epoch
+    if total_steps <= 0: raise ValueError(f"OneCycleLR: total_steps must be positive, got {total_steps}")
+    if not 0 <= pct_start <= 1: raise ValueError(f"OneCycleLR: pct_start must be in [0, 1], got {pct_start}")
+    if anneal_strategy not in ("cos", "linear"): raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
+    self.total_steps, self.anneal_strategy = total_steps, anneal_strategy
+    self.initial_lr = max_lr / div_factor
+    self.min_lr = self.initial_lr / final_div_factor
+    self.phases = [(float(pct_start * total_steps) - 1, self.initial_lr, max_lr), (float(total_steps - 1), max_lr, self.min_lr)]
+    optimizer.initial_lr = self.initial_lr
+    super().__init__(optimizer)
+
+  def _anneal(self, start: float, end: float, pct: float) -> float:
+    if self.anneal_strategy == "linear": return (end - start) * pct + start
+    return end + (start - end) / 2 * (math.cos(math.pi * pct) + 1)
+
+  def get_lr(self) -> float:
+    step = self.last_epoch
+    if step > self.total_steps: raise ValueError(f"OneCycleLR: stepped {step} times, but total_steps is {self.total_steps}")
+    start = 0.0
+    for i, (end, lo, hi) in enumerate(self.phases):
+      if step <= end or i == len(self.phases) - 1:
+        return self._anneal(lo, hi, (step - start) / (end - start))
+      start = end
+    raise AssertionError("unreachable")
