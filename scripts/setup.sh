@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what tinyweb needs and is missing; safe to run again (it skips what is already there).
-#   apt: clang (the CPU device compiles kernels with it)
-#   pip: tinyweb itself (editable) with the test extras (pytest, numpy, torch==2.13.0 CPU, hypothesis)
+#   apt: clang (the CPU device compiles kernels with it), dataset-fashion-mnist (real data, offline)
+#   pip: tinyweb itself (editable) with the test extras (pytest, numpy, torch==2.13.0 CPU, hypothesis, safetensors)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing_apt=()
 command -v clang >/dev/null 2>&1 || missing_apt+=(clang)
+[ -d /usr/share/datasets/fashion-mnist ] || missing_apt+=(dataset-fashion-mnist)   # real data for the demo and its test
 if [ ${#missing_apt[@]} -gt 0 ]; then
   echo "setup: installing ${missing_apt[*]} with apt"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -15,7 +16,7 @@ if [ ${#missing_apt[@]} -gt 0 ]; then
 fi
 
 PY=${PYTHON:-python3}
-if ! $PY -c "import tinyweb, pytest, numpy, torch, hypothesis, xdist" >/dev/null 2>&1; then
+if ! $PY -c "import tinyweb, pytest, numpy, torch, hypothesis, xdist, safetensors" >/dev/null 2>&1; then
   echo "setup: installing tinyweb[test] with pip"
   $PY -m pip install -q --disable-pip-version-check -e ".[test]"
 fi

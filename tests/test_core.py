@@ -125,3 +125,14 @@ def test_core_runs_without_numpy():
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
   assert out.returncode == 0, out.stderr
   assert out.stdout.strip() == "54.0 [[7.0, 11.0], [9.0, 13.0]] [[1.0, 2.0], [3.0, 4.0]]"
+
+def test_assign_never_writes_into_a_buffer_shared_through_hash_consing():
+  a = Tensor.zeros(2).realize()
+  b = Tensor.zeros(2)                  # the same graph as a: its value would come from a's buffer
+  b.assign(Tensor([1.0, 2.0])).realize()
+  c = Tensor.zeros(2).realize()
+  c.assign(c + 5).realize()
+  assert a.tolist() == [0.0, 0.0] and b.tolist() == [1.0, 2.0] and c.tolist() == [5.0, 5.0]
+  buf = c.uop.base.arg[0]
+  c.assign(c * 2).realize()            # c owns its buffer now: the update is in place
+  assert c.uop.base.arg[0] is buf and c.tolist() == [10.0, 10.0]

@@ -74,6 +74,7 @@ class Buffer:
     # times the contents were overwritten behind the graph's back (copyin, TinyJit replays): cached values read from this
     # buffer compare it. Writes by scheduled kernels need no count: an assign gives the tensor a new BUFFER version.
     self.writes = 0
+    self.owner = None   # weakref to the Tensor that may write into this buffer in place (see Tensor.assign)
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
   @property

@@ -212,7 +212,9 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     for t, u in zip(ts, targets):
       realized_cache.put(t.uop, results[u])
       # a tensor that gradients may flow through keeps its graph (the value is found through realized_cache)
-      if not t.requires_grad or t in _grad_leaves: t.uop = results[u]
+      if not t.requires_grad or t in _grad_leaves:
+        t.uop = results[u]
+        if is_contiguous_buffer(t.uop): t._owns(t.uop.base.arg[0])
 
   def realize(self, *others: Tensor) -> Tensor:
     Tensor.realize_all(self, *others)
@@ -278,11 +280,18 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
       if x.shape != self.shape: raise ValueError(f"assign: value of shape {x.shape} does not match the tensor's shape {self.shape}")
     if x.device != self.device: raise RuntimeError(f"assign: value is on {x.device}, tensor on {self.device}")
     if x.dtype != self.dtype: x = x.cast(self.dtype)
-    target = apply_realized(self.uop)
-    if is_contiguous_buffer(target):
-      self.uop = UOp(Ops.ASSIGN, self.dtype, (target, x.uop))
-    else: self.uop = x.uop    # nothing stored yet: assignment just replaces the value
+    if is_contiguous_buffer(self.uop) and self._owns(self.uop.base.arg[0]):
+      self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+    else:   # no storage of its own (lazy, or a buffer shared with another tensor): the value is replaced instead
+      self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (x.uop,), unique_id())
     return self
+
+  def _owns(self, buf: Buffer) -> bool:
+    """Whether this tensor may write into buf in place. Identical computations share one result buffer (the graph is
+    hash-consed), so a buffer belongs to the first tensor that got it; the others copy on write."""
+    owner = buf.owner() if buf.owner is not None else None
+    if owner is None: buf.owner = weakref.ref(self)
+    return owner is None or owner is self
 
   # ---------------------------------------------------------------------------------------------------------------
   # autograd

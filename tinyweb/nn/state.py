@@ -14,7 +14,6 @@ from typing import Any, Callable, Optional, Union
 from tinyweb.tensor import Tensor
 from tinyweb.dtype import DType, dtypes
 from tinyweb.helpers import prod
-from tinyweb.schedule import is_contiguous_buffer
 
 Source = Union[str, os.PathLike, bytes, bytearray, memoryview]
 
@@ -79,11 +78,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     done.add(id(t))
     v = state_dict[k]
     v = (v if isinstance(v, Tensor) else Tensor(v, device=t.device)).detach().to(t.device).cast(t.dtype)
-    # a realized tensor is written in place (whoever holds its buffer sees the new values); one not computed yet takes
-    # a copy of the value (not `assign`: its lazy value, e.g. zeros, may have been computed into a buffer shared with
-    # other tensors, and assign would write there)
-    if is_contiguous_buffer(t.uop): t.assign(v)
-    else: t.uop = v.clone().uop
+    t.assign(v)   # in place when t owns a buffer, otherwise t takes the new value
     targets.append(t)
   if targets: Tensor.realize_all(*targets)
   if verbose:
