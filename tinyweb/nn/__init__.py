@@ -142,8 +142,10 @@ class BatchNorm:
       n = x.numel() // x.shape[1]
       if n < 2: raise ValueError(f"{type(self).__name__}: training needs more than 1 value per channel, got input {x.shape}")
       with Tensor.no_grad():
-        nbt = self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+        # new values are computed from values, never from a pending assign, so each assign is computed once
+        nbt = self.num_batches_tracked + 1
         m = self.momentum if self.momentum is not None else 1 / nbt.cast(self.running_mean.dtype)
+        self.num_batches_tracked.assign(nbt)
         self.running_mean.assign((1 - m) * self.running_mean + m * mean.detach())
         self.running_var.assign((1 - m) * self.running_var + m * (n / (n - 1)) * var.detach())
       _realize_later(self.running_mean, self.running_var, self.num_batches_tracked)

@@ -3,7 +3,8 @@
 The updates follow torch.optim's formulas. Everything an optimizer keeps is a Tensor attribute (lr, step count t,
 momentum buffers b, moments m and v), so `tinyweb.nn.state.get_state_dict(opt)` saves and loads it, and a step is
 pure tensor work: `step()` builds the new values of the parameters and the state as lazy assigns and realizes them,
-together with the gradients they were computed from, in one `Tensor.realize_all` (one schedule).
+together with the gradients they were computed from, in one `Tensor.realize_all` (one schedule). New values are
+computed from the old buffers (never from another tensor's pending assign), so each assign stands alone.
 
 The learning rate lives in a realized 0-d tensor that the kernels read, so a schedule changes it with `assign` and the
 compiled kernels are reused. Bias corrections are computed from the step tensor on the device for the same reason.
@@ -28,6 +29,7 @@ class Optimizer:
     if lr < 0: raise ValueError(f"{type(self).__name__}: invalid learning rate {lr}")
     self.device = self.params[0].device
     self.lr = Tensor([float(lr)], device=self.device).reshape(())   # a realized buffer, written by schedulers
+    self.initial_lr = float(lr)   # what a schedule starts from (torch: param_group['initial_lr'])
 
   def _zeros_like_params(self) -> list[Tensor]:
     return [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device).clone() for p in self.params]   # clone: storage of its own
@@ -75,13 +77,15 @@ class SGD(Optimizer):
     for i, p, g in todo:
       if self.weight_decay: g = g + self.weight_decay * p
       if self.momentum:
-        b = self.b[i].assign(self.momentum * self.b[i] + g)
+        b = self.momentum * self.b[i] + g
+        self.b[i].assign(b)
         g = g + self.momentum * b if self.nesterov else b
       p.assign(p - self._lr_for(p) * g)
 
 def _one_minus_pow(b: float, t: Tensor) -> Tensor:
   """1 - b**t for 0 < b < 1 in float32 without the cancellation of 1 - 0.999**t: -expm1(t ln b), with expm1 by
   Kahan's trick expm1(y) = (u - 1) * y / ln(u), u = e**y (exact enough whenever u is near 1)."""
+  if b == 0: return t * 0 + 1
   y = t * math.log(b)
   u = y.exp()
   near_one = (1 - u) * y / u.log()
@@ -99,15 +103,17 @@ class _AdamBase(Optimizer):
     self._realize_state()
 
   def _update(self, todo):
-    t = self.t.assign(self.t + 1)
+    t = self.t + 1
+    self.t.assign(t)
     bc1, bc2 = _one_minus_pow(self.b1, t), _one_minus_pow(self.b2, t)
     for i, p, g in todo:
       if p.device != t.device: bc1, bc2 = bc1.to(p.device), bc2.to(p.device)
       self._param_update(i, p, g, self._lr_for(p), bc1, bc2)
 
   def _moments(self, i: int, g: Tensor) -> tuple[Tensor, Tensor]:
-    m = self.m[i].assign(self.m[i] * self.b1 + g * (1 - self.b1))
-    v = self.v[i].assign(self.v[i] * self.b2 + g * g * (1 - self.b2))
+    m, v = self.m[i] * self.b1 + g * (1 - self.b1), self.v[i] * self.b2 + g * g * (1 - self.b2)
+    self.m[i].assign(m)
+    self.v[i].assign(v)
     return m, v
 
   def _param_update(self, i, p, g, lr, bc1, bc2): raise NotImplementedError
@@ -155,9 +161,7 @@ class LR_Scheduler:
   schedulers (which count `last_epoch` the same way). get_lr() is the current value as a Python float."""
   def __init__(self, optimizer: Optimizer):
     self.optimizer = optimizer
-    self.base_lr = float(optimizer.lr.item())
-    if not hasattr(optimizer, "initial_lr"): optimizer.initial_lr = self.base_lr
-    else: self.base_lr = optimizer.initial_lr
+    self.base_lr = optimizer.initial_lr
     self.last_epoch = 0
     self._set(self.get_lr())
 
