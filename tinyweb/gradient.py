@@ -45,10 +45,15 @@ def grad_rule(u: UOp, g: UOp) -> tuple[Optional[UOp], ...]:
     wa = _alu(Ops.WHERE, _alu(Ops.CMPLT, s[1], s[0]), one, _alu(Ops.WHERE, _alu(Ops.CMPEQ, s[0], s[1]), half, zero))
     wb = _alu(Ops.ADD, one, _alu(Ops.NEG, wa))
     return (_alu(Ops.MUL, g, wa), _alu(Ops.MUL, g, wb))
+  if op is Ops.MIN:
+    one, half, zero = _c(u, 1.0), _c(u, 0.5), _c(u, 0.0)
+    wa = _alu(Ops.WHERE, _alu(Ops.CMPLT, s[0], s[1]), one, _alu(Ops.WHERE, _alu(Ops.CMPEQ, s[0], s[1]), half, zero))
+    return (_alu(Ops.MUL, g, wa), _alu(Ops.MUL, g, _alu(Ops.ADD, one, _alu(Ops.NEG, wa))))
   if op is Ops.WHERE:
     zero = _c(g, 0.0)
     return (None, _alu(Ops.WHERE, s[0], g, zero), _alu(Ops.WHERE, s[0], zero, g))
   if op is Ops.CAST: return (UOp(Ops.CAST, s[0].dtype, (g,)) if s[0].dtype.is_float else None,)
+  if op is Ops.CUSTOM_GRAD: return (None, *u.arg(g, *s[1:]))
   if op in (Ops.CONTIGUOUS, Ops.COPY): return (g if op is Ops.CONTIGUOUS else UOp(Ops.COPY, g.dtype, (g,), s[0].device),)
   if op is Ops.RESHAPE: return (UOp(Ops.RESHAPE, g.dtype, (g,), s[0].shape),)
   if op is Ops.PERMUTE: return (UOp(Ops.PERMUTE, g.dtype, (g,), tuple(argsort(u.arg))),)

@@ -85,8 +85,15 @@ def _expands(u: UOp) -> bool: return u.op is Ops.EXPAND and u.shape != u.src[0].
 
 def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Returns the kernels/copies to run, in order, and for every target the uop of the buffer (view) holding it."""
+  orig_targets = list(targets)
   sink = UOp(Ops.SINK, None, tuple(targets))
   graph = sink.toposort()
+  if any(u.op is Ops.CUSTOM_GRAD for u in graph):   # only autograd needs them: compute the plain value
+    done: dict[UOp, UOp] = {}
+    for u in graph:
+      done[u] = done[u.src[0]] if u.op is Ops.CUSTOM_GRAD else u.replace(src=tuple(done[s] for s in u.src)) if u.src else u
+    sink = done[sink]
+    targets, graph = list(sink.src), sink.toposort()
   consumers: dict[UOp, list[UOp]] = defaultdict(list)
   for u in graph:
     for s in u.src: consumers[s].append(u)
@@ -157,7 +164,7 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
     items.append(it)
     result[u], producer[u] = buffer_uop(buf, u.shape), it
 
-  return _order(items, assigns), {t: result.get(t, t) for t in targets}
+  return _order(items, assigns), {t: result.get(s, s) for t, s in zip(orig_targets, targets)}
 
 def _reads_other_elements(value: UOp, target: UOp, realize: set) -> bool:
   """True when computing `value` in place would read elements of `target` that were already overwritten:

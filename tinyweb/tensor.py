@@ -351,6 +351,14 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   @staticmethod
   def test() -> _TrainMode: return _TrainMode(False)
 
+  def custom_gradient(self, inputs: Sequence[Tensor], backward) -> Tensor:
+    """self, computed from `inputs`, with its gradient given by `backward(grad) -> one Tensor (or None) per input`
+    instead of by differentiating the ops that computed it (used where the derivative's own graph is simpler)."""
+    if not any(t.requires_grad for t in inputs) or NO_GRAD.value: return self
+    def rule(g: UOp, *srcs: UOp):
+      return tuple(None if r is None else r.uop for r in backward(Tensor(g)))
+    return self._wrap(UOp(Ops.CUSTOM_GRAD, self.dtype, (self.uop, *[t.uop for t in inputs]), rule), *inputs)
+
   # ---------------------------------------------------------------------------------------------------------------
   # creation
 

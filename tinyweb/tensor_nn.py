@@ -142,12 +142,36 @@ class NNMixin:
     if padding == "same":   # stride 1: total d*(k-1), the extra one on the right like torch
       if any(s != 1 for s in s_): raise ValueError(f"conv2d: padding='same' needs stride 1, got stride {s_} (input {self.shape}, weight {weight.shape})")
       padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(k_, d_)]
-    x = self.pad(((0, 0), (0, 0), *_pads(padding, n, "conv2d")))._pool(k_, s_, d_, "conv2d")   # (N, Cin, *out, *k)
-    o_ = x.shape[2:2 + n]
+    pads = _pads(padding, n, "conv2d")
+    xp = self.pad(((0, 0), (0, 0), *pads))
+    win = xp._pool(k_, s_, d_, "conv2d")   # (N, Cin, *out, *k)
+    o_ = win.shape[2:2 + n]
     g = groups
-    x = x.reshape(bs, g, 1, cin // g, *o_, *k_)
     w = weight.reshape(1, g, cout // g, cin // g, *(1,) * n, *k_)
-    out = (x * w).sum((3, *range(4 + n, 4 + 2 * n))).reshape(bs, cout, *o_)
+    out = (win.reshape(bs, g, 1, cin // g, *o_, *k_) * w).sum((3, *range(4 + n, 4 + 2 * n))).reshape(bs, cout, *o_)
+
+    def backward(grad):
+      # Both gradients are convolutions over forward window views, whose index arithmetic stays simple (differentiating
+      # the window view itself would sum over its repeated copies).
+      gg = grad.reshape(bs, g, cout // g, 1, *o_, *(1,) * n)
+      gw = (gg * win.detach().reshape(bs, g, 1, cin // g, *o_, *k_)).sum((0, *range(4, 4 + n))).reshape(weight.shape)
+      # input: spread grad by the stride, pad by the kernel extent, convolve with the flipped, channel-swapped kernel
+      gd = grad
+      for j, (o, st) in enumerate(zip(o_, s_)):
+        if st > 1:
+          ax = 2 + j
+          gd = gd.unsqueeze(ax + 1).pad(tuple((0, st - 1) if a == ax + 1 else (0, 0) for a in range(gd.ndim + 1)))
+          gd = gd.flatten(ax, ax + 1)
+          gd = gd.shrink(tuple((0, (o - 1) * st + 1) if a == ax else None for a in range(gd.ndim)))
+      ext = [d * (k - 1) for k, d in zip(k_, d_)]
+      gd = gd.pad(((0, 0), (0, 0), *[(e, e) for e in ext]))
+      wt = weight.detach().reshape(g, cout // g, cin // g, *k_).transpose(1, 2).reshape(cin, cout // g, *k_).flip(*range(2, 2 + n))
+      gx = gd.conv2d(wt, groups=g, dilation=d_)
+      full = xp.shape[2:]
+      gx = gx.pad(((0, 0), (0, 0), *[(0, f - u) for f, u in zip(full, gx.shape[2:])]))
+      gx = gx.shrink((None, None, *[(b, f - a) for (b, a), f in zip(pads, full)]))
+      return gx, gw
+    out = out.custom_gradient([self, weight], backward)
     return out if bias is None else out + bias.reshape(1, cout, *(1,) * n)
 
   def conv_transpose2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0):

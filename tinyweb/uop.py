@@ -21,7 +21,7 @@ class Ops(Enum):
   # unary ALU
   NEG = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); TRUNC = auto()
   # binary ALU
-  ADD = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto()
+  ADD = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto(); MIN = auto()
   CMPLT = auto(); CMPNE = auto(); CMPEQ = auto(); AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()
   # ternary ALU
   WHERE = auto()
@@ -30,17 +30,18 @@ class Ops(Enum):
   REDUCE_AXIS = auto()
   RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()
   CONTIGUOUS = auto(); COPY = auto(); ASSIGN = auto(); DETACH = auto()
+  CUSTOM_GRAD = auto()   # src = (value, *inputs), arg = backward(grad, *inputs) -> a gradient (or None) per input
   # kernel program
   SINK = auto(); DEFINE_GLOBAL = auto(); RANGE = auto(); ENDRANGE = auto(); SPECIAL = auto()
   LOAD = auto(); STORE = auto(); REDUCE = auto(); DEFINE_ACC = auto(); ACC_UPDATE = auto()
 
 UNARY = {Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC}
-BINARY = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ,
+BINARY = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ,
           Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR}
 ALU = UNARY | BINARY | {Ops.WHERE}
 ELEMENTWISE = ALU | {Ops.CAST, Ops.BITCAST}
 MOVEMENT = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
-COMMUTATIVE = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR}
+COMMUTATIVE = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR}
 COMPARISON = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ}
 
 def _const_key(x):  # -0.0 vs 0.0 and NaN must stay distinct in the hash-consing table
@@ -88,6 +89,10 @@ class UOp(metaclass=UOpMeta):
   def where(self, a, b) -> UOp:
     a = a if isinstance(a, UOp) else UOp.const(b.dtype, a)
     return self.alu(Ops.WHERE, a, b if isinstance(b, UOp) else UOp.const(a.dtype, b))
+  def clamp(self, lo: int, hi: int) -> UOp:
+    """min(max(self, lo), hi): for index expressions that are known to lie in [lo, hi] where they are used; the
+    clamp makes that range visible to the simplifier (and is a no-op at run time)."""
+    return self.alu(Ops.MAX, self._c(lo)).alu(Ops.MIN, self._c(hi))
   def cast(self, dtype: DType) -> UOp: return self if dtype == self.dtype else UOp(Ops.CAST, dtype, (self,))
 
   # ---- graph utilities ----
@@ -140,7 +145,7 @@ class UOp(metaclass=UOpMeta):
     if op is Ops.PAD: return tuple(n + b + e for n, (b, e) in zip(s, a))
     if op is Ops.SHRINK: return tuple(e - b for b, e in a)
     if op is Ops.REDUCE_AXIS: return tuple(1 if i in a[1] else n for i, n in enumerate(s))
-    if op is Ops.ASSIGN: return self.src[0].shape
+    if op in (Ops.ASSIGN, Ops.CUSTOM_GRAD): return self.src[0].shape
     if op is Ops.WHERE: return self.src[1].shape
     return s
   @property
@@ -177,6 +182,7 @@ class UOp(metaclass=UOpMeta):
       if b[0][0] >= 0: return (0, min(c - 1, b[0][1])) if b[0][1] >= c else b[0]
       return (-(c - 1), c - 1)
     if self.op is Ops.MAX: return (max(b[0][0], b[1][0]), max(b[0][1], b[1][1]))
+    if self.op is Ops.MIN: return (min(b[0][0], b[1][0]), min(b[0][1], b[1][1]))
     if self.op is Ops.WHERE: return (min(b[1][0], b[2][0]), max(b[1][1], b[2][1]))
     if self.op is Ops.CMPLT:
       if b[0][1] < b[1][0]: return (True, True)

@@ -54,6 +54,7 @@ class CStyleRenderer:
       return f"({b}==0||({b}==-1&&{a}=={self.render_const(dt.min, dt)})?({'0' if op is Ops.MOD else f'(-({a}))'}):({a}{sym}{b}))" \
         if dt.kind == "i" else f"({b}==0?0:({a}{sym}{b}))"
     if op is Ops.MAX: return f"(({a}>{b}||{a}!={a})?{a}:{b})" if dt.is_float else f"({a}>{b}?{a}:{b})"
+    if op is Ops.MIN: return f"(({a}<{b}||{a}!={a})?{a}:{b})" if dt.is_float else f"({a}<{b}?{a}:{b})"
     if op is Ops.CMPLT: return f"({a}<{b})"
     if op is Ops.CMPNE: return f"({a}!={b})"
     if op is Ops.CMPEQ: return f"({a}=={b})"

@@ -67,7 +67,7 @@ class Lowerer:
     if op is Ops.EXPAND:
       return self.index(src, tuple(UOp.const(IDX, 0) if s == 1 and n != 1 else i for i, s, n in zip(idx, src.shape, u.shape)), gate)
     if op is Ops.SHRINK: return self.index(src, tuple(i + b if b else i for i, (b, _) in zip(idx, u.arg)), gate)
-    if op is Ops.FLIP: return self.index(src, tuple((n - 1) - i if f else i for i, n, f in zip(idx, u.shape, u.arg)), gate)
+    if op is Ops.FLIP: return self.index(src, tuple(((n - 1) - i).clamp(0, n - 1) if f else i for i, n, f in zip(idx, u.shape, u.arg)), gate)
     if op is Ops.PAD:
       valid: Optional[UOp] = None
       new_idx = []
@@ -76,7 +76,7 @@ class Lowerer:
           shifted = i - b if b else i
           conds = ([] if not b else [i >= b]) + ([] if not e else [shifted < n])
           for c in conds: valid = c if valid is None else valid.logical_and(c)
-          new_idx.append(shifted)
+          new_idx.append(shifted.clamp(0, n - 1))   # valid where it is read (the load is gated)
         else: new_idx.append(i)
       if valid is None: return self.index(src, tuple(new_idx), gate)
       inner_gate = valid if gate is None else gate.logical_and(valid)

@@ -29,7 +29,7 @@ def _fmax(a, b): return a if (a != a or a > b) else b
 PYTHON_ALU = {
   Ops.NEG: lambda a: (not a) if isinstance(a, bool) else -a, Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.SQRT: _sqrt,
   Ops.RECIP: lambda a: _fdiv(1.0, a), Ops.TRUNC: lambda a: a if math.isinf(a) or math.isnan(a) else float(math.trunc(a)),
-  Ops.ADD: operator.add, Ops.MUL: operator.mul, Ops.FDIV: _fdiv, Ops.IDIV: _c_div, Ops.MOD: _c_mod, Ops.MAX: _fmax,
+  Ops.ADD: operator.add, Ops.MUL: operator.mul, Ops.FDIV: _fdiv, Ops.IDIV: _c_div, Ops.MOD: _c_mod, Ops.MAX: _fmax, Ops.MIN: lambda a, b: a if (a != a or a < b) else b,
   Ops.CMPLT: operator.lt, Ops.CMPNE: operator.ne, Ops.CMPEQ: operator.eq, Ops.AND: operator.and_, Ops.OR: operator.or_,
   Ops.XOR: operator.xor, Ops.SHL: lambda a, b: a << b, Ops.SHR: lambda a, b: a >> b, Ops.WHERE: lambda c, a, b: a if c else b,
 }
@@ -94,29 +94,34 @@ def simplify_sum(x: UOp):
   new = build_sum(x.dtype, terms, const)
   return None if new is x else new
 
+def _nonneg_terms(u: UOp):
+  """u as ([(term, coefficient)], constant) when every term is >= 0 (so floor and C division agree after splitting)."""
+  terms, const = split_sum(u)
+  return (terms, const) if all(t.vmin >= 0 for t, _ in terms) else None
+
 def simplify_div(x: UOp):
   num, c = x.src[0], x.src[1].arg
   if c <= 0 or num.vmin < 0: return None
   if num.vmax < c: return UOp.const(x.dtype, 0)
   if num.op is Ops.IDIV and num.src[1].op is Ops.CONST and num.src[1].arg > 0:
     return num.src[0] // (num.src[1].arg * c)
-  terms, const = split_sum(num)
-  if len(terms) == 1 and const == 0 and terms[0][1] == 1: return None   # plain y // c
-  # pull out the parts divisible by c when the rest stays within [0, c)
-  whole = [(t, k // c) for t, k in terms if k % c == 0]
-  rest = [(t, k) for t, k in terms if k % c != 0]
-  rlo, rhi = _bounds_of(rest, const % c)
-  if whole or const >= c:
-    if rlo >= 0:
-      base = build_sum(x.dtype, whole, const // c)
-      if rhi < c: return base
-      return base + build_sum(x.dtype, rest, const % c) // c
-  # a common factor of all coefficients and c
-  g = c
+  if num.op is Ops.MOD and num.src[1].op is Ops.CONST and num.src[1].arg % c == 0 and num.src[0].vmin >= 0:
+    return (num.src[0] // c) % (num.src[1].arg // c)     # (y % (c*d)) // c == (y // c) % d
+  if (split := _nonneg_terms(num)) is None: return None
+  terms, const = split
+  # num = c*q + r: num // c == q + r // c. First try r = the terms whose coefficients c does not divide (often already
+  # within [0, c), e.g. a flipped index), else reduce every coefficient modulo c.
+  q, r = [(t, k // c) for t, k in terms if k % c == 0], [(t, k) for t, k in terms if k % c]
+  if 0 <= (rb := _bounds_of(r, const))[0] and rb[1] < c: return build_sum(x.dtype, q, 0)
+  q = [(t, k // c) for t, k in terms if k // c]
+  r = [(t, k % c) for t, k in terms if k % c]
+  if q or const // c:
+    base, rest = build_sum(x.dtype, q, const // c), build_sum(x.dtype, r, const % c)
+    return base if rest.vmax < c else base + rest // c
+  g = c   # a common factor of all coefficients, the constant and c
   for _, k in terms: g = math.gcd(g, k)
   g = math.gcd(g, const)
-  if g > 1:
-    return build_sum(x.dtype, [(t, k // g) for t, k in terms], const // g) // (c // g)
+  if g > 1: return build_sum(x.dtype, [(t, k // g) for t, k in terms], const // g) // (c // g)
   return None
 
 def simplify_mod(x: UOp):
@@ -125,12 +130,13 @@ def simplify_mod(x: UOp):
   if num.vmax < c: return num
   if c == 1: return UOp.const(x.dtype, 0)
   if num.op is Ops.MOD and num.src[1].op is Ops.CONST and num.src[1].arg % c == 0: return num.src[0] % c
-  terms, const = split_sum(num)
-  kept = [(t, k % c) for t, k in terms if k % c != 0]
-  if len(kept) != len(terms) or any(k2 != k for (_, k), (_, k2) in zip([tk for tk in terms if tk[1] % c], kept)) or const >= c:
-    rest = build_sum(x.dtype, kept, const % c)
-    if rest.vmin >= 0: return rest % c
-  return None
+  if (split := _nonneg_terms(num)) is None: return None
+  terms, const = split
+  r = [(t, k) for t, k in terms if k % c]
+  if 0 <= (rb := _bounds_of(r, const))[0] and rb[1] < c: return build_sum(x.dtype, r, const)
+  r = [(t, k % c) for t, k in terms if k % c]
+  if len(r) == len(terms) and all(k == k2 for (_, k), (_, k2) in zip(terms, r)) and const < c: return None
+  return build_sum(x.dtype, r, const % c) % c
 
 def _same(a: UOp, b: UOp) -> bool: return a is b
 
@@ -162,6 +168,9 @@ symbolic = PatternMatcher([
    lambda x, y, c1, c2: y * UOp.const(x.dtype, c1.arg * c2.arg)),
   (UPat(Ops.IDIV, src=(UPat.var(), UPat.cvar()), name="x", predicate=_is_int), simplify_div),
   (UPat(Ops.MOD, src=(UPat.var(), UPat.cvar()), name="x", predicate=_is_int), simplify_mod),
+  # clamps that cannot change the value
+  (UPat(Ops.MAX, src=(UPat.var("y"), UPat.cvar("c")), name="x", predicate=lambda u: _is_int(u) and u.src[1].op is Ops.CONST and u.src[0].vmin >= u.src[1].arg), lambda x, y, c: y),
+  (UPat(Ops.MIN, src=(UPat.var("y"), UPat.cvar("c")), name="x", predicate=lambda u: _is_int(u) and u.src[1].op is Ops.CONST and u.src[0].vmax <= u.src[1].arg), lambda x, y, c: y),
   # comparisons decided by bounds
   (UPat(Ops.CMPLT, name="x", predicate=lambda u: _is_int(u.src[0]) and (u.src[0].vmax < u.src[1].vmin or u.src[0].vmin >= u.src[1].vmax)),
    lambda x: UOp.const(dtypes.bool, x.src[0].vmax < x.src[1].vmin)),
