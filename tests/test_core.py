@@ -50,7 +50,7 @@ def test_constant_folding_keeps_dtype_semantics():
 def test_views_of_contiguous_tensors_need_no_index_division():
   x = Tensor(np.arange(24, dtype=np.float32)).realize()
   y = (x.reshape(4, 6).reshape(2, 12) + 1)
-  items, _ = create_schedule([y.uop])
+  items, _, _ = create_schedule([y.uop])
   prog = lower(items[0].ast)
   assert not any(u.op in (Ops.IDIV, Ops.MOD) for u in prog.uops), [u.op for u in prog.uops]
 
@@ -136,3 +136,16 @@ def test_assign_never_writes_into_a_buffer_shared_through_hash_consing():
   buf = c.uop.base.arg[0]
   c.assign(c * 2).realize()            # c owns its buffer now: the update is in place
   assert c.uop.base.arg[0] is buf and c.tolist() == [10.0, 10.0]
+
+def test_equal_values_realized_together_stay_independent():
+  a, b = Tensor.zeros(3).contiguous(), Tensor.zeros(3).contiguous()
+  Tensor.realize_all(a, b)
+  a.assign(a + 1).realize()
+  assert a.tolist() == [1.0, 1.0, 1.0] and b.tolist() == [0.0, 0.0, 0.0]
+
+def test_an_assign_reached_through_other_graphs_runs_once():
+  a = Tensor([0.0]).realize()
+  a.assign(a + 1)
+  b, c = a * 2, a * 3
+  b.realize(); c.realize()
+  assert (a.item(), b.item(), c.item()) == (1.0, 2.0, 3.0)

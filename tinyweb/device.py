@@ -9,11 +9,20 @@ A runtime (one module in `tinyweb.backends`) provides a `Compiled` device made o
 Register a new device with `Device.register("NAME", "module.path:ClassName")` or `Device["NAME"] = instance`.
 """
 from __future__ import annotations
-import hashlib, importlib, os, functools
+import hashlib, importlib, os, functools, weakref
 from collections import defaultdict
 from typing import Any, Optional
 from tinyweb.dtype import DType
 from tinyweb.helpers import GlobalCounters, cache_dir, getenv
+
+class IdWeakSet:
+  """A weak set compared by identity (Tensor.__eq__ builds a tensor, so weakref.WeakSet cannot hold tensors)."""
+  def __init__(self): self.refs: dict = {}
+  def add(self, x):
+    key = id(x)
+    if key not in self.refs: self.refs[key] = weakref.ref(x, lambda _, key=key: self.refs.pop(key, None))
+  def __contains__(self, x) -> bool: return id(x) in self.refs and self.refs[id(x)]() is x
+  def __iter__(self): return iter([x for r in list(self.refs.values()) if (x := r()) is not None])
 
 class Allocator:
   """Base allocator with a free-list: freed buffers are kept by size and handed out again."""
@@ -74,7 +83,7 @@ class Buffer:
     # times the contents were overwritten behind the graph's back (copyin, TinyJit replays): cached values read from this
     # buffer compare it. Writes by scheduled kernels need no count: an assign gives the tensor a new BUFFER version.
     self.writes = 0
-    self.owner = None   # weakref to the Tensor that may write into this buffer in place (see Tensor.assign)
+    self.holders = IdWeakSet()   # the Tensors whose value this buffer is (see Tensor._owns)
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
   @property

@@ -83,8 +83,9 @@ def apply_realized(root: UOp) -> UOp:
 
 def _expands(u: UOp) -> bool: return u.op is Ops.EXPAND and u.shape != u.src[0].shape
 
-def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
-  """Returns the kernels/copies to run, in order, and for every target the uop of the buffer (view) holding it."""
+def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp], dict[UOp, UOp]]:
+  """Returns the kernels/copies to run, in order; for every target the uop of the buffer (view) holding it; and for
+  every ASSIGN in the graph the uop of its buffer after it runs."""
   orig_targets = list(targets)
   sink = UOp(Ops.SINK, None, tuple(targets))
   graph = sink.toposort()
@@ -164,7 +165,8 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
     items.append(it)
     result[u], producer[u] = buffer_uop(buf, u.shape), it
 
-  return _order(items, assigns), {t: result.get(s, s) for t, s in zip(orig_targets, targets)}
+  return _order(items, assigns), {t: result.get(s, s) for t, s in zip(orig_targets, targets)}, \
+         {u: r for u, r in result.items() if u.op is Ops.ASSIGN}
 
 def _reads_other_elements(value: UOp, target: UOp, realize: set) -> bool:
   """True when computing `value` in place would read elements of `target` that were already overwritten:

@@ -9,7 +9,7 @@ from tinyweb.dtype import DType, dtypes, to_dtype, promote, promote_with_scalar,
   float_to_bf16_bits, bf16_bits_to_float, scalar_dtype
 from tinyweb.helpers import prod, argsort, flatten, TRAINING, NO_GRAD, all_same
 from tinyweb.uop import UOp, Ops, MOVEMENT, unique_id
-from tinyweb.device import Device, Buffer
+from tinyweb.device import Device, Buffer, IdWeakSet
 from tinyweb.schedule import create_schedule, realized_cache, buffer_uop, apply_realized, substitute, is_contiguous_buffer
 from tinyweb.engine import run_schedule
 from tinyweb.gradient import compute_gradient
@@ -49,16 +49,7 @@ class _TensorMeta(type):
   def no_grad(cls, v: bool): NO_GRAD.value = int(v)
 
 _NO_GRAD = _GradMode()
-class _IdWeakSet:
-  """A weak set compared by identity (Tensor.__eq__ builds a tensor, so WeakSet cannot be used)."""
-  def __init__(self): self.refs: dict[int, weakref.ref] = {}
-  def add(self, t):
-    key = id(t)
-    self.refs[key] = weakref.ref(t, lambda _, key=key: self.refs.pop(key, None))
-  def __contains__(self, t) -> bool: return id(t) in self.refs and self.refs[id(t)]() is t
-  def __iter__(self): return iter([t for r in list(self.refs.values()) if (t := r()) is not None])
-
-_grad_leaves = _IdWeakSet()
+_grad_leaves = IdWeakSet()
 
 def _fmt_shape(s) -> str: return str(tuple(s))
 
@@ -207,14 +198,15 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     ts = [t for t in tensors if not is_contiguous_buffer(apply_realized(t.uop))]
     if not ts: return
     targets = [apply_realized(t.uop) for t in ts]
-    items, results = create_schedule(targets)
+    items, results, assigned = create_schedule(targets)
     run_schedule(items)
+    for a, r in assigned.items(): realized_cache.put(a, r)   # an assign inside the graph ran: it must not run again
     for t, u in zip(ts, targets):
       realized_cache.put(t.uop, results[u])
       # a tensor that gradients may flow through keeps its graph (the value is found through realized_cache)
       if not t.requires_grad or t in _grad_leaves:
         t.uop = results[u]
-        if is_contiguous_buffer(t.uop): t._owns(t.uop.base.arg[0])
+        if is_contiguous_buffer(t.uop): t.uop.base.arg[0].holders.add(t)
 
   def realize(self, *others: Tensor) -> Tensor:
     Tensor.realize_all(self, *others)
@@ -287,11 +279,10 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return self
 
   def _owns(self, buf: Buffer) -> bool:
-    """Whether this tensor may write into buf in place. Identical computations share one result buffer (the graph is
-    hash-consed), so a buffer belongs to the first tensor that got it; the others copy on write."""
-    owner = buf.owner() if buf.owner is not None else None
-    if owner is None: buf.owner = weakref.ref(self)
-    return owner is None or owner is self
+    """Whether this tensor may write into buf in place: no other live tensor holds it. Identical computations share
+    one result buffer (the graph is hash-consed), so a tensor that shares its buffer copies on write instead."""
+    buf.holders.add(self)
+    return all(t is self for t in buf.holders)
 
   # ---------------------------------------------------------------------------------------------------------------
   # autograd
