@@ -29,7 +29,7 @@ def get_kernel(device: str, ast: UOp) -> CompiledKernel:
     dev = Device[device]
     prog = lower(ast)
     src = dev.renderer.render(prog)
-    if DEBUG >= 3: print(f"{prog.name}: loops {[u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]} (no optimizations applied)")
+    if DEBUG >= 3: print(f"{prog.name}: loops {[u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]} optimizations {prog.opts or 'none'}")
     if DEBUG >= 4: print(src)
     k = _kernel_cache[key] = CompiledKernel(prog, dev.get_program(prog.name, src), src)
   return k

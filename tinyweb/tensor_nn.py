@@ -114,11 +114,15 @@ class NNMixin:
       i, k, s, d = x.shape[ax], k_[j], s_[j], d_[j]
       o = (i - d * (k - 1) - 1) // s + 1
       if o <= 0: raise ValueError(f"{op}: window {k} with dilation {d} does not fit in a dimension of size {i} (padded input {self.shape})")
+      pre, post = x.shape[:ax], x.shape[ax + 1:]
+      if d == 1 and s >= k:   # windows that do not overlap: a reshape of the first o*s elements (and its gradient is a pad)
+        x = x.shrink((None,) * len(pre) + ((0, o * s),) + (None,) * len(post)).reshape(*pre, o, s, *post)
+        x = x.shrink((None,) * (len(pre) + 1) + ((0, k),) + (None,) * len(post)).transpose(ax, ax + 1)
+        continue
       # want w[a, t] = x[a*d + t*s]. Repeat x and lay it out in rows of length L = d (mod i): row a then starts at
       # a*d (mod i), and a*d + t*s < i never wraps. L >= o*s so the output positions fit in one row.
       L = d + i * max(0, ceildiv(o * s - d, i))
       r = ceildiv(k * L, i)
-      pre, post = x.shape[:ax], x.shape[ax + 1:]
       def at(v): return (None,) * len(pre) + (v,)
       x = x.reshape(*pre, 1, i, *post).expand(*pre, r, i, *post).reshape(*pre, r * i, *post)
       x = x.shrink(at((0, k * L)) + (None,) * len(post)).reshape(*pre, k, L, *post)
@@ -151,6 +155,7 @@ class NNMixin:
     out = (win.reshape(bs, g, 1, cin // g, *o_, *k_) * w).sum((3, *range(4 + n, 4 + 2 * n))).reshape(bs, cout, *o_)
 
     def backward(grad):
+      grad = grad.contiguous()   # read by every window position below: compute it once instead of per read
       # Both gradients are convolutions over forward window views, whose index arithmetic stays simple (differentiating
       # the window view itself would sum over its repeated copies).
       gg = grad.reshape(bs, g, cout // g, 1, *o_, *(1,) * n)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 from tinyweb.dtype import dtypes, DType
-from tinyweb.helpers import prod
+import itertools
+from tinyweb.helpers import prod, NOOPT
 from tinyweb.uop import UOp, Ops, ELEMENTWISE, graph_rewrite
 from tinyweb.codegen.symbolic import symbolic
 
@@ -40,6 +41,7 @@ class Lowerer:
   def __init__(self):
     self.cache: dict = {}
     self.range_id = 0
+    self.reduce_ranges: dict[tuple, dict[int, UOp]] = {}   # loops of each reduction, shared by its upcast copies
   def new_range(self, n: int) -> UOp:
     self.range_id += 1
     return UOp(Ops.RANGE, IDX, (UOp.const(IDX, n),), self.range_id)
@@ -83,13 +85,14 @@ class Lowerer:
       return valid.where(self.index(src, tuple(new_idx), inner_gate), UOp.const(u.dtype, 0))
     if op is Ops.REDUCE_AXIS:
       rop, axes = u.arg
-      ranges, inner = [], list(idx)
-      for a in axes:
-        if src.shape[a] != 1:
-          r = self.new_range(src.shape[a])
-          ranges.append(r)
-          inner[a] = r
-        else: inner[a] = UOp.const(IDX, 0)
+      # the copies of one reduction made by upcasting differ only in constant offsets: they share loops. A copy reached
+      # inside another loop nest (its index uses other loops) gets loops of its own.
+      key = (u, frozenset(r for i in idx for r in i.toposort() if r.op is Ops.RANGE))
+      if key not in self.reduce_ranges:
+        self.reduce_ranges[key] = {a: self.new_range(src.shape[a]) for a in axes if src.shape[a] != 1}
+      rr = self.reduce_ranges[key]
+      ranges, inner = list(rr.values()), list(idx)
+      for a in axes: inner[a] = rr.get(a, UOp.const(IDX, 0))
       val = self.index(src, tuple(inner), gate)
       if not ranges: return val
       return UOp(Ops.REDUCE, u.dtype, (val, *ranges), rop)
@@ -106,8 +109,24 @@ class Program:
   flops: int = 0
   mem_estimate: int = 0
   parallel_range: Optional[UOp] = None   # the outermost output loop: a runtime may split it across cores
+  opts: dict = field(default_factory=dict)  # the optimizations applied, for DEBUG=3
   @property
   def parallel(self) -> int: return self.parallel_range.src[0].arg if self.parallel_range is not None else 0
+
+def choose_upcasts(value: UOp) -> dict[int, int]:
+  """Register tiling for kernels with a reduction: compute several neighbouring outputs per loop iteration, each with its
+  own accumulator, so loads are reused across them and the C compiler can vectorize along the last axis.
+  Returns {output axis: how many outputs along it}."""
+  if NOOPT or not any(u.op is Ops.REDUCE_AXIS for u in value.toposort()): return {}
+  shape, out = value.shape, {}
+  axes = [i for i, n in enumerate(shape) if n > 1]
+  if not axes: return {}
+  last = axes[-1]
+  for amt in (8, 4, 2):
+    if shape[last] % amt == 0: out[last] = amt; break
+  for i in reversed(axes[:-1]):   # a second axis, for reuse of the loads that do not depend on the last one
+    if shape[i] % 4 == 0: out[i] = 4; break
+  return out
 
 def lower(ast: UOp) -> Program:
   """ast: SINK(STORE(DEFINE_GLOBAL out, value)): the value is stored contiguously in its shape."""
@@ -116,11 +135,16 @@ def lower(ast: UOp) -> Program:
   out_buf, value = store.src[0], store.src[1]
   lw = Lowerer()
   shape = value.shape
-  out_ranges = [lw.new_range(n) if n != 1 else None for n in shape]
-  idx = tuple(r if r is not None else UOp.const(IDX, 0) for r in out_ranges)
-  val = lw.index(value, idx, None)
-  sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out_buf, ravel(idx, shape), val)),))
-  sink = graph_rewrite(sink, symbolic)
+  upcasts = choose_upcasts(value)
+  out_ranges = [lw.new_range(n // upcasts.get(i, 1)) if n // upcasts.get(i, 1) != 1 else None for i, n in enumerate(shape)]
+  stores = []
+  up_axes = list(upcasts)
+  for offsets in itertools.product(*[range(upcasts[a]) for a in up_axes]):
+    off = dict(zip(up_axes, offsets))
+    idx = tuple((r * upcasts[i] + off[i] if r is not None else UOp.const(IDX, off[i])) if i in upcasts else
+                (r if r is not None else UOp.const(IDX, 0)) for i, r in enumerate(out_ranges))
+    stores.append(UOp(Ops.STORE, None, (out_buf, ravel(idx, shape), lw.index(value, idx, None))))
+  sink = graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), symbolic)
   uops = linearize(sink, [r for r in out_ranges if r is not None])
   gl = sorted([u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL], key=lambda u: u.arg[0])
   has_reduce = any(u.op is Ops.DEFINE_ACC for u in uops)
@@ -134,7 +158,8 @@ def lower(ast: UOp) -> Program:
     elif u.op is Ops.ACC_UPDATE: flops += mult
   mem = sum(g.arg[1] * g.dtype.itemsize for g in gl)
   first = next((r for r in out_ranges if r is not None), None)
-  return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, parallel_range=first)
+  return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, parallel_range=first,
+                 opts={"upcast": upcasts} if upcasts else {})
 
 def linearize(sink: UOp, out_ranges: list[UOp]) -> list[UOp]:
   """Order the program: open the output loops, emit each value once at the loop depth it needs, close loops.
@@ -145,21 +170,26 @@ def linearize(sink: UOp, out_ranges: list[UOp]) -> list[UOp]:
     else:
       s = frozenset().union(*[rng[x] for x in u.src]) if u.src else frozenset()
       rng[u] = s - frozenset(u.src[1:]) if u.op is Ops.REDUCE else s
+  siblings: dict[tuple, list[UOp]] = {}   # reductions over the same loops (upcast copies) share one loop nest
+  for u in sink.toposort():
+    if u.op is Ops.REDUCE: siblings.setdefault(u.src[1:], []).append(u)
   out: list[UOp] = []
   done: set[UOp] = set()
   def emit(u: UOp, open_ranges: frozenset):
     if u in done: return
     if u.op is Ops.REDUCE:
-      body, red = u.src[0], frozenset(u.src[1:])
-      # loop-invariant parts of the body are computed once, before the reduction loop
-      for v in body.toposort():
-        if v.op is not Ops.RANGE and rng[v] <= open_ranges: emit(v, open_ranges)
-      out.append(UOp(Ops.DEFINE_ACC, u.dtype, (u,)))
+      group = [x for x in siblings[u.src[1:]] if x not in done]
+      red = frozenset(u.src[1:])
+      # loop-invariant parts of the bodies are computed once, before the reduction loop
+      for x in group:
+        for v in x.src[0].toposort():
+          if v.op is not Ops.RANGE and rng[v] <= open_ranges: emit(v, open_ranges)
+      for x in group: out.append(UOp(Ops.DEFINE_ACC, x.dtype, (x,)))
       for r in u.src[1:]: out.append(r); done.add(r)
-      emit(body, open_ranges | red)
-      out.append(UOp(Ops.ACC_UPDATE, u.dtype, (u, body)))
+      for x in group: emit(x.src[0], open_ranges | red)
+      for x in group: out.append(UOp(Ops.ACC_UPDATE, x.dtype, (x, x.src[0])))
       for r in reversed(u.src[1:]): out.append(UOp(Ops.ENDRANGE, None, (r,)))
-      done.add(u)
+      done.update(group)
       return
     for s in u.src: emit(s, open_ranges)
     if u.op is Ops.RANGE: raise RuntimeError("linearize: a loop range escaped its loop")
