@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what tinyweb needs and is missing; safe to run again (it skips what is already there).
 #   apt: clang (the CPU device compiles kernels with it), dataset-fashion-mnist (real data, offline)
-#   pip: tinyweb itself (editable) with the test extras (pytest, numpy, torch==2.13.0 CPU, hypothesis, safetensors)
+#   pip: tinyweb itself (editable) with the test and demo extras (pytest, numpy, torch==2.13.0 CPU, hypothesis,
+#        safetensors; tqdm)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,8 +17,8 @@ if [ ${#missing_apt[@]} -gt 0 ]; then
 fi
 
 PY=${PYTHON:-python3}
-if ! $PY -c "import tinyweb, pytest, numpy, torch, hypothesis, xdist, safetensors" >/dev/null 2>&1; then
-  echo "setup: installing tinyweb[test] with pip"
-  $PY -m pip install -q --disable-pip-version-check -e ".[test]"
+if ! $PY -c "import tinyweb, pytest, numpy, torch, hypothesis, xdist, safetensors, tqdm" >/dev/null 2>&1; then
+  echo "setup: installing tinyweb[test,demo] with pip"
+  $PY -m pip install -q --disable-pip-version-check -e ".[test,demo]"
 fi
 echo "setup: ok ($($PY -c 'import tinyweb; print("tinyweb", tinyweb.__version__)'), $(clang --version | head -1))"

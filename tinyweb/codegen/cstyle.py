@@ -32,39 +32,38 @@ class CStyleRenderer:
     if dt in (dtypes.int32, dtypes.int64) and v == dt.min: return f"({v + 1}{self.int_suffix.get(dt, '')}-1)"
     return f"({v}{self.int_suffix.get(dt, '')})" if v < 0 else f"{v}{self.int_suffix.get(dt, '')}"
 
-  # ---- ops; a, b, c are rendered operands, dt the result dtype, sdt the first source's dtype ----
+  # ---- ops: op -> fn(self, a, b, c, dt) over rendered operands and the result dtype; a target overrides entries ----
   def math_fn(self, name: str, dt: DType) -> str: return name + ("" if dt == dtypes.float64 else "f")
+  code_for_op: dict = {
+    Ops.NEG: lambda self, a, b, c, dt: f"(!{a})" if dt.is_bool else f"(-{a})",
+    Ops.EXP2: lambda self, a, b, c, dt: f"{self.math_fn('exp2', dt)}({a})",
+    Ops.LOG2: lambda self, a, b, c, dt: f"{self.math_fn('log2', dt)}({a})",
+    Ops.SIN: lambda self, a, b, c, dt: f"{self.math_fn('sin', dt)}({a})",
+    Ops.SQRT: lambda self, a, b, c, dt: f"{self.math_fn('sqrt', dt)}({a})",
+    Ops.TRUNC: lambda self, a, b, c, dt: f"{self.math_fn('trunc', dt)}({a})",
+    Ops.RECIP: lambda self, a, b, c, dt: f"(1.0{self.float_suffix.get(dt, '')}/{a})",
+    Ops.ADD: lambda self, a, b, c, dt: f"({a}||{b})" if dt.is_bool else f"({a}+{b})",
+    Ops.MUL: lambda self, a, b, c, dt: f"({a}&&{b})" if dt.is_bool else f"({a}*{b})",
+    Ops.FDIV: lambda self, a, b, c, dt: f"({a}/{b})",
+    # NaN-propagating like PyTorch's maximum/minimum
+    Ops.MAX: lambda self, a, b, c, dt: f"(({a}>{b}||{a}!={a})?{a}:{b})" if dt.is_float else f"({a}>{b}?{a}:{b})",
+    Ops.MIN: lambda self, a, b, c, dt: f"(({a}<{b}||{a}!={a})?{a}:{b})" if dt.is_float else f"({a}<{b}?{a}:{b})",
+    Ops.CMPLT: lambda self, a, b, c, dt: f"({a}<{b})", Ops.CMPNE: lambda self, a, b, c, dt: f"({a}!={b})",
+    Ops.CMPEQ: lambda self, a, b, c, dt: f"({a}=={b})", Ops.AND: lambda self, a, b, c, dt: f"({a}&{b})",
+    Ops.OR: lambda self, a, b, c, dt: f"({a}|{b})", Ops.XOR: lambda self, a, b, c, dt: f"({a}^{b})",
+    Ops.SHL: lambda self, a, b, c, dt: f"({a}<<{b})", Ops.SHR: lambda self, a, b, c, dt: f"({a}>>{b})",
+    Ops.WHERE: lambda self, a, b, c, dt: f"({a}?{b}:{c})",
+  }
   def render_alu(self, op: Ops, srcs: list[str], dt: DType, sdt: DType, src_uops: list[UOp]) -> str:
-    a = srcs[0]
-    b = srcs[1] if len(srcs) > 1 else None
-    if op is Ops.NEG: return f"(!{a})" if dt.is_bool else f"(-{a})"
-    if op is Ops.EXP2: return f"{self.math_fn('exp2', dt)}({a})"
-    if op is Ops.LOG2: return f"{self.math_fn('log2', dt)}({a})"
-    if op is Ops.SIN: return f"{self.math_fn('sin', dt)}({a})"
-    if op is Ops.SQRT: return f"{self.math_fn('sqrt', dt)}({a})"
-    if op is Ops.TRUNC: return f"{self.math_fn('trunc', dt)}({a})"
-    if op is Ops.RECIP: return f"(1.0{self.float_suffix.get(dt, '')}/{a})"
-    if op is Ops.ADD: return f"({a}||{b})" if dt.is_bool else f"({a}+{b})"
-    if op is Ops.MUL: return f"({a}&&{b})" if dt.is_bool else f"({a}*{b})"
-    if op is Ops.FDIV: return f"({a}/{b})"
-    if op in (Ops.IDIV, Ops.MOD):
-      sym = "/" if op is Ops.IDIV else "%"
-      if src_uops[1].op is Ops.CONST and src_uops[1].arg not in (0, -1): return f"({a}{sym}{b})"
-      # integer division by zero (or INT_MIN / -1) would trap: it yields 0 instead
-      return f"({b}==0||({b}==-1&&{a}=={self.render_const(dt.min, dt)})?({'0' if op is Ops.MOD else f'(-({a}))'}):({a}{sym}{b}))" \
-        if dt.kind == "i" else f"({b}==0?0:({a}{sym}{b}))"
-    if op is Ops.MAX: return f"(({a}>{b}||{a}!={a})?{a}:{b})" if dt.is_float else f"({a}>{b}?{a}:{b})"
-    if op is Ops.MIN: return f"(({a}<{b}||{a}!={a})?{a}:{b})" if dt.is_float else f"({a}<{b}?{a}:{b})"
-    if op is Ops.CMPLT: return f"({a}<{b})"
-    if op is Ops.CMPNE: return f"({a}!={b})"
-    if op is Ops.CMPEQ: return f"({a}=={b})"
-    if op is Ops.AND: return f"({a}&{b})"
-    if op is Ops.OR: return f"({a}|{b})"
-    if op is Ops.XOR: return f"({a}^{b})"
-    if op is Ops.SHL: return f"({a}<<{b})"
-    if op is Ops.SHR: return f"({a}>>{b})"
-    if op is Ops.WHERE: return f"({a}?{b}:{srcs[2]})"
-    raise NotImplementedError(f"{type(self).__name__}: no rendering for {op}")
+    if op in (Ops.IDIV, Ops.MOD): return self.render_int_div(op, srcs[0], srcs[1], dt, src_uops[1])
+    if (fn := self.code_for_op.get(op)) is None: raise NotImplementedError(f"{type(self).__name__}: no rendering for {op}")
+    return fn(self, *srcs, *([None] * (3 - len(srcs))), dt)
+  def render_int_div(self, op: Ops, a: str, b: str, dt: DType, divisor: UOp) -> str:
+    sym = "/" if op is Ops.IDIV else "%"
+    if divisor.op is Ops.CONST and divisor.arg not in (0, -1): return f"({a}{sym}{b})"
+    # integer division by zero (or INT_MIN / -1) would trap: it yields 0 (and -a) instead
+    if dt.kind != "i": return f"({b}==0?0:({a}{sym}{b}))"
+    return f"({b}==0||({b}==-1&&{a}=={self.render_const(dt.min, dt)})?({'0' if op is Ops.MOD else f'(-({a}))'}):({a}{sym}{b}))"
 
   def render_cast(self, x: str, dt: DType, sdt: DType) -> str: return f"(({self.reg(dt)})({x}))"
   def render_bitcast(self, x: str, dt: DType, sdt: DType) -> str: raise NotImplementedError

@@ -123,9 +123,10 @@ class BatchNorm:
     self.weight = Tensor.ones(sz, device=device, requires_grad=True) if affine else None
     self.bias = Tensor.zeros(sz, device=device, requires_grad=True) if affine else None
     # clone(): each buffer gets storage of its own (equal constants are one value, and would share one buffer)
-    self.running_mean = Tensor.zeros(sz, device=device).clone() if track_running_stats else None
-    self.running_var = Tensor.ones(sz, device=device).clone() if track_running_stats else None
-    self.num_batches_tracked = Tensor(0, dtype=dtypes.int32, device=device).clone() if track_running_stats else None
+    # (buffers, not parameters: requires_grad=False keeps optimizers away from them)
+    self.running_mean = Tensor.zeros(sz, device=device).clone().requires_grad_(False) if track_running_stats else None
+    self.running_var = Tensor.ones(sz, device=device).clone().requires_grad_(False) if track_running_stats else None
+    self.num_batches_tracked = Tensor(0, dtype=dtypes.int32, device=device).clone().requires_grad_(False) if track_running_stats else None
 
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
     """Batch mean and biased variance per channel."""

@@ -21,7 +21,7 @@ class Optimizer:
     unique: dict[int, Tensor] = {}
     for p in params:
       if not isinstance(p, Tensor): raise TypeError(f"{type(self).__name__}: params must be Tensors, got {type(p).__name__}")
-      if p.requires_grad is False: continue
+      if p.requires_grad is False or not p.dtype.is_float: continue   # buffers (e.g. BatchNorm statistics) are not trained
       if p.requires_grad is None: p.requires_grad_(True)
       unique.setdefault(id(p), p)
     self.params: list[Tensor] = list(unique.values())
