@@ -17,7 +17,9 @@ if [ ${#missing_apt[@]} -gt 0 ]; then
 fi
 
 PY=${PYTHON:-python3}
-if ! $PY -c "import tinyweb, pytest, numpy, torch, hypothesis, xdist, safetensors, tqdm" >/dev/null 2>&1; then
+# (reinstall also when the tinyweb that Python finds is another checkout's editable install)
+if ! $PY -c "import os, sys, tinyweb.backends, pytest, numpy, torch, hypothesis, xdist, safetensors, tqdm
+sys.exit(os.path.realpath(tinyweb.backends.__file__) != os.path.realpath('backends/__init__.py'))" >/dev/null 2>&1; then
   echo "setup: installing tinyweb[test,demo] with pip"
   $PY -m pip install -q --disable-pip-version-check -e ".[test,demo]"
 fi
