@@ -838,7 +838,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def div(self, x, reverse=False, rounding_mode: Optional[str] = None) -> Tensor:
     a, b = self._broadcasted(x, "div", reverse, match_dtype=False)
     if rounding_mode == "floor": return a // b
-    if rounding_mode == "trunc": return (a // b) if False else a._trunc_div(b)
+    if rounding_mode == "trunc": return a._trunc_div(b)
     dt = promote(a.dtype, b.dtype)
     dt = dt if dt.is_float else dtypes.default_float
     a, b = a.cast(dt), b.cast(dt)
@@ -947,7 +947,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def square(self) -> Tensor: return self * self
   def abs(self) -> Tensor:
     if self.dtype.is_bool or self.dtype.is_unsigned: return self
-    return (self < 0).where(-self, self) if not self.dtype.is_float else self * self.sign() if False else (self < 0).where(-self, self)
+    return self * self.sign() if self.dtype.is_float else (self < 0).where(-self, self)   # (float: gradient 0 at 0, like PyTorch)
   def sign(self) -> Tensor:
     if self.dtype.is_bool: return self
     if self.dtype.is_unsigned: return (self > 0).cast(self.dtype)
@@ -980,7 +980,8 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     x = self
     if min_ is not None: x = (x < min_).where(min_, x)
     if max_ is not None: x = (x > max_).where(max_, x)
-    return x.cast(self.dtype) if self.dtype.is_float or not (isinstance(min_, float) or isinstance(max_, float)) else x
+    # a float bound on an int tensor promotes, like PyTorch; otherwise the dtype stays
+    return x if not self.dtype.is_float and any(isinstance(b, float) for b in (min_, max_)) else x.cast(self.dtype)
   def clamp(self, min=None, max=None) -> Tensor: return self.clip(min, max)  # noqa: A002
 
   # activations
@@ -1165,8 +1166,8 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     sel, ops, fancy = self._basic_index(index)
     if fancy:
       # positions of the selected elements in the flattened tensor, then a one-hot scatter of the values
-      pos = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[index].flatten()
-      vals = v._broadcast_to(pos.shape if False else Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[index].shape, "setitem").flatten()
+      sel_pos = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[index]
+      pos, vals = sel_pos.flatten(), v._broadcast_to(sel_pos.shape, "setitem").flatten()
       hit = pos.unsqueeze(1) == Tensor.arange(self.numel(), device=self.device).unsqueeze(0)
       # the last write wins for repeated positions, like sequential assignment
       order = Tensor.arange(pos.shape[0], device=self.device).unsqueeze(1)
