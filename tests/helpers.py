@@ -39,3 +39,19 @@ def check_op(shapes, torch_fn, tw_fn=None, device="CPU", vals=None, atol=1e-5, r
       np.testing.assert_allclose(w.grad.numpy(), tg, atol=grad_atol or atol * 10, rtol=grad_rtol or rtol * 10,
                                  err_msg=f"gradient mismatch for input {i}")
   return wout
+
+# ---- dtypes a device refuses: each device lists them in one place (its renderer's `unsupported`: dtype -> reason);
+# tests that reach one assert the clear error (a TypeError naming the dtype and the device) instead of a result.
+import contextlib, pytest
+
+def refused(device, *dts) -> bool:
+  from tinyweb.device import Device
+  return any(dt in getattr(Device[device].renderer, "unsupported", {}) for dt in dts)
+
+@contextlib.contextmanager
+def expect_unsupported(device, *dts):
+  """Runs the block; where `device` refuses one of `dts` the block must raise that device's clear error."""
+  if not refused(device, *dts):
+    yield
+    return
+  with pytest.raises(TypeError, match=f"is not supported on {device}"): yield

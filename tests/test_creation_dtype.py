@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 from tinyweb import Tensor, dtypes, Device
+from helpers import expect_unsupported, refused
 
 @contextlib.contextmanager
 def case(what):
@@ -104,7 +105,7 @@ def test_tensor_from_numpy(device):
       info = np.iinfo(npdt)
       a = rng.integers(max(info.min, -1000), min(info.max, 1000), (3, 4), endpoint=True).astype(npdt)
       a[0, 0], a[0, 1] = info.min, info.max  # extremes survive the round trip
-    with case(dname):
+    with case(dname), expect_unsupported(device, DT[dname][0]):
       t = Tensor(a, device=device)
       assert t.dtype == DT[dname][0]
       assert t.shape == (3, 4)
@@ -334,9 +335,13 @@ CAST_VALS = [0, 1, 2, 5, 100, 1, 0, 64]   # representable in every dtype of DT
 @pytest.mark.parametrize("src", ALL)
 def test_cast_all_pairs(device, src):
   bad = []
-  x = make(CAST_VALS, src, device)
+  with expect_unsupported(device, DT[src][0]): x = make(CAST_VALS, src, device)
+  if refused(device, DT[src][0]): return
   assert x.dtype == DT[src][0]
   for dst in ALL:
+    if refused(device, DT[dst][0]):
+      with expect_unsupported(device, DT[dst][0]): to_np(x.cast(DT[dst][0]))
+      continue
     try:
       y = x.cast(DT[dst][0])
       if y.dtype != DT[dst][0]: bad.append(f"{src}->{dst}: dtype {y.dtype}"); continue
@@ -354,8 +359,10 @@ def test_cast_negative_values(device):
   vals = [-1, -5, -100, 3, 0, -128]
   bad = []
   for src in SIGNED:
+    if refused(device, DT[src][0]): continue
     x = make(vals, src, device)
     for dst in SIGNED + ["bool"]:
+      if refused(device, DT[dst][0]): continue
       try:
         got = to_np(x.cast(DT[dst][0])).astype(np.float64)
         exp = torch_ref(vals, src, dst)
@@ -371,9 +378,11 @@ def test_float_to_int_truncates(device, src):
   x, xp = make(vals, src, device), make(pos, src, device)
   bad = []
   for dst in ["int8", "int16", "int32", "int64"]:
+    if refused(device, DT[dst][0]): continue
     got, exp = x.cast(DT[dst][0]).numpy(), torch.tensor(vals).to(DT[src][2]).to(DT[dst][2]).numpy()
     if not np.array_equal(got, exp): bad.append(f"{src}->{dst}: {got.tolist()} != {exp.tolist()}")
   for dst in ["uint8", "uint16", "uint32", "uint64"]:
+    if refused(device, DT[dst][0]): continue
     got, exp = xp.cast(DT[dst][0]).numpy(), np.trunc(np.array(pos, np.float64))
     if not np.array_equal(got.astype(np.float64), exp): bad.append(f"{src}->{dst}: {got.tolist()} != {exp.tolist()}")
   assert not bad, "\n".join(bad)
@@ -464,7 +473,7 @@ def test_promotion_tensor_pairs(device):
   for a in ALL:
     for b in ALL:
       exp = _expected_promo(a, b)
-      if exp is None: continue
+      if exp is None or refused(device, DT[a][0], DT[b][0], DT[exp][0]): continue
       checked += 1
       x, y = make([1, 0], a, device), make([1, 1], b, device)
       try:
@@ -473,7 +482,7 @@ def test_promotion_tensor_pairs(device):
         if (x < y).dtype != dtypes.bool: bad.append(f"{a} < {b}: not bool")
       except Exception as e:  # noqa: BLE001
         bad.append(f"{a} + {b}: {type(e).__name__}: {e}")
-  assert checked > 100
+  assert checked > (100 if not refused(device, dtypes.int64) else 80)
   assert not bad, "promotion mismatches:\n" + "\n".join(bad)
 
 def test_promotion_values(device):
@@ -486,8 +495,9 @@ def test_promotion_values(device):
   assert r.dtype == dtypes.int32 and r.tolist() == [6, 7]
   r = make([1.5, 2.0], "float16", device) + make([0.25, 1e5], "float32", device)
   assert r.dtype == dtypes.float32 and r.tolist() == [1.75, 100002.0]
-  r = make([2**40, 3], "int64", device) + make([1, 1], "int32", device)
-  assert r.dtype == dtypes.int64 and r.tolist() == [2**40 + 1, 4]
+  with expect_unsupported(device, dtypes.int64):
+    r = make([2**40, 3], "int64", device) + make([1, 1], "int32", device)
+    assert r.dtype == dtypes.int64 and r.tolist() == [2**40 + 1, 4]
 
 SCALAR_PROMO = [("int32", 2), ("int32", 1.5), ("int8", 3), ("uint8", 3), ("float16", 2), ("float16", 2.5), ("bfloat16", 2.5),
                 ("bool", 1), ("bool", 1.5), ("bool", True), ("int64", 2.5), ("int64", 3), ("float32", True), ("int32", True),
@@ -499,6 +509,7 @@ def test_promotion_python_scalars(device):
     exp_t = torch.result_type(torch.zeros(2, dtype=DT[a][2]), s)
     exp = TORCH_TO_NAME[exp_t]
     if exp == "int64" and a != "int64": exp = "int32"  # python int defaults to tinyweb's int32 (torch: int64)
+    if refused(device, DT[a][0]): continue
     x = make([1, 2], a, device)
     for desc, r in [(f"{a} + {s!r}", x + s), (f"{s!r} + {a}", s + x), (f"{a} * {s!r}", x * s)]:
       if r.dtype != DT[exp][0]: bad.append(f"{desc}: {r.dtype}, expected {exp}")
@@ -542,7 +553,7 @@ FMT = {"float32": ("f",), "int8": ("b",), "int16": ("h",), "int32": ("i",), "int
 
 def test_data_memoryview(device):
   for dname in FMT:
-    with case(dname): _check_data(device, dname)
+    with case(dname), expect_unsupported(device, DT[dname][0]): _check_data(device, dname)
 
 def _check_data(device, dname):
   vals = [1, 0, 1, 1, 0, 1] if dname == "bool" else [0, 1, 2, 3, 100, 5]

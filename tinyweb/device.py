@@ -78,6 +78,7 @@ class Compiled:
 class Buffer:
   """`size` elements of `dtype` on a device. Memory is allocated on first use and returned to the pool when freed."""
   def __init__(self, device: str, size: int, dtype: DType):
+    if (check := getattr(getattr(Device[device], "renderer", None), "check_dtype", None)) is not None: check(dtype, "buffer")
     self.device, self.size, self.dtype = device, size, dtype
     self._handle = None
     # times the contents were overwritten behind the graph's back (copyin, TinyJit replays): cached values read from this
@@ -166,9 +167,13 @@ class _DeviceRegistry:
   @functools.cached_property
   def DEFAULT(self) -> str:
     if (env := os.getenv("DEV")): return self.canonicalize(env)
-    for name in self.known():
-      if self.check(name)[0]: return name
+    avail = self.available()
+    # a device on a real GPU (is_real_gpu: WEBGPU with a non-CPU adapter) ranks above the others
+    for name in avail:
+      if getattr(self._instances[name], "is_real_gpu", False): return name
+    if avail: return avail[0]
     raise RuntimeError(f"no device is available: {self._failures}")
 
 Device = _DeviceRegistry()
 Device.register("CPU", "tinyweb.backends.cpu:CPUDevice")
+Device.register("WEBGPU", "tinyweb.backends.webgpu:WEBGPUDevice")   # after CPU: ranks first only on a real GPU adapter

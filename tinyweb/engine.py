@@ -18,7 +18,7 @@ class CompiledKernel:
   src: str
   def run(self, handles: list, wait: bool = False):
     p = self.program
-    return self.runner(*handles, global_size=p.global_shape, parallel=p.parallel, work=p.flops + p.mem_estimate, wait=wait)
+    return self.runner(*handles, global_size=p.grid or p.global_shape, parallel=p.parallel, work=p.flops + p.mem_estimate, wait=wait)
 
 _kernel_cache: dict[tuple[str, UOp], CompiledKernel] = {}
 capturing: list[list] = []   # TinyJit appends a list here to record every launch as (kernel or None for a copy, buffers)
@@ -27,7 +27,7 @@ def get_kernel(device: str, ast: UOp) -> CompiledKernel:
   key = (device, ast)
   if (k := _kernel_cache.get(key)) is None:
     dev = Device[device]
-    prog = lower(ast)
+    prog = lower(ast, dev.renderer)
     src = dev.renderer.render(prog)
     if DEBUG >= 3: print(f"{prog.name}: loops {[u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]} optimizations {prog.opts or 'none'}")
     if DEBUG >= 4: print(src)

@@ -70,6 +70,13 @@ class CStyleRenderer:
   def render_load(self, buf: str, idx: str, dt: DType) -> str: return f"{buf}[{idx}]"
   def render_store(self, buf: str, idx: str, val: str, dt: DType) -> str: return f"{buf}[{idx}] = {val};"
   def round_result(self, expr: str, dt: DType) -> str: return expr   # round a float computed in wider precision
+  # ---- declarations and control flow (a target with other syntax overrides these) ----
+  def render_param(self, g: UOp, name: str, is_output: bool) -> str:
+    return f"{'' if is_output else 'const '}{self.mem(g.dtype)}*{self.buffer_qualifier} {name}"
+  def render_decl(self, dt: DType, name: str, expr: str, mutable: bool = False) -> str: return f"{self.reg(dt)} {name} = {expr};"
+  def render_range(self, name: str, lo: str, hi: str) -> str: return f"for (int {name} = {lo}; {name} < {hi}; {name}++) {{"
+  def render_special(self, u: UOp, name: str, prog: Program) -> list[str]:
+    raise NotImplementedError(f"{type(self).__name__} has no thread indices")
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str: raise NotImplementedError
 
   def render(self, prog: Program) -> str:
@@ -82,8 +89,7 @@ class CStyleRenderer:
     params = []
     for g in prog.globals:
       names[g] = f"data{g.arg[0]}"
-      const = "" if g.arg[0] in prog.outputs else "const "
-      params.append(f"{const}{self.mem(g.dtype)}*{self.buffer_qualifier} {names[g]}")
+      params.append(self.render_param(g, names[g], g.arg[0] in prog.outputs))
     if self.core_split and prog.parallel_range is not None: params += ["int core_lo", "int core_hi"]
     body: list[str] = []
     depth = 1
@@ -94,7 +100,7 @@ class CStyleRenderer:
       if op is Ops.RANGE:
         names[u] = new_name("ridx")
         lo, hi = ("core_lo", "core_hi") if self.core_split and u is prog.parallel_range else ("0", r(u.src[0]))
-        line(f"for (int {names[u]} = {lo}; {names[u]} < {hi}; {names[u]}++) {{")
+        line(self.render_range(names[u], lo, hi))
         depth += 1
       elif op is Ops.ENDRANGE:
         depth -= 1
@@ -102,19 +108,22 @@ class CStyleRenderer:
       elif op is Ops.DEFINE_ACC:
         red = u.src[0]
         names[red] = new_name("acc")
-        line(f"{self.reg(u.dtype)} {names[red]} = {self.render_const(reduce_identity(red.arg, u.dtype), u.dtype)};")
+        line(self.render_decl(u.dtype, names[red], self.render_const(reduce_identity(red.arg, u.dtype), u.dtype), mutable=True))
       elif op is Ops.ACC_UPDATE:
         red, val = u.src
         acc = names[red]
         upd = self.render_alu(red.arg, [acc, r(val)], u.dtype, u.dtype, [red, val])
         line(f"{acc} = {self.round_result(upd, u.dtype)};")
       elif op is Ops.REDUCE: continue
+      elif op is Ops.SPECIAL:
+        names[u] = u.arg
+        for s in self.render_special(u, names[u], prog): line(s)
       elif op is Ops.LOAD:
         buf, idx = u.src[0], u.src[1]
         ld = self.render_load(r(buf), r(idx), u.dtype)
-        if len(u.src) > 2: ld = f"({r(u.src[2])}?{ld}:{self.render_const(0, u.dtype)})"
+        if len(u.src) > 2: ld = self.code_for_op[Ops.WHERE](self, r(u.src[2]), ld, self.render_const(0, u.dtype), u.dtype)
         names[u] = new_name("val")
-        line(f"{self.reg(u.dtype)} {names[u]} = {ld};")
+        line(self.render_decl(u.dtype, names[u], ld))
       elif op is Ops.STORE:
         line(self.render_store(r(u.src[0]), r(u.src[1]), r(u.src[2]), u.src[2].dtype))
       else:
@@ -123,7 +132,7 @@ class CStyleRenderer:
         elif op is Ops.BITCAST: expr = self.render_bitcast(srcs[0], u.dtype, u.src[0].dtype)
         else: expr = self.round_result(self.render_alu(op, srcs, u.dtype, u.src[0].dtype, list(u.src)), u.dtype)
         names[u] = new_name("alu")
-        line(f"{self.reg(u.dtype)} {names[u]} = {expr};")
+        line(self.render_decl(u.dtype, names[u], expr))
     return self.render_kernel(prog.name, params, body, prog)
 
 class ClangRenderer(CStyleRenderer):

@@ -110,6 +110,11 @@ class Program:
   mem_estimate: int = 0
   parallel_range: Optional[UOp] = None   # the outermost output loop: a runtime may split it across cores
   opts: dict = field(default_factory=dict)  # the optimizations applied, for DEBUG=3
+  # GPU targets (renderer.has_threads): the output loops are one flat thread index `gid` < threads (a SPECIAL uop),
+  # run as `grid` workgroups of `local_size` threads; the kernel returns early for gid >= threads.
+  threads: int = 0
+  local_size: int = 0
+  grid: Optional[tuple[int, int, int]] = None
   @property
   def parallel(self) -> int: return self.parallel_range.src[0].arg if self.parallel_range is not None else 0
 
@@ -128,8 +133,20 @@ def choose_upcasts(value: UOp) -> dict[int, int]:
     if shape[i] % 4 == 0: out[i] = 4; break
   return out
 
-def lower(ast: UOp) -> Program:
-  """ast: SINK(STORE(DEFINE_GLOBAL out, value)): the value is stored contiguously in its shape."""
+def launch_grid(threads: int, local_size: int, max_groups: int) -> tuple[int, int, int]:
+  """Workgroups for `threads` threads: 1-D while it fits in `max_groups` per dimension, else folded into 2-D/3-D
+  (the kernel rebuilds the flat index from the workgroup id and returns for the excess threads)."""
+  groups = max(1, -(-threads // local_size))
+  x = min(groups, max_groups)
+  y = -(-groups // x)
+  z = 1
+  if y > max_groups: y, z = max_groups, -(-groups // (x * max_groups))
+  if z > max_groups: raise RuntimeError(f"kernel of {threads} threads needs more than {max_groups}^3 workgroups of {local_size}")
+  return (x, y, z)
+
+def lower(ast: UOp, renderer=None) -> Program:
+  """ast: SINK(STORE(DEFINE_GLOBAL out, value)): the value is stored contiguously in its shape.
+  With a GPU renderer (`renderer.has_threads`) the output loops become a thread index instead of loops."""
   assert ast.op is Ops.SINK and len(ast.src) == 1 and ast.src[0].op is Ops.STORE
   store = ast.src[0]
   out_buf, value = store.src[0], store.src[1]
@@ -137,6 +154,13 @@ def lower(ast: UOp) -> Program:
   shape = value.shape
   upcasts = choose_upcasts(value)
   out_ranges = [lw.new_range(n // upcasts.get(i, 1)) if n // upcasts.get(i, 1) != 1 else None for i, n in enumerate(shape)]
+  threads, gpu = 0, getattr(renderer, "has_threads", False)
+  if gpu:   # each output loop index is unraveled from one flat thread index
+    sizes = [r.src[0].arg for r in out_ranges if r is not None]
+    threads = prod(sizes)
+    gid = UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, threads),), "gid")
+    it = iter(unravel(gid, tuple(sizes)))
+    out_ranges = [next(it) if r is not None else None for r in out_ranges]
   stores = []
   up_axes = list(upcasts)
   for offsets in itertools.product(*[range(upcasts[a]) for a in up_axes]):
@@ -145,11 +169,11 @@ def lower(ast: UOp) -> Program:
                 (r if r is not None else UOp.const(IDX, 0)) for i, r in enumerate(out_ranges))
     stores.append(UOp(Ops.STORE, None, (out_buf, ravel(idx, shape), lw.index(value, idx, None))))
   sink = graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), symbolic)
-  uops = linearize(sink, [r for r in out_ranges if r is not None])
+  uops = linearize(sink, [r for r in out_ranges if r is not None] if not gpu else [])
   gl = sorted([u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL], key=lambda u: u.arg[0])
   has_reduce = any(u.op is Ops.DEFINE_ACC for u in uops)
   name = ("r_" if has_reduce else "E_") + ("_".join(str(n) for n in shape) if shape else "0")
-  flops, mults = 0, [1]
+  flops, mults = 0, [threads if gpu else 1]
   for u in uops:
     mult = mults[-1]
     if u.op is Ops.RANGE: mults.append(mult * u.src[0].arg)
@@ -157,6 +181,10 @@ def lower(ast: UOp) -> Program:
     elif u.op in ELEMENTWISE and u.dtype is not None and u.dtype.is_float and u.op not in (Ops.CAST, Ops.BITCAST): flops += mult
     elif u.op is Ops.ACC_UPDATE: flops += mult
   mem = sum(g.arg[1] * g.dtype.itemsize for g in gl)
+  if gpu:
+    local = max(1, min(renderer.local_size, renderer.max_local_size, threads))
+    return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, opts={"upcast": upcasts} if upcasts else {},
+                   threads=threads, local_size=local, grid=launch_grid(threads, local, renderer.max_groups))
   first = next((r for r in out_ranges if r is not None), None)
   return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, parallel_range=first,
                  opts={"upcast": upcasts} if upcasts else {})

@@ -1,0 +1,146 @@
+"""The WEBGPU device, natively through wgpu-py (wgpu-native): kernels rendered to WGSL, run as compute pipelines.
+
+- Adapter: power preference high-performance; `TINYWEB_WEBGPU_ADAPTER=substring` picks one by name. The device is
+  requested with the adapter's limits and the optional features it has (shader-f16, timestamp-query, subgroup).
+  `TINYWEB_WEBGPU_NO_F16=1` pretends shader-f16 is absent (float16 is then refused, see tinyweb/codegen/wgsl.py).
+- Buffers: STORAGE|COPY_SRC|COPY_DST, sizes rounded up to 4 bytes, reused through the allocator's free list.
+  copyin: queue.write_buffer; copyout: copy into a MAP_READ staging buffer, map, read.
+- Programs: shader module + compute pipeline with an explicit bind-group layout (cached per source); a bind group per
+  launch. wgpu-py turns WebGPU validation errors into Python exceptions; they are re-raised naming the kernel.
+- One command encoder and one submit per launch. TODO: batch all dispatches of one realize (and of a TinyJit replay)
+  into one encoder/submit.
+- Which dtypes and ops are refused, and why, is listed in one place: `WGSLRenderer.unsupported`.
+"""
+from __future__ import annotations
+import os, re, tempfile, time
+from tinyweb.device import Allocator, Compiler, Compiled
+from tinyweb.codegen.wgsl import WGSLRenderer
+
+def _wgpu():
+  if not os.environ.get("XDG_RUNTIME_DIR"):   # silences a harmless error on adapter enumeration (Vulkan loader)
+    d = os.path.join(tempfile.gettempdir(), f"tinyweb-xdg-{os.getuid()}")
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    os.environ["XDG_RUNTIME_DIR"] = d
+  import wgpu
+  return wgpu
+
+def pick_adapter(wgpu):
+  want = os.environ.get("TINYWEB_WEBGPU_ADAPTER")
+  if want:
+    adapters = wgpu.gpu.enumerate_adapters_sync()
+    for a in adapters:
+      if want.lower() in a.info["device"].lower() or want.lower() in a.info.get("description", "").lower(): return a
+    raise RuntimeError(f"TINYWEB_WEBGPU_ADAPTER={want!r} matches no adapter; have {[a.info['device'] for a in adapters]}")
+  a = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+  if a is None: raise RuntimeError("no WebGPU adapter (install a driver, e.g. apt-get install mesa-vulkan-drivers libvulkan1)")
+  return a
+
+OPTIONAL_FEATURES = ("shader-f16", "timestamp-query", "subgroup", "subgroups")
+
+class WebGPUAllocator(Allocator):
+  def __init__(self, dev):
+    super().__init__()
+    self.dev = dev
+  def alloc(self, nbytes: int):
+    # a GPUBuffer freed into the pool by a Buffer that the garbage collector found in a reference cycle may have been
+    # released by wgpu-py's own finalizer in the same collection: skip those
+    while self.cache[nbytes]:
+      if getattr(h := self.cache[nbytes].pop(), "_internal", None) is not None: return h
+    return self._alloc(nbytes)
+  def _alloc(self, nbytes: int):
+    size = (max(nbytes, 4) + 3) // 4 * 4
+    if size > self.dev.max_binding:
+      raise MemoryError(f"WEBGPU: a buffer of {nbytes} bytes exceeds the adapter's maxStorageBufferBindingSize "
+                        f"({self.dev.max_binding} bytes); split the tensor")
+    w = self.dev.wgpu
+    return self.dev.device.create_buffer(size=size, usage=w.BufferUsage.STORAGE | w.BufferUsage.COPY_SRC | w.BufferUsage.COPY_DST)
+  def _free(self, handle, nbytes: int): handle.destroy()
+  def copyin(self, handle, src: memoryview):
+    data = bytes(src)
+    if len(data) % 4: data += bytes(4 - len(data) % 4)
+    self.dev.device.queue.write_buffer(handle, 0, data)
+  def copyout(self, dst: memoryview, handle):
+    w, n = self.dev.wgpu, dst.nbytes
+    size = (n + 3) // 4 * 4
+    staging = self.dev.device.create_buffer(size=size, usage=w.BufferUsage.MAP_READ | w.BufferUsage.COPY_DST)
+    enc = self.dev.device.create_command_encoder()
+    enc.copy_buffer_to_buffer(handle, 0, staging, 0, size)
+    self.dev.device.queue.submit([enc.finish()])
+    staging.map_sync(w.MapMode.READ)
+    try: dst[:] = staging.read_mapped(0, size).cast("B")[:n]
+    finally:
+      staging.unmap()
+      staging.destroy()
+
+class WGSLCompiler(Compiler):
+  """WGSL is compiled by the driver when the pipeline is created; here the source is just passed on."""
+  def compile(self, src: str) -> bytes: return src.encode()
+
+class WebGPUProgram:
+  def __init__(self, dev, name: str, lib: bytes):
+    self.dev, self.name = dev, name
+    src = lib.decode()
+    w, d = dev.wgpu, dev.device
+    self.nbind = len(re.findall(r"@binding\(", src))
+    if self.nbind > dev.max_storage_buffers:
+      raise RuntimeError(f"WEBGPU: kernel {name} uses {self.nbind} buffers; the adapter allows "
+                         f"{dev.max_storage_buffers} storage buffers per shader stage")
+    try:
+      module = d.create_shader_module(code=src)
+      self.layout = d.create_bind_group_layout(entries=[
+        {"binding": i, "visibility": w.ShaderStage.COMPUTE, "buffer": {"type": w.BufferBindingType.storage}} for i in range(self.nbind)])
+      self.pipeline = d.create_compute_pipeline(layout=d.create_pipeline_layout(bind_group_layouts=[self.layout]),
+                                                compute={"module": module, "entry_point": name})
+    except Exception as e:
+      raise RuntimeError(f"WEBGPU: kernel {name} failed to compile: {e}\n--- source ---\n{src}") from e
+  def __call__(self, *bufs, global_size=(1, 1, 1), parallel: int = 0, work: int = 0, wait=False):
+    d = self.dev.device
+    try:
+      bg = d.create_bind_group(layout=self.layout, entries=[
+        {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in enumerate(bufs)])
+      st = time.perf_counter()
+      enc = d.create_command_encoder()
+      cp = enc.begin_compute_pass()
+      cp.set_pipeline(self.pipeline)
+      cp.set_bind_group(0, bg)
+      cp.dispatch_workgroups(*global_size)
+      cp.end()
+      d.queue.submit([enc.finish()])
+      if wait:
+        self.dev.synchronize()
+        return time.perf_counter() - st
+    except Exception as e:
+      if isinstance(e, RuntimeError) and str(e).startswith("WEBGPU"): raise
+      raise RuntimeError(f"WEBGPU: launching kernel {self.name} failed: {e}") from e
+    return None
+
+class WEBGPUDevice(Compiled):
+  def __init__(self, name: str = "WEBGPU"):
+    self.wgpu = w = _wgpu()
+    self.adapter = pick_adapter(w)
+    feats = [f for f in OPTIONAL_FEATURES if f in self.adapter.features]
+    limits = dict(self.adapter.limits)
+    self.device = self.adapter.request_device_sync(required_features=feats, required_limits=limits)
+    self.features, self.limits = set(self.device.features), dict(self.device.limits)
+    self.max_binding = self.limits["max-storage-buffer-binding-size"]
+    self.max_storage_buffers = self.limits["max-storage-buffers-per-shader-stage"]
+    self.info = self.adapter.info
+    # a real GPU ranks above the CPU device in Device.DEFAULT; a CPU adapter (lavapipe, SwiftShader) does not
+    self.is_real_gpu = self.info.get("adapter_type", "").upper() not in ("CPU", "UNKNOWN", "")
+    has_f16 = "shader-f16" in self.features and not os.environ.get("TINYWEB_WEBGPU_NO_F16")
+    renderer = WGSLRenderer(has_f16=has_f16)
+    renderer.max_local_size = min(self.limits["max-compute-invocations-per-workgroup"], self.limits["max-compute-workgroup-size-x"])
+    renderer.max_groups = self.limits["max-compute-workgroups-per-dimension"]
+    super().__init__(name, WebGPUAllocator(self), renderer, WGSLCompiler(), WebGPUProgram)
+  def synchronize(self):
+    """Wait for all submitted work: map a small staging buffer after it (on_submitted_work_done is broken in wgpu 0.32)."""
+    w = self.wgpu
+    if not hasattr(self, "_sync_bufs"):
+      self._sync_bufs = (self.device.create_buffer(size=4, usage=w.BufferUsage.COPY_SRC),
+                         self.device.create_buffer(size=4, usage=w.BufferUsage.MAP_READ | w.BufferUsage.COPY_DST))
+    src, dst = self._sync_bufs
+    enc = self.device.create_command_encoder()
+    enc.copy_buffer_to_buffer(src, 0, dst, 0, 4)
+    self.device.queue.submit([enc.finish()])
+    dst.map_sync(w.MapMode.READ)
+    dst.unmap()

@@ -1,0 +1,169 @@
+"""WGSL for WebGPU: the C-style renderer with WGSL's syntax and types, plus what WGSL lacks.
+
+dtype policy (one place: `WGSLRenderer.unsupported`, checked when a buffer is created and when a kernel is rendered):
+- float32, int32, uint32, bool compute natively (registers f32/i32/u32/bool).
+- int8/uint8/int16/uint16/bool buffers are packed into u32 words: loads extract the element with shifts and masks at any
+  offset; stores replace the element's bits with two atomics (atomicAnd + atomicOr on `array<atomic<u32>>`), so any
+  thread may write any element without tearing its neighbours. They compute in i32/u32 and wrap after every op.
+- float16 needs the adapter's `shader-f16`: buffers are `array<f16>`, values compute in f32 and round to f16 after
+  every op (what the CPU device does). Without `shader-f16` float16 is refused.
+- bfloat16 is emulated: stored as 16-bit patterns packed in u32 words, computed in f32, rounded (to nearest even) after
+  every op, like the CPU device.
+- int64, uint64 and float64 are refused (WGSL has no 64-bit types; WebGPU in browsers has no shader-int64/f64).
+"""
+from __future__ import annotations
+from tinyweb.dtype import DType, dtypes
+from tinyweb.uop import UOp, Ops
+from tinyweb.codegen.cstyle import CStyleRenderer
+from tinyweb.codegen.lower import Program
+
+PACKED = {dtypes.bool: 8, dtypes.int8: 8, dtypes.uint8: 8, dtypes.int16: 16, dtypes.uint16: 16, dtypes.bfloat16: 16}
+
+class WGSLRenderer(CStyleRenderer):
+  device = "WEBGPU"
+  has_threads = True
+  local_size = 64            # threads per workgroup (capped by max_local_size)
+  max_local_size = 256       # the runtime sets these two from the adapter's limits
+  max_groups = 65535
+  buffer_qualifier = ""
+  reg_types = {dtypes.bool: "bool", dtypes.int8: "i32", dtypes.int16: "i32", dtypes.int32: "i32", dtypes.uint8: "u32",
+               dtypes.uint16: "u32", dtypes.uint32: "u32", dtypes.float16: "f32", dtypes.bfloat16: "f32", dtypes.float32: "f32"}
+  float_suffix = {dtypes.float32: "f", dtypes.float16: "f", dtypes.bfloat16: "f"}
+  int_suffix = {dtypes.uint32: "u", dtypes.uint16: "u", dtypes.uint8: "u"}
+  infinity, nan = "bitcast<f32>(0x7f800000u)", "bitcast<f32>(0x7fc00000u)"   # WGSL has no inf/nan literals
+
+  def __init__(self, has_f16: bool = False):
+    self.has_f16 = has_f16
+    # dtype -> why this device refuses it
+    self.unsupported: dict[DType, str] = {
+      dtypes.int64: "WGSL has no 64-bit integers; use int32", dtypes.uint64: "WGSL has no 64-bit integers; use uint32",
+      dtypes.float64: "WGSL has no 64-bit floats; use float32"}
+    if not has_f16: self.unsupported[dtypes.float16] = "the adapter lacks the shader-f16 feature; use float32 or bfloat16"
+
+  def check_dtype(self, dt: DType, what: str = ""):
+    if dt in self.unsupported:
+      raise TypeError(f"{dt.name} is not supported on {self.device}{' (' + what + ')' if what else ''}: {self.unsupported[dt]}")
+
+  def reg(self, dt: DType) -> str:
+    self.check_dtype(dt)
+    return self.reg_types[dt]
+  def mem(self, dt: DType) -> str:
+    self.check_dtype(dt)
+    return "u32" if dt in PACKED else "f16" if dt == dtypes.float16 else self.reg_types[dt]
+
+  def render_const(self, v, dt: DType) -> str:
+    if dt.is_bool: return "true" if v else "false"
+    if dt.is_int and dt.kind == "i" and v == -2**31: return "i32(-2147483647 - 1)"
+    return super().render_const(v, dt)
+
+  # ---- ops ----
+  def math_fn(self, name: str, dt: DType) -> str: return name
+  code_for_op = {**CStyleRenderer.code_for_op,
+    Ops.NEG: lambda self, a, b, c, dt: f"(!{a})" if dt.is_bool else f"(0u-{a})" if dt.is_unsigned else f"(-{a})",
+    Ops.MAX: lambda self, a, b, c, dt: f"select({b}, {a}, {a}>{b}||tw_isnan({a}))" if dt.is_float else
+             f"({a}||{b})" if dt.is_bool else f"max({a}, {b})",
+    Ops.MIN: lambda self, a, b, c, dt: f"select({b}, {a}, {a}<{b}||tw_isnan({a}))" if dt.is_float else
+             f"({a}&&{b})" if dt.is_bool else f"min({a}, {b})",
+    # lavapipe/LLVM compares ordered: x != y is false for NaN unless asked for explicitly
+    Ops.CMPNE: lambda self, a, b, c, dt: f"({a}!={b})",
+    Ops.SHL: lambda self, a, b, c, dt: f"({a}<<u32({b}))", Ops.SHR: lambda self, a, b, c, dt: f"({a}>>u32({b}))",
+    Ops.WHERE: lambda self, a, b, c, dt: f"select({c}, {b}, {a})",
+  }
+  def render_alu(self, op: Ops, srcs: list[str], dt: DType, sdt: DType, src_uops: list[UOp]) -> str:
+    if sdt is not None and sdt.is_bool and op in (Ops.CMPLT, Ops.XOR):   # WGSL has no < or ^ on bool
+      a, b = srcs
+      return f"((!{a})&&{b})" if op is Ops.CMPLT else f"({a}!={b})"
+    if op is Ops.CMPNE and sdt is not None and sdt.is_float: return f"({srcs[0]}!={srcs[1]}||tw_isnan({srcs[0]})||tw_isnan({srcs[1]}))"
+    return super().render_alu(op, srcs, dt, sdt, src_uops)
+  def render_int_div(self, op: Ops, a: str, b: str, dt: DType, divisor: UOp) -> str:
+    sym = "/" if op is Ops.IDIV else "%"
+    if divisor.op is Ops.CONST and divisor.arg not in (0, -1): return f"({a}{sym}{b})"
+    zero = self.render_const(0, dt)
+    if dt.kind != "i": return f"select(({a}{sym}{b}), {zero}, {b}=={zero})"
+    # like the CPU device: x/0 = x%0 = 0, INT_MIN/-1 = INT_MIN (wraps), INT_MIN%-1 = 0 (WGSL: x/0 = x)
+    special = f"({b}==0||({b}==-1&&{a}=={self.render_const(dt.min, dt)}))"
+    return f"select(({a}{sym}{b}), {zero if op is Ops.MOD else f'(0-({a}))'}, {special})"
+
+  def round_result(self, expr: str, dt: DType) -> str:
+    if dt == dtypes.float16: return f"f32(f16({expr}))"
+    if dt == dtypes.bfloat16: return f"tw_bf16_round({expr})"
+    if dt in (dtypes.int8, dtypes.int16): return f"((({expr})<<{32 - dt.bits}u)>>{32 - dt.bits}u)"   # wrap, sign-extend
+    if dt in (dtypes.uint8, dtypes.uint16): return f"(({expr})&{dt.max}u)"
+    return expr
+  def render_cast(self, x: str, dt: DType, sdt: DType) -> str:
+    if dt.is_bool: return x if sdt.is_bool else f"({x}!={self.render_const(0, sdt)}||tw_isnan({x}))" if sdt.is_float else f"({x}!={self.render_const(0, sdt)})"
+    if dt.is_int and sdt.is_float:   # like C through int64: out-of-range values wrap (within the i32 range), NaN -> 0
+      return self.round_result(f"tw_f2i({x})" if dt.kind == "i" else f"tw_f2u({x})", dt)
+    if dt.is_int and sdt.is_int and dt.kind != sdt.kind: return self.round_result(f"bitcast<{self.reg(dt)}>({x})", dt)
+    return self.round_result(f"{self.reg(dt)}({x})", dt)
+  def bits_of(self, x: str, sdt: DType) -> str:
+    """The value's bit pattern in the low bits of a u32."""
+    if sdt == dtypes.bfloat16: return f"tw_f32_to_bf16({x})"
+    if sdt == dtypes.float16: return f"(pack2x16float(vec2<f32>({x}, 0.0f))&0xffffu)"
+    if sdt.is_bool: return f"u32({x})"
+    return f"(bitcast<u32>({x})&{(1 << sdt.bits) - 1}u)"
+  def from_bits(self, b: str, dt: DType) -> str:
+    if dt == dtypes.bfloat16: return f"bitcast<f32>(({b})<<16u)"
+    if dt == dtypes.float16: return f"unpack2x16float({b}).x"
+    if dt.is_bool: return f"(({b})!=0u)"
+    if dt.kind == "i" and dt.bits < 32: return f"((bitcast<i32>(({b})<<{32 - dt.bits}u))>>{32 - dt.bits}u)"
+    return f"bitcast<{self.reg(dt)}>({b})"
+  def render_bitcast(self, x: str, dt: DType, sdt: DType) -> str:
+    if dt.bits == 32 and sdt.bits == 32: return f"bitcast<{self.reg(dt)}>({x})"
+    return self.from_bits(self.bits_of(x, sdt), dt)
+
+  # ---- memory: plain arrays, f16 arrays, and sub-word types packed into u32 words ----
+  def _word(self, buf: str, idx: str, dt: DType) -> tuple[str, str]:
+    per = 32 // PACKED[dt]
+    return f"{buf}[u32({idx})/{per}u]", f"((u32({idx})%{per}u)*{PACKED[dt]}u)"
+  def render_load(self, buf: str, idx: str, dt: DType) -> str:
+    if dt == dtypes.float16: return f"f32({buf}[{idx}])"
+    if dt not in PACKED: return f"{buf}[{idx}]"
+    word, sh = self._word(buf, idx, dt)
+    if buf in self._atomic: word = f"atomicLoad(&{word})"
+    return self.from_bits(f"(({word}>>{sh})&{(1 << PACKED[dt]) - 1}u)", dt)
+  def render_store(self, buf: str, idx: str, val: str, dt: DType) -> str:
+    if dt == dtypes.float16: return f"{buf}[{idx}] = f16({val});"
+    if dt not in PACKED: return f"{buf}[{idx}] = {val};"
+    word, sh = self._word(buf, idx, dt)
+    mask = f"{(1 << PACKED[dt]) - 1}u"
+    return (f"atomicAnd(&{word}, ~({mask}<<{sh})); atomicOr(&{word}, ({self.bits_of(val, dt)}&{mask})<<{sh});")
+
+  # ---- declarations, loops, threads ----
+  def render_param(self, g: UOp, name: str, is_output: bool) -> str:
+    self.check_dtype(g.dtype, "buffer")
+    elem = f"atomic<u32>" if g.dtype in PACKED and is_output else self.mem(g.dtype)
+    if g.dtype in PACKED and is_output: self._atomic.add(name)
+    return f"@group(0) @binding({g.arg[0]}) var<storage, read_write> {name}: array<{elem}>;"
+  def render_decl(self, dt: DType, name: str, expr: str, mutable: bool = False) -> str:
+    return f"{'var' if mutable else 'let'} {name}: {self.reg(dt)} = {expr};"
+  def render_range(self, name: str, lo: str, hi: str) -> str:
+    return f"for (var {name}: i32 = {lo}; {name} < {hi}; {name}++) {{"
+  def render_special(self, u: UOp, name: str, prog: Program) -> list[str]:
+    x, y, _ = prog.grid
+    flat = "wg.x" + (f" + wg.y*{x}u" if prog.grid[1] > 1 or prog.grid[2] > 1 else "") + (f" + wg.z*{x * y}u" if prog.grid[2] > 1 else "")
+    return [f"let {name}: i32 = i32(({flat})*{prog.local_size}u + lid);", f"if ({name} >= {prog.threads}) {{ return; }}"]
+
+  prelude = """fn tw_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn tw_f32_to_bf16(f: f32) -> u32 {
+  let u = bitcast<u32>(f);
+  if (tw_isnan(f)) { return 0x7fc0u; }
+  return ((u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u) & 0xffffu;
+}
+fn tw_bf16_round(f: f32) -> f32 { return bitcast<f32>(tw_f32_to_bf16(f) << 16u); }
+fn tw_f2i(f: f32) -> i32 {
+  if ((bitcast<u32>(f) & 0x7f800000u) == 0x7f800000u) { return 0; }   // NaN, inf -> 0 (as on the CPU)
+  if (abs(f) < 2147483648.0f) { return i32(f); }
+  let t = trunc(f) - 4294967296.0f * floor(trunc(f) / 4294967296.0f);  // wrap modulo 2^32 like C through int64
+  return bitcast<i32>(u32(t));
+}
+fn tw_f2u(f: f32) -> u32 { return bitcast<u32>(tw_f2i(f)); }
+"""
+  def render(self, prog: Program) -> str:
+    self._atomic: set[str] = set()
+    return super().render(prog)
+  def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
+    return (("enable f16;\n" if self.has_f16 else "") + self.prelude + "\n".join(params) + "\n" +
+            f"@compute @workgroup_size({prog.local_size or 1})\n"
+            f"fn {name}(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n" +
+            "\n".join(body) + "\n}\n")
