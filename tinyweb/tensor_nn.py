@@ -169,7 +169,7 @@ class NNMixin:
           gd = gd.flatten(ax, ax + 1)
           gd = gd.shrink(tuple((0, (o - 1) * st + 1) if a == ax else None for a in range(gd.ndim)))
       ext = [d * (k - 1) for k, d in zip(k_, d_)]
-      gd = gd.pad(((0, 0), (0, 0), *[(e, e) for e in ext]))
+      gd = gd.pad(((0, 0), (0, 0), *[(e, e) for e in ext])).contiguous()   # stored padded: the conv reads it without bounds checks
       wt = weight.detach().reshape(g, cout // g, cin // g, *k_).transpose(1, 2).reshape(cin, cout // g, *k_).flip(*range(2, 2 + n))
       gx = gd.conv2d(wt, groups=g, dilation=d_)
       full = xp.shape[2:]
