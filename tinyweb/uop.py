@@ -34,6 +34,7 @@ class Ops(Enum):
   # kernel program
   SINK = auto(); DEFINE_GLOBAL = auto(); RANGE = auto(); ENDRANGE = auto(); SPECIAL = auto()
   LOAD = auto(); STORE = auto(); REDUCE = auto(); DEFINE_ACC = auto(); ACC_UPDATE = auto()
+  INDEX = auto()   # lowering: src = (AST node, gate, *index): the node's value at that index
 
 UNARY = {Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC}
 BINARY = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ,
@@ -211,7 +212,7 @@ class UOp(metaclass=UOpMeta):
       lines.append(f"{names[u]:>5} = {u.op.name:<12} {srcs:<14} {arg:<24} : {dt}{shape}".rstrip())
     return "\n".join(lines)
 
-_PROGRAM_OPS = {Ops.SINK, Ops.DEFINE_GLOBAL, Ops.RANGE, Ops.ENDRANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE, Ops.REDUCE,
+_PROGRAM_OPS = {Ops.SINK, Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.RANGE, Ops.ENDRANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE, Ops.REDUCE,
                 Ops.DEFINE_ACC, Ops.ACC_UPDATE}
 
 def _fmt_arg(u: UOp) -> str:

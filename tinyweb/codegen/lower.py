@@ -1,6 +1,7 @@
 """Lowering: a kernel AST (tensor-graph ops over DEFINE_GLOBAL inputs) -> a linear program of loops and scalar ops.
 
-Each node of the AST is evaluated "at an index": a tuple of int UOps, one per dimension of the node's shape.
+Each node of the AST is evaluated "at an index": INDEX(node, gate, *index) with one int UOp per dimension of the
+node's shape. The `lowering` rules push INDEX down the AST until only loads, constants and ALU ops remain.
 Movement ops only transform that index (reshape = ravel then unravel, permute reorders, expand uses 0, shrink adds
 an offset, flip mirrors, pad shifts and guards), so views never copy data. A REDUCE_AXIS opens new loop ranges for
 its reduced dimensions. The resulting index arithmetic is simplified by the rules in symbolic.py, then the
@@ -12,7 +13,7 @@ from typing import Optional
 from tinyweb.dtype import dtypes, DType
 import itertools
 from tinyweb.helpers import prod, NOOPT
-from tinyweb.uop import UOp, Ops, ELEMENTWISE, graph_rewrite
+from tinyweb.uop import UOp, UPat, Ops, PatternMatcher, ELEMENTWISE, graph_rewrite
 from tinyweb.codegen.symbolic import symbolic
 
 IDX = dtypes.int32
@@ -37,66 +38,81 @@ def reduce_identity(op: Ops, dt: DType):
   if op is Ops.MAX: return dt.min
   return REDUCE_IDENTITY[op]
 
+TRUE = UOp.const(dtypes.bool, True)
+
+def at(node: UOp, gate: UOp, idx) -> UOp:
+  """INDEX: the value of AST node `node` at multi-index `idx`; `gate` is the condition under which loads are valid."""
+  return UOp(Ops.INDEX, node.dtype, (node, gate, *idx))
+
 class Lowerer:
+  """State of one kernel's lowering: loop ranges are numbered, and each reduction's loops are made once per context."""
   def __init__(self):
-    self.cache: dict = {}
     self.range_id = 0
     self.reduce_ranges: dict[tuple, dict[int, UOp]] = {}   # loops of each reduction, shared by its upcast copies
   def new_range(self, n: int) -> UOp:
     self.range_id += 1
     return UOp(Ops.RANGE, IDX, (UOp.const(IDX, n),), self.range_id)
 
-  def index(self, u: UOp, idx: tuple[UOp, ...], gate: Optional[UOp]) -> UOp:
-    """The value of AST node `u` at multi-index `idx`; `gate` is the condition under which loads are valid."""
-    key = (u, idx, gate)
-    if (r := self.cache.get(key)) is None: r = self.cache[key] = self._index(u, idx, gate)
-    return r
+# ---- the lowering rules: push INDEX from the stored value down to the loads. Movement ops only transform the index ----
 
-  def _index(self, u: UOp, idx: tuple[UOp, ...], gate: Optional[UOp]) -> UOp:
-    op = u.op
-    if op is Ops.CONST: return u
-    if op is Ops.ARANGE: return idx[0].cast(u.dtype)
-    if op is Ops.DEFINE_GLOBAL:
-      return UOp(Ops.LOAD, u.dtype, (u, idx[0]) if gate is None else (u, idx[0], gate))
-    if op in ELEMENTWISE:
-      return u.replace(src=tuple(self.index(s, idx, gate) for s in u.src))
-    src = u.src[0] if u.src else None
-    if op is Ops.RESHAPE: return self.index(src, unravel(ravel(idx, u.shape), src.shape), gate)
-    if op is Ops.PERMUTE:
-      inv = [0] * len(idx)
-      for i, p in enumerate(u.arg): inv[p] = idx[i]
-      return self.index(src, tuple(inv), gate)
-    if op is Ops.EXPAND:
-      return self.index(src, tuple(UOp.const(IDX, 0) if s == 1 and n != 1 else i for i, s, n in zip(idx, src.shape, u.shape)), gate)
-    if op is Ops.SHRINK: return self.index(src, tuple(i + b if b else i for i, (b, _) in zip(idx, u.arg)), gate)
-    if op is Ops.FLIP: return self.index(src, tuple(((n - 1) - i).clamp(0, n - 1) if f else i for i, n, f in zip(idx, u.shape, u.arg)), gate)
-    if op is Ops.PAD:
-      valid: Optional[UOp] = None
-      new_idx = []
-      for i, n, (b, e) in zip(idx, src.shape, u.arg):
-        if b or e:
-          shifted = i - b if b else i
-          conds = ([] if not b else [i >= b]) + ([] if not e else [shifted < n])
-          for c in conds: valid = c if valid is None else valid.logical_and(c)
-          new_idx.append(shifted.clamp(0, n - 1))   # valid where it is read (the load is gated)
-        else: new_idx.append(i)
-      if valid is None: return self.index(src, tuple(new_idx), gate)
-      inner_gate = valid if gate is None else gate.logical_and(valid)
-      return valid.where(self.index(src, tuple(new_idx), inner_gate), UOp.const(u.dtype, 0))
-    if op is Ops.REDUCE_AXIS:
-      rop, axes = u.arg
-      # the copies of one reduction made by upcasting differ only in constant offsets: they share loops. A copy reached
-      # inside another loop nest (its index uses other loops) gets loops of its own.
-      key = (u, frozenset(r for i in idx for r in i.toposort() if r.op is Ops.RANGE))
-      if key not in self.reduce_ranges:
-        self.reduce_ranges[key] = {a: self.new_range(src.shape[a]) for a in axes if src.shape[a] != 1}
-      rr = self.reduce_ranges[key]
-      ranges, inner = list(rr.values()), list(idx)
-      for a in axes: inner[a] = rr.get(a, UOp.const(IDX, 0))
-      val = self.index(src, tuple(inner), gate)
-      if not ranges: return val
-      return UOp(Ops.REDUCE, u.dtype, (val, *ranges), rop)
-    raise NotImplementedError(f"lowering: no rule for {op}")
+def _load(ctx, x: UOp):
+  buf, gate, i = x.src[0], x.src[1], x.src[2]
+  return UOp(Ops.LOAD, buf.dtype, (buf, i) if gate is TRUE else (buf, i, gate))
+
+def _permute(ctx, x: UOp):
+  u, idx = x.src[0], x.src[2:]
+  inv = [UOp.const(IDX, 0)] * len(idx)
+  for i, p in enumerate(u.arg): inv[p] = idx[i]
+  return at(u.src[0], x.src[1], inv)
+
+def _pad(ctx, x: UOp):
+  u, gate, idx = x.src[0], x.src[1], x.src[2:]
+  src = u.src[0]
+  valid: Optional[UOp] = None
+  new_idx = []
+  for i, n, (b, e) in zip(idx, src.shape, u.arg):
+    if b or e:
+      shifted = i - b if b else i
+      for c in ([i >= b] if b else []) + ([shifted < n] if e else []): valid = c if valid is None else valid.logical_and(c)
+      new_idx.append(shifted.clamp(0, n - 1))   # only read where valid (the load is gated): the clamp shows the range
+    else: new_idx.append(i)
+  if valid is None: return at(src, gate, new_idx)
+  return valid.where(at(src, valid if gate is TRUE else gate.logical_and(valid), new_idx), UOp.const(u.dtype, 0))
+
+def _reduce(ctx: Lowerer, x: UOp):
+  u, gate, idx = x.src[0], x.src[1], x.src[2:]
+  src, (rop, axes) = u.src[0], u.arg
+  # the copies of one reduction made by upcasting differ only in constant offsets: they share loops. A copy reached
+  # inside another loop nest (its index uses other loops) gets loops of its own.
+  key = (u, frozenset(r for i in idx for r in i.toposort() if r.op is Ops.RANGE))
+  if key not in ctx.reduce_ranges: ctx.reduce_ranges[key] = {a: ctx.new_range(src.shape[a]) for a in axes if src.shape[a] != 1}
+  rr = ctx.reduce_ranges[key]
+  inner = [rr.get(a, UOp.const(IDX, 0)) if a in axes else i for a, i in enumerate(idx)]
+  val = at(src, gate, inner)
+  return UOp(Ops.REDUCE, u.dtype, (val, *rr.values()), rop) if rr else val
+
+def _on(*ops): return lambda x: x.src[0].op in ops
+
+lowering = PatternMatcher([
+  (UPat(Ops.INDEX, name="x", predicate=_on(Ops.CONST)), lambda ctx, x: x.src[0]),
+  (UPat(Ops.INDEX, name="x", predicate=_on(Ops.ARANGE)), lambda ctx, x: x.src[2].cast(x.dtype)),
+  (UPat(Ops.INDEX, name="x", predicate=_on(Ops.DEFINE_GLOBAL)), _load),
+  (UPat(Ops.INDEX, name="x", predicate=lambda x: x.src[0].op in ELEMENTWISE),
+   lambda ctx, x: x.src[0].replace(src=tuple(at(s, x.src[1], x.src[2:]) for s in x.src[0].src))),
+  (UPat(Ops.INDEX, name="x", predicate=_on(Ops.RESHAPE)),   # ravel in this shape, unravel in the source's
+   lambda ctx, x: at(x.src[0].src[0], x.src[1], unravel(ravel(x.src[2:], x.src[0].shape), x.src[0].src[0].shape))),
+  (UPat(Ops.INDEX, name="x", predicate=_on(Ops.PERMUTE)), _permute),
+  (UPat(Ops.INDEX, name="x", predicate=_on(Ops.EXPAND)),    # a broadcast dimension reads element 0
+   lambda ctx, x: at(x.src[0].src[0], x.src[1], [UOp.const(IDX, 0) if s == 1 and n != 1 else i
+                                                 for i, s, n in zip(x.src[2:], x.src[0].src[0].shape, x.src[0].shape)])),
+  (UPat(Ops.INDEX, name="x", predicate=_on(Ops.SHRINK)),
+   lambda ctx, x: at(x.src[0].src[0], x.src[1], [i + b if b else i for i, (b, _) in zip(x.src[2:], x.src[0].arg)])),
+  (UPat(Ops.INDEX, name="x", predicate=_on(Ops.FLIP)),
+   lambda ctx, x: at(x.src[0].src[0], x.src[1], [((n - 1) - i).clamp(0, n - 1) if f else i
+                                                 for i, n, f in zip(x.src[2:], x.src[0].shape, x.src[0].arg)])),
+  (UPat(Ops.INDEX, name="x", predicate=_on(Ops.PAD)), _pad),
+  (UPat(Ops.INDEX, name="x", predicate=_on(Ops.REDUCE_AXIS)), _reduce),
+])
 
 @dataclass
 class Program:
@@ -167,8 +183,10 @@ def lower(ast: UOp, renderer=None) -> Program:
     off = dict(zip(up_axes, offsets))
     idx = tuple((r * upcasts[i] + off[i] if r is not None else UOp.const(IDX, off[i])) if i in upcasts else
                 (r if r is not None else UOp.const(IDX, 0)) for i, r in enumerate(out_ranges))
-    stores.append(UOp(Ops.STORE, None, (out_buf, ravel(idx, shape), lw.index(value, idx, None))))
-  sink = graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), symbolic)
+    stores.append(UOp(Ops.STORE, None, (out_buf, ravel(idx, shape), at(value, TRUE, idx))))
+  sink = graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), lowering, ctx=lw)
+  if any(u.op is Ops.INDEX for u in sink.toposort()): raise NotImplementedError("lowering: an op without a lowering rule")
+  sink = graph_rewrite(sink, symbolic)
   uops = linearize(sink, [r for r in out_ranges if r is not None] if not gpu else [])
   gl = sorted([u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL], key=lambda u: u.arg[0])
   has_reduce = any(u.op is Ops.DEFINE_ACC for u in uops)
