@@ -2,8 +2,8 @@
 # Installs what tinyweb needs and is missing; safe to run again (it skips what is already there).
 #   apt: clang (the CPU device compiles kernels with it), dataset-fashion-mnist (real data, offline),
 #        mesa-vulkan-drivers libvulkan1 (lavapipe: the WEBGPU device runs on Vulkan on the CPU when there is no GPU)
-#   pip: tinyweb itself (editable) with the test, demo and webgpu extras (pytest, numpy, torch==2.13.0 CPU, hypothesis,
-#        safetensors; tqdm; wgpu==0.32.0)
+#   pip: tinyweb itself (editable) with the test, demo, webgpu and bench extras (pytest, numpy, torch==2.13.0 CPU,
+#        hypothesis, safetensors; tqdm; wgpu==0.32.0; the benchmarks' peer tinygrad==0.14.0)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +24,7 @@ PY=${PYTHON:-python3}
 # (reinstall also when the tinyweb that Python finds is another checkout's editable install)
 if ! $PY -c "import os, sys, tinyweb.backends, pytest, numpy, torch, hypothesis, xdist, safetensors, tqdm, tinygrad, wgpu
 sys.exit(os.path.realpath(tinyweb.backends.__file__) != os.path.realpath('backends/__init__.py'))" >/dev/null 2>&1; then
-  echo "setup: installing tinyweb[test,demo,webgpu] with pip"
-  $PY -m pip install -q --disable-pip-version-check -e ".[test,demo,webgpu]"
+  echo "setup: installing tinyweb[test,demo,webgpu,bench] with pip"
+  $PY -m pip install -q --disable-pip-version-check -e ".[test,demo,webgpu,bench]"
 fi
 echo "setup: ok ($($PY -c 'import tinyweb; print("tinyweb", tinyweb.__version__)'), $(clang --version | head -1))"
