@@ -149,3 +149,11 @@ def test_an_assign_reached_through_other_graphs_runs_once():
   b, c = a * 2, a * 3
   b.realize(); c.realize()
   assert (a.item(), b.item(), c.item()) == (1.0, 2.0, 3.0)
+
+def test_device_listing_names_every_device_and_why():
+  out = subprocess.run([sys.executable, "-m", "tinyweb.devices"], capture_output=True, text=True, check=True).stdout
+  for name in Device._specs:   # the registered devices (not ones a test added to this process only)
+    ok, why = Device.check(name)
+    line = next(l for l in out.splitlines() if l.startswith(name))
+    assert ("available" in line and "unavailable" not in line) if ok else why in line
+  assert f"default: {Device.DEFAULT}" in out
