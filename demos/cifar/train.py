@@ -13,13 +13,13 @@ On the CPU device the full-width model costs ~0.1 GFLOP per image forward (x3 fo
 kernels run at a few GFLOP/s, so expect seconds per step of 32 and minutes for the 10000 test images; `--width 0.25`
 is a quick version."""
 from __future__ import annotations
-import argparse, random, struct, sys, time
+import argparse, random, struct, sys
 from typing import Optional
 from tinyweb import Tensor, TinyJit, Device, GlobalCounters, dtypes
 from tinyweb import nn
 from tinyweb.nn import optim, datasets
 from tinyweb.nn.state import get_parameters
-from demos.mnist.train import progress
+from demos.common import train_loop
 
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)   # per-channel statistics of the CIFAR-10 train set
 
@@ -99,23 +99,12 @@ def train(folder: Optional[str] = None, steps: int = 100, batch_size: int = 128,
 
   print(f"training the CIFAR-10 CNN ({X_train.shape[0]} images) on {Device.DEFAULT}, {steps} steps of {batch_size}",
         file=sys.stderr)
-  st, t_first = time.perf_counter(), None
-  bar = progress(steps)
-  for i in bar:
-    loss, acc = step(*batches())
-    loss_v, acc_v = loss.item(), acc.item()
-    if i == 1: t_first = time.perf_counter()   # steps from here on are replays of the captured kernels
-    msg = f"loss {loss_v:6.3f} acc {acc_v * 100:5.1f}%"
-    if eval_every and (i + 1) % eval_every == 0: msg += f" test {evaluate(model, X_test, Y_test) * 100:5.2f}%"
-    bar.set_description(msg)
-  end = time.perf_counter()
+  r = train_loop(step, batches, steps, lambda: evaluate(model, X_test, Y_test), eval_every)
   test_acc = evaluate(model, X_test, Y_test)
-  sps = (steps - 2) / (end - t_first) if t_first and steps > 2 else steps / (end - st)
   result = {"dataset": "cifar10", "device": Device.DEFAULT, "steps": steps, "batch_size": batch_size, "width": width,
-            "test_accuracy": test_acc, "final_loss": loss_v, "train_seconds": end - st, "steps_per_second": sps,
-            "kernels": GlobalCounters.kernel_count}
+            "test_accuracy": test_acc, **r, "kernels": GlobalCounters.kernel_count}
   print(f"cifar10: test accuracy {test_acc * 100:.2f}% after {steps} steps on {Device.DEFAULT}; "
-        f"{sps:.2f} steps/s after warm-up; {end - st:.1f} s of training")
+        f"{r['steps_per_second']:.2f} steps/s after warm-up; {r['train_seconds']:.1f} s of training")
   return result
 
 if __name__ == "__main__":

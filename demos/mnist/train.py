@@ -5,11 +5,12 @@
 
 Prints a progress bar with loss and accuracy, the test accuracy at the end, the device used and steps/s."""
 from __future__ import annotations
-import argparse, random, sys, time
+import argparse, random, sys
 from tinyweb import Tensor, TinyJit, Device, GlobalCounters, dtypes
 from tinyweb import nn
 from tinyweb.nn import optim, datasets
 from tinyweb.nn.state import get_parameters
+from demos.common import train_loop
 
 class Model:
   def __init__(self):
@@ -55,20 +56,6 @@ def evaluate(model: Model, X: Tensor, Y: Tensor, batch: int = 1000) -> float:
       correct += (pred == Y[i:i + batch].cast(dtypes.int32)).sum().item()
   return correct / X.shape[0]
 
-class PlainBar:
-  """Stands in for tqdm when it is not installed: prints the description every 10 steps."""
-  def __init__(self, total: int): self.total, self.i = total, 0
-  def __iter__(self):
-    for self.i in range(self.total): yield self.i
-  def set_description(self, s: str):
-    if self.i % 10 == 0 or self.i == self.total - 1: print(f"{self.i + 1}/{self.total} {s}", file=sys.stderr)
-
-def progress(total: int):
-  try:
-    from tqdm import trange
-    return trange(total)
-  except ImportError: return PlainBar(total)
-
 def train(dataset: str = "auto", steps: int = 70, batch_size: int = 512, lr: float = 0.001, seed: int = 0, eval_every: int = 0,
           test_limit: int = 0) -> dict:
   """Train and return the results; test_limit > 0 evaluates on only the first test_limit test images."""
@@ -92,23 +79,12 @@ def train(dataset: str = "auto", steps: int = 70, batch_size: int = 512, lr: flo
 
   print(f"training the beautiful-MNIST CNN on {name} ({X_train.shape[0]} images) on {Device.DEFAULT}, "
         f"{steps} steps of {batch_size}", file=sys.stderr)
-  st, t_first = time.perf_counter(), None
-  bar = progress(steps)
-  for i in bar:
-    x, y = batches()
-    loss, acc = step(x, y)
-    loss_v, acc_v = loss.item(), acc.item()
-    if i == 1: t_first = time.perf_counter()   # steps from here on are replays of the captured kernels
-    msg = f"loss {loss_v:6.3f} acc {acc_v * 100:5.1f}%"
-    if eval_every and (i + 1) % eval_every == 0: msg += f" test {evaluate(model, X_test, Y_test) * 100:5.2f}%"
-    bar.set_description(msg)
-  end = time.perf_counter()
+  r = train_loop(step, batches, steps, lambda: evaluate(model, X_test, Y_test), eval_every)
   test_acc = evaluate(model, X_test, Y_test)
-  sps = (steps - 2) / (end - t_first) if t_first and steps > 2 else steps / (end - st)
   result = {"dataset": name, "device": Device.DEFAULT, "steps": steps, "batch_size": batch_size, "test_accuracy": test_acc,
-            "train_seconds": end - st, "steps_per_second": sps, "kernels": GlobalCounters.kernel_count}
+            **r, "kernels": GlobalCounters.kernel_count}
   print(f"{name}: test accuracy {test_acc * 100:.2f}% after {steps} steps on {Device.DEFAULT}; "
-        f"{sps:.2f} steps/s after warm-up; {end - st:.1f} s of training")
+        f"{r['steps_per_second']:.2f} steps/s after warm-up; {r['train_seconds']:.1f} s of training")
   return result
 
 if __name__ == "__main__":
