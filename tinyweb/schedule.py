@@ -111,17 +111,18 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
   # walk from the outputs down: a reduction that is expanded, or whose value ends up in several kernels, gets a buffer
   under_expand: dict[UOp, bool] = {}
   kernels_using: dict[UOp, set] = {}
+  target_set = set(targets)
   for u in reversed(graph):
     if u.op is Ops.SINK: continue
     cs = [c for c in consumers[u] if c.op is not Ops.SINK]
     under_expand[u] = any(_expands(c) or (c not in realize and under_expand.get(c, False)) for c in cs)
     users = set()
     for c in cs: users |= {c} if c in realize else kernels_using.get(c, set())
-    if u in targets: users.add(u)
+    if u in target_set: users.add(u)
     if u.op is Ops.REDUCE_AXIS and (under_expand[u] or len(users) > 1): realize.add(u)
     kernels_using[u] = {u} if u in realize else users
   for u in list(realize):
-    if u.op in (Ops.BUFFER, Ops.DEVICE) or (u.op in MOVEMENT and is_buffer_view(u) and u not in targets): realize.discard(u)
+    if u.op in (Ops.BUFFER, Ops.DEVICE) or (u.op in MOVEMENT and is_buffer_view(u) and u not in target_set): realize.discard(u)
 
   # ---- one kernel per realized value, in dependency order ----
   items: list[ScheduleItem] = []
