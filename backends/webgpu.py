@@ -131,6 +131,11 @@ class WEBGPUDevice(Compiled):
     renderer = WGSLRenderer(has_f16=has_f16)
     renderer.max_local_size = min(self.limits["max-compute-invocations-per-workgroup"], self.limits["max-compute-workgroup-size-x"])
     renderer.max_groups = self.limits["max-compute-workgroups-per-dimension"]
+    # llvmpipe (lavapipe) stops the loops of one shader invocation after 65535 iterations in all, silently (Mesa's
+    # LP_MAX_TGSI_LOOP_ITERATIONS): the lowering splits large reductions across workgroup threads and refuses kernels
+    # that would still loop longer
+    if any("llvmpipe" in str(self.info.get(k, "")).lower() for k in ("device", "description", "driver_description")):
+      renderer.max_loop_iterations = 65535
     super().__init__(name, WebGPUAllocator(self), renderer, WGSLCompiler(), WebGPUProgram)
   def synchronize(self):
     """Wait for all submitted work: map a small staging buffer after it (on_submitted_work_done is broken in wgpu 0.32)."""

@@ -75,7 +75,7 @@ class CStyleRenderer:
     return f"{'' if is_output else 'const '}{self.mem(g.dtype)}*{self.buffer_qualifier} {name}"
   def render_decl(self, dt: DType, name: str, expr: str, mutable: bool = False) -> str: return f"{self.reg(dt)} {name} = {expr};"
   def render_range(self, name: str, lo: str, hi: str) -> str: return f"for (int {name} = {lo}; {name} < {hi}; {name}++) {{"
-  def render_special(self, u: UOp, name: str, prog: Program) -> list[str]:
+  def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
     raise NotImplementedError(f"{type(self).__name__} has no thread indices")
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str: raise NotImplementedError
 
@@ -115,9 +115,9 @@ class CStyleRenderer:
         upd = self.render_alu(red.arg, [acc, r(val)], u.dtype, u.dtype, [red, val])
         line(f"{acc} = {self.round_result(upd, u.dtype)};")
       elif op is Ops.REDUCE: continue
-      elif op is Ops.SPECIAL:
-        names[u] = u.arg
-        for s in self.render_special(u, names[u], prog): line(s)
+      elif op is Ops.SPECIAL:   # GPU only: a thread index (arg: its name), or a workgroup reduction (arg: ("group", ...))
+        names[u] = u.arg if isinstance(u.arg, str) else new_name(u.arg[0])
+        for s in self.render_special(u, names[u], prog, [r(x) for x in u.src]): line(s)
       elif op is Ops.LOAD:
         buf, idx = u.src[0], u.src[1]
         ld = self.render_load(r(buf), r(idx), u.dtype)

@@ -46,9 +46,13 @@ def at(node: UOp, gate: UOp, idx) -> UOp:
 
 class Lowerer:
   """State of one kernel's lowering: loop ranges are numbered, and each reduction's loops are made once per context."""
-  def __init__(self):
+  def __init__(self, group: int = 0):
     self.range_id = 0
     self.reduce_ranges: dict[tuple, dict[int, UOp]] = {}   # loops of each reduction, shared by its upcast copies
+    # GPU grouped reductions (see group_size): `group` threads of a workgroup share each top-level reduction
+    self.group = group
+    self.lidx = UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, group),), "lidx") if group else None
+    self.group_ranges: set[UOp] = set()
   def new_range(self, n: int) -> UOp:
     self.range_id += 1
     return UOp(Ops.RANGE, IDX, (UOp.const(IDX, n),), self.range_id)
@@ -85,11 +89,41 @@ def _reduce(ctx: Lowerer, x: UOp):
   # the copies of one reduction made by upcasting differ only in constant offsets: they share loops. A copy reached
   # inside another loop nest (its index uses other loops) gets loops of its own.
   key = (u, frozenset(r for i in idx for r in i.toposort() if r.op is Ops.RANGE))
+  if ctx.group and not key[1] and any(src.shape[a] != 1 for a in axes): return _group_reduce(ctx, x)
   if key not in ctx.reduce_ranges: ctx.reduce_ranges[key] = {a: ctx.new_range(src.shape[a]) for a in axes if src.shape[a] != 1}
   rr = ctx.reduce_ranges[key]
   inner = [rr.get(a, UOp.const(IDX, 0)) if a in axes else i for a, i in enumerate(idx)]
   val = at(src, gate, inner)
   return UOp(Ops.REDUCE, u.dtype, (val, *rr.values()), rop) if rr else val
+
+def _group_reduce(ctx: Lowerer, x: UOp):
+  """GPU, a reduction outside any loop: thread `lidx` of the workgroup reduces elements lidx, lidx+G, lidx+2G, ...
+  (G = ctx.group threads) into a partial result; the partials are combined in workgroup memory (a SPECIAL
+  ("group", op, G) over the partial REDUCE, added after simplification by `wrap_group_reduces`)."""
+  u, gate, idx = x.src[0], x.src[1], x.src[2:]
+  src, (rop, axes) = u.src[0], u.arg
+  red_axes = [a for a in axes if src.shape[a] != 1]
+  sizes = tuple(src.shape[a] for a in red_axes)
+  n, g = prod(sizes), ctx.group
+  r = ctx.new_range(-(-n // g))
+  ctx.group_ranges.add(r)
+  flat = r * g + ctx.lidx
+  parts = dict(zip(red_axes, unravel(flat, sizes)))
+  inner = [parts.get(a, UOp.const(IDX, 0)) if a in axes else i for a, i in enumerate(idx)]
+  valid = (flat < n) if n % g else None
+  val = at(src, gate if valid is None else valid if gate is TRUE else gate.logical_and(valid), inner)
+  if valid is not None: val = valid.where(val, UOp.const(u.dtype, reduce_identity(rop, u.dtype)))
+  return UOp(Ops.REDUCE, u.dtype, (val, r), rop)
+
+def wrap_group_reduces(sink: UOp, lw: Lowerer) -> UOp:
+  memo: dict[UOp, UOp] = {}
+  for u in sink.toposort():
+    nsrc = tuple(memo[s] for s in u.src)
+    nu = u if nsrc == u.src else u.replace(src=nsrc)
+    if nu.op is Ops.REDUCE and len(nu.src) == 2 and nu.src[1] in lw.group_ranges:
+      nu = UOp(Ops.SPECIAL, nu.dtype, (nu,), ("group", nu.arg, lw.group))
+    memo[u] = nu
+  return memo[sink]
 
 def _on(*ops): return lambda x: x.src[0].op in ops
 
@@ -131,6 +165,8 @@ class Program:
   threads: int = 0
   local_size: int = 0
   grid: Optional[tuple[int, int, int]] = None
+  # GPU grouped reductions: one workgroup of `group` threads per output (gid is the workgroup index)
+  group: int = 0
   @property
   def parallel(self) -> int: return self.parallel_range.src[0].arg if self.parallel_range is not None else 0
 
@@ -149,6 +185,23 @@ def choose_upcasts(value: UOp) -> dict[int, int]:
     if shape[i] % 4 == 0: out[i] = 4; break
   return out
 
+GROUP_MIN = 1024   # GPU: a reduction over at least this many elements is shared by the threads of a workgroup
+
+def group_size(value: UOp, renderer) -> int:
+  """GPU targets: threads per workgroup that share each top-level reduction (0: one thread per output loops alone).
+  Besides being faster, this keeps each thread's loop short: lavapipe (llvmpipe) silently stops a shader invocation's
+  loops after 65535 iterations in all (see `max_loop_iterations`)."""
+  reds = [u for u in value.toposort() if u.op is Ops.REDUCE_AXIS]
+  if not reds: return 0
+  nested = {v for u in reds for v in u.src[0].toposort() if v.op is Ops.REDUCE_AXIS and v is not u}
+  def size(u: UOp) -> int: return prod(u.src[0].shape[a] for a in u.arg[1])
+  # the work of one output: a top-level reduction's size times that of the reductions nested in it (loops inside its loop)
+  n = max(size(u) * prod(size(v) for v in u.src[0].toposort() if v.op is Ops.REDUCE_AXIS) for u in reds if u not in nested)
+  if n < GROUP_MIN: return 0
+  g, cap = 1, min(256, renderer.local_size * 4, renderer.max_local_size)
+  while g * 2 <= cap: g *= 2
+  return g if g > 1 else 0
+
 def launch_grid(threads: int, local_size: int, max_groups: int) -> tuple[int, int, int]:
   """Workgroups for `threads` threads: 1-D while it fits in `max_groups` per dimension, else folded into 2-D/3-D
   (the kernel rebuilds the flat index from the workgroup id and returns for the excess threads)."""
@@ -166,11 +219,13 @@ def lower(ast: UOp, renderer=None) -> Program:
   assert ast.op is Ops.SINK and len(ast.src) == 1 and ast.src[0].op is Ops.STORE
   store = ast.src[0]
   out_buf, value = store.src[0], store.src[1]
-  lw = Lowerer()
+  gpu = getattr(renderer, "has_threads", False)
+  group = group_size(value, renderer) if gpu else 0
+  lw = Lowerer(group)
   shape = value.shape
-  upcasts = choose_upcasts(value)
+  upcasts = {} if group else choose_upcasts(value)
   out_ranges = [lw.new_range(n // upcasts.get(i, 1)) if n // upcasts.get(i, 1) != 1 else None for i, n in enumerate(shape)]
-  threads, gpu = 0, getattr(renderer, "has_threads", False)
+  threads = 0
   if gpu:   # each output loop index is unraveled from one flat thread index
     sizes = [r.src[0].arg for r in out_ranges if r is not None]
     threads = prod(sizes)
@@ -187,11 +242,12 @@ def lower(ast: UOp, renderer=None) -> Program:
   sink = graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), lowering, ctx=lw)
   if any(u.op is Ops.INDEX for u in sink.toposort()): raise NotImplementedError("lowering: an op without a lowering rule")
   sink = graph_rewrite(sink, symbolic)
+  if lw.group_ranges: sink = wrap_group_reduces(sink, lw)
   uops = linearize(sink, [r for r in out_ranges if r is not None] if not gpu else [])
   gl = sorted([u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL], key=lambda u: u.arg[0])
   has_reduce = any(u.op is Ops.DEFINE_ACC for u in uops)
   name = ("r_" if has_reduce else "E_") + ("_".join(str(n) for n in shape) if shape else "0")
-  flops, mults = 0, [threads if gpu else 1]
+  flops, mults = 0, [threads * (group or 1) if gpu else 1]
   for u in uops:
     mult = mults[-1]
     if u.op is Ops.RANGE: mults.append(mult * u.src[0].arg)
@@ -200,9 +256,18 @@ def lower(ast: UOp, renderer=None) -> Program:
     elif u.op is Ops.ACC_UPDATE: flops += mult
   mem = sum(g.arg[1] * g.dtype.itemsize for g in gl)
   if gpu:
-    local = max(1, min(renderer.local_size, renderer.max_local_size, threads))
-    return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, opts={"upcast": upcasts} if upcasts else {},
-                   threads=threads, local_size=local, grid=launch_grid(threads, local, renderer.max_groups))
+    local = group or max(1, min(renderer.local_size, renderer.max_local_size, threads))
+    if (limit := getattr(renderer, "max_loop_iterations", None)) is not None:
+      iters, depth = 0, [1]   # loop iterations one thread runs, in all
+      for u in uops:
+        if u.op is Ops.RANGE: depth.append(depth[-1] * u.src[0].arg); iters += depth[-1]
+        elif u.op is Ops.ENDRANGE: depth.pop()
+      if iters > limit:
+        raise RuntimeError(f"{renderer.device}: kernel {name} runs {iters} loop iterations per thread; this adapter stops a "
+                           f"thread's loops after {limit} in all (lavapipe/llvmpipe), which would give wrong results")
+    opts = {**({"upcast": upcasts} if upcasts else {}), **({"group": group} if group else {})}
+    return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, opts=opts, threads=threads, local_size=local,
+                   grid=launch_grid(threads * (group or 1), local, renderer.max_groups), group=group)
   first = next((r for r in out_ranges if r is not None), None)
   return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, parallel_range=first,
                  opts={"upcast": upcasts} if upcasts else {})

@@ -25,6 +25,7 @@ class WGSLRenderer(CStyleRenderer):
   local_size = 64            # threads per workgroup (capped by max_local_size)
   max_local_size = 256       # the runtime sets these two from the adapter's limits
   max_groups = 65535
+  max_loop_iterations = None   # the runtime sets it where the driver cuts loops short (lavapipe: 65535 per thread)
   buffer_qualifier = ""
   reg_types = {dtypes.bool: "bool", dtypes.int8: "i32", dtypes.int16: "i32", dtypes.int32: "i32", dtypes.uint8: "u32",
                dtypes.uint16: "u32", dtypes.uint32: "u32", dtypes.float16: "f32", dtypes.bfloat16: "f32", dtypes.float32: "f32"}
@@ -73,6 +74,10 @@ class WGSLRenderer(CStyleRenderer):
     if sdt is not None and sdt.is_bool and op in (Ops.CMPLT, Ops.XOR):   # WGSL has no < or ^ on bool
       a, b = srcs
       return f"((!{a})&&{b})" if op is Ops.CMPLT else f"({a}!={b})"
+    # WGSL lets the compiler assume no NaN/inf, and lavapipe (NIR) folds x*0.0 to 0.0 even for x = inf/NaN: a product
+    # with a constant zero is computed on the bits instead (NaN for inf/NaN, else a zero with the product's sign)
+    if op is Ops.MUL and dt.is_float and (zs := [i for i, u in enumerate(src_uops) if u.op is Ops.CONST and u.arg == 0]):
+      return f"tw_mul0({srcs[1 - zs[0]]}, {srcs[zs[0]]})"
     if op is Ops.CMPNE and sdt is not None and sdt.is_float: return f"({srcs[0]}!={srcs[1]}||tw_isnan({srcs[0]})||tw_isnan({srcs[1]}))"
     return super().render_alu(op, srcs, dt, sdt, src_uops)
   def render_int_div(self, op: Ops, a: str, b: str, dt: DType, divisor: UOp) -> str:
@@ -123,6 +128,9 @@ class WGSLRenderer(CStyleRenderer):
     if buf in self._atomic: word = f"atomicLoad(&{word})"
     return self.from_bits(f"(({word}>>{sh})&{(1 << PACKED[dt]) - 1}u)", dt)
   def render_store(self, buf: str, idx: str, val: str, dt: DType) -> str:
+    st = self._render_store(buf, idx, val, dt)
+    return f"if (lid == 0u) {{ {st} }}" if self._group else st   # grouped: the workgroup's threads hold the same value
+  def _render_store(self, buf: str, idx: str, val: str, dt: DType) -> str:
     if dt == dtypes.float16: return f"{buf}[{idx}] = f16({val});"
     if dt not in PACKED: return f"{buf}[{idx}] = {val};"
     word, sh = self._word(buf, idx, dt)
@@ -139,12 +147,31 @@ class WGSLRenderer(CStyleRenderer):
     return f"{'var' if mutable else 'let'} {name}: {self.reg(dt)} = {expr};"
   def render_range(self, name: str, lo: str, hi: str) -> str:
     return f"for (var {name}: i32 = {lo}; {name} < {hi}; {name}++) {{"
-  def render_special(self, u: UOp, name: str, prog: Program) -> list[str]:
+  def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
+    if u.arg == "lidx": return [f"let {name}: i32 = i32(lid);"]
+    if isinstance(u.arg, tuple):   # ("group", op, G): combine the G threads' partial results in workgroup memory
+      _, rop, g = u.arg
+      mem = f"tw_{name}"
+      self._wg_decls.append(f"var<workgroup> {mem}: array<{self.reg(u.dtype)}, {g}>;")
+      out = [f"{mem}[lid] = {srcs[0]};", "workgroupBarrier();"]
+      s = g // 2
+      while s >= 1:
+        upd = self.round_result(self.render_alu(rop, [f"{mem}[lid]", f"{mem}[lid + {s}u]"], u.dtype, u.dtype, [u, u]), u.dtype)
+        out += [f"if (lid < {s}u) {{ {mem}[lid] = {upd}; }}", "workgroupBarrier();"]
+        s //= 2
+      return out + [f"let {name}: {self.reg(u.dtype)} = {mem}[0];"]
     x, y, _ = prog.grid
     flat = "wg.x" + (f" + wg.y*{x}u" if prog.grid[1] > 1 or prog.grid[2] > 1 else "") + (f" + wg.z*{x * y}u" if prog.grid[2] > 1 else "")
+    # grouped reductions: all threads of a workgroup work on one output (the early return is uniform in the workgroup)
+    if prog.group: return [f"let {name}: i32 = i32({flat});", f"if ({name} >= {prog.threads}) {{ return; }}"]
     return [f"let {name}: i32 = i32(({flat})*{prog.local_size}u + lid);", f"if ({name} >= {prog.threads}) {{ return; }}"]
 
   prelude = """fn tw_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn tw_mul0(x: f32, z: f32) -> f32 {
+  let b = bitcast<u32>(x);
+  if ((b & 0x7f800000u) == 0x7f800000u) { return bitcast<f32>(0x7fc00000u); }
+  return bitcast<f32>((b ^ bitcast<u32>(z)) & 0x80000000u);
+}
 fn tw_f32_to_bf16(f: f32) -> u32 {
   let u = bitcast<u32>(f);
   if (tw_isnan(f)) { return 0x7fc0u; }
@@ -161,9 +188,11 @@ fn tw_f2u(f: f32) -> u32 { return bitcast<u32>(tw_f2i(f)); }
 """
   def render(self, prog: Program) -> str:
     self._atomic: set[str] = set()
+    self._wg_decls: list[str] = []
+    self._group = prog.group
     return super().render(prog)
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
-    return (("enable f16;\n" if self.has_f16 else "") + self.prelude + "\n".join(params) + "\n" +
+    return (("enable f16;\n" if self.has_f16 else "") + self.prelude + "\n".join(params + self._wg_decls) + "\n" +
             f"@compute @workgroup_size({prog.local_size or 1})\n"
             f"fn {name}(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n" +
             "\n".join(body) + "\n}\n")
