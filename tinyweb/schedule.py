@@ -173,12 +173,17 @@ def _reads_other_elements(value: UOp, target: UOp, realize: set) -> bool:
   """True when computing `value` in place would read elements of `target` that were already overwritten:
   the target buffer is read through anything other than the target view itself used elementwise."""
   buf = target.base
+  seen: dict[tuple[UOp, bool], bool] = {}   # the graph is a DAG: each (node, context) is answered once
   def visit(u: UOp, under_non_elementwise: bool) -> bool:
-    if u is target: return under_non_elementwise
-    if u is buf: return True
-    if u in realize and u is not value: return False
-    bad = under_non_elementwise or u.op not in ELEMENTWISE
-    return any(visit(s, bad) for s in u.src)
+    if (key := (u, under_non_elementwise)) in seen: return seen[key]
+    if u is target: r = under_non_elementwise
+    elif u is buf: r = True
+    elif u in realize and u is not value: r = False
+    else:
+      bad = under_non_elementwise or u.op not in ELEMENTWISE
+      r = any(visit(s, bad) for s in u.src)
+    seen[key] = r
+    return r
   return visit(value, False)
 
 def _kernel(value: UOp, out: Buffer, realize: set, result: dict, producer: dict) -> ScheduleItem:
