@@ -38,6 +38,16 @@ def _forward(ours, x):
 def _tparams(tmodel): return [p for p in tmodel.parameters()]
 def _oparams(ours): return [t for layer in ours for t in (layer.weight, layer.bias)]
 
+def _step_both(step, tmodel, topt, ours, oopt, device):
+  """One training step of the same model in both frameworks: cross-entropy on the step's data."""
+  x, y = _data(step)
+  topt.zero_grad()
+  torch.nn.functional.cross_entropy(tmodel(torch.tensor(x)), torch.tensor(y)).backward()
+  topt.step()
+  oopt.zero_grad()
+  _forward(ours, Tensor(x, device=device)).cross_entropy(Tensor(y.astype(np.int32), device=device)).backward()
+  oopt.step()
+
 def _train_both(device, make_ours, make_torch, steps=3, sched=None):
   """Runs `steps` steps in both frameworks (cross-entropy of the MLP), comparing parameters and gradients every step."""
   tmodel, ours = _models(device)
@@ -46,14 +56,7 @@ def _train_both(device, make_ours, make_torch, steps=3, sched=None):
   with Tensor.train():
     tmodel.train()
     for step in range(steps):
-      x, y = _data(step)
-      topt.zero_grad()
-      torch.nn.functional.cross_entropy(tmodel(torch.tensor(x)), torch.tensor(y)).backward()
-      topt.step()
-      oopt.zero_grad()
-      loss = _forward(ours, Tensor(x, device=device)).cross_entropy(Tensor(y.astype(np.int32), device=device))
-      loss.backward()
-      oopt.step()
+      _step_both(step, tmodel, topt, ours, oopt, device)
       for i, (t, o) in enumerate(zip(_tparams(tmodel), _oparams(ours))):
         np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), atol=ATOL, rtol=RTOL, err_msg=f"step {step} grad {i}")
         np.testing.assert_allclose(o.numpy(), t.detach().numpy(), atol=ATOL, rtol=RTOL, err_msg=f"step {step} param {i}")
@@ -103,13 +106,7 @@ def _train_bn(device, make_ours, make_torch, steps=3):
   tmodel.train()
   with Tensor.train():
     for step in range(steps):
-      x, y = _data(step)
-      topt.zero_grad()
-      torch.nn.functional.cross_entropy(tmodel(torch.tensor(x)), torch.tensor(y)).backward()
-      topt.step()
-      oopt.zero_grad()
-      _forward(ours, Tensor(x, device=device)).cross_entropy(Tensor(y.astype(np.int32), device=device)).backward()
-      oopt.step()
+      _step_both(step, tmodel, topt, ours, oopt, device)
       for i, (t, o) in enumerate(zip(tps, ops)):
         np.testing.assert_allclose(o.numpy(), t.detach().numpy(), atol=ATOL, rtol=RTOL, err_msg=f"step {step} param {i}")
   for key in ("running_mean", "running_var"):
