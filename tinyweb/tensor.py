@@ -195,9 +195,9 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
     """Compute several tensors in one schedule, sharing work between them."""
-    ts = [t for t in tensors if not is_contiguous_buffer(apply_realized(t.uop))]
-    if not ts: return
-    targets = [apply_realized(t.uop) for t in ts]
+    todo = [(t, u) for t in tensors if not is_contiguous_buffer(u := apply_realized(t.uop))]
+    if not todo: return
+    ts, targets = [t for t, _ in todo], [u for _, u in todo]
     items, results, assigned = create_schedule(targets)
     run_schedule(items)
     for a, r in assigned.items(): realized_cache.put(a, r)   # an assign inside the graph ran: it must not run again
