@@ -82,9 +82,9 @@ class WebGPUProgram:
     src = lib.decode()
     w, d = dev.wgpu, dev.device
     self.nbind = len(re.findall(r"@binding\(", src))
-    if self.nbind > dev.max_storage_buffers:
+    if self.nbind > dev.renderer.max_buffers:   # the scheduler splits kernels to fit: this would be a bug
       raise RuntimeError(f"WEBGPU: kernel {name} uses {self.nbind} buffers; the adapter allows "
-                         f"{dev.max_storage_buffers} storage buffers per shader stage")
+                         f"{dev.renderer.max_buffers} storage buffers per shader stage")
     try:
       module = d.create_shader_module(code=src)
       self.layout = d.create_bind_group_layout(entries=[
@@ -123,7 +123,6 @@ class WEBGPUDevice(Compiled):
     self.device = self.adapter.request_device_sync(required_features=feats, required_limits=limits)
     self.features, self.limits = set(self.device.features), dict(self.device.limits)
     self.max_binding = self.limits["max-storage-buffer-binding-size"]
-    self.max_storage_buffers = self.limits["max-storage-buffers-per-shader-stage"]
     self.info = self.adapter.info
     # a real GPU ranks above the CPU device in Device.DEFAULT; a CPU adapter (lavapipe, SwiftShader) does not
     self.is_real_gpu = self.info.get("adapter_type", "").upper() not in ("CPU", "UNKNOWN", "")
@@ -131,6 +130,7 @@ class WEBGPUDevice(Compiled):
     renderer = WGSLRenderer(has_f16=has_f16)
     renderer.max_local_size = min(self.limits["max-compute-invocations-per-workgroup"], self.limits["max-compute-workgroup-size-x"])
     renderer.max_groups = self.limits["max-compute-workgroups-per-dimension"]
+    renderer.max_buffers = self.limits["max-storage-buffers-per-shader-stage"]   # the scheduler splits kernels to fit
     # llvmpipe (lavapipe) stops the loops of one shader invocation after 65535 iterations in all, silently (Mesa's
     # LP_MAX_TGSI_LOOP_ITERATIONS): the lowering splits large reductions across workgroup threads and refuses kernels
     # that would still loop longer

@@ -77,3 +77,25 @@ def test_buffers_are_freed_and_reused():
   before = GlobalCounters.mem_used
   for _ in range(20): (x * 2 + 1).sum().item()
   assert GlobalCounters.mem_used <= before + 64 * 64 * 4, "intermediate buffers leaked"
+
+@pytest.mark.parametrize("case", ["sum of 12", "reduce of 12", "matmul of two 6-input sums"])
+def test_kernels_are_split_to_the_device_buffer_limit(device, case, monkeypatch):
+  # WebGPU in browsers binds at most 8 storage buffers per kernel; every device honours a renderer's `max_buffers`
+  from tinyweb import Device
+  from tinyweb import engine
+  monkeypatch.setattr(Device[device].renderer, "max_buffers", 8, raising=False)
+  rng = np.random.default_rng(5)
+  arrs = [rng.standard_normal((16, 16)).astype(np.float32) for _ in range(12)]
+  ts = [Tensor(a, device=device) for a in arrs]
+  if case == "sum of 12": out, ref = sum(ts[1:], ts[0]) * 2, sum(arrs) * 2
+  elif case == "reduce of 12":
+    out = sum((t * (i + 1) for i, t in enumerate(ts[1:])), ts[0]).sum(1)
+    ref = sum((a * (i + 1) for i, a in enumerate(arrs[1:])), arrs[0]).sum(1)
+  else: out, ref = sum(ts[1:6], ts[0]) @ sum(ts[7:], ts[6]), sum(arrs[:6]) @ sum(arrs[6:])
+  launches: list = []
+  engine.capturing.append(launches)
+  try: got = out.numpy()
+  finally: engine.capturing.remove(launches)
+  np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+  kernels = [bufs for k, bufs in launches if k is not None]
+  assert len(kernels) >= 2 and all(len(bufs) <= 8 for bufs in kernels), [len(b) for b in kernels]

@@ -14,7 +14,7 @@ import weakref
 from dataclasses import dataclass
 from collections import defaultdict
 from typing import Optional
-from tinyweb.device import Buffer
+from tinyweb.device import Buffer, Device
 from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, unique_id
 
 @dataclass(eq=False)
@@ -123,6 +123,7 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
     kernels_using[u] = {u} if u in realize else users
   for u in list(realize):
     if u.op in (Ops.BUFFER, Ops.DEVICE) or (u.op in MOVEMENT and is_buffer_view(u) and u not in target_set): realize.discard(u)
+  _split_for_buffer_limit(graph, realize)
 
   # ---- one kernel per realized value, in dependency order ----
   items: list[ScheduleItem] = []
@@ -168,6 +169,43 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
 
   return _order(items, assigns), {t: result.get(s, s) for t, s in zip(orig_targets, targets)}, \
          {u: r for u, r in result.items() if u.op is Ops.ASSIGN}
+
+def _kernel_value(u: UOp) -> Optional[UOp]:
+  """What the kernel realizing `u` computes (None for copies)."""
+  return None if u.op is Ops.COPY else u.src[1] if u.op is Ops.ASSIGN else u.src[0] if u.op is Ops.CONTIGUOUS else u
+
+def _split_for_buffer_limit(graph: list[UOp], realize: set):
+  """A device may bind only so many buffers to one kernel (WebGPU's maxStorageBuffersPerShaderStage: 8 in most
+  browsers). While a kernel would read more, the part of it that reads the most inputs that still fit gets a buffer of
+  its own (preferring the smallest such value), so one kernel becomes several."""
+  limits = {}
+  for u in realize:
+    if u.op is not Ops.COPY and (dev := u.device) not in limits:
+      limits[dev] = getattr(getattr(Device[dev], "renderer", None), "max_buffers", None)
+  if not any(limits.values()): return
+  while True:
+    reads: dict[UOp, frozenset] = {}   # node -> the buffers a kernel computing it reads (realized values count as one)
+    def inputs_of(u: UOp) -> frozenset:
+      if (r := reads.get(u)) is None:
+        r = reads[u] = frozenset([u.arg[0]]) if u.op is Ops.BUFFER else frozenset().union(*[inputs_below(s) for s in u.src])
+      return r
+    def inputs_below(u: UOp) -> frozenset: return frozenset([u]) if u in realize else inputs_of(u)
+    over = next(((u, limit) for u in graph if u in realize and (value := _kernel_value(u)) is not None and
+                 (limit := limits.get(u.device)) and len(inputs_of(value)) + 1 > limit), None)
+    if over is None: return
+    u, limit = over
+    value = _kernel_value(u)
+    inside, stack, seen = [], [value], set()   # the nodes this kernel computes itself
+    while stack:
+      if (n := stack.pop()) in seen or (n in realize and n is not u): continue
+      seen.add(n)
+      if n is not value and n.op not in (Ops.BUFFER, Ops.CONST, Ops.ARANGE) and not is_buffer_view(n): inside.append(n)
+      stack.extend(n.src)
+    fits = [n for n in inside if 2 <= len(inputs_of(n)) <= limit - 1]
+    if not fits:
+      raise RuntimeError(f"schedule: a kernel on {u.device} reads {len(inputs_of(value))} buffers and cannot be split "
+                         f"under the device's limit of {limit} buffers per kernel")
+    realize.add(max(fits, key=lambda n: (len(inputs_of(n)), -n.size)))
 
 def _reads_other_elements(value: UOp, target: UOp, realize: set) -> bool:
   """True when computing `value` in place would read elements of `target` that were already overwritten:

@@ -15,6 +15,7 @@ class CStyleRenderer:
   mem_types: dict[DType, str] = {}
   infinity, nan = "INFINITY", "NAN"
   core_split = False   # C on the CPU: the outermost output loop runs [core_lo, core_hi) so threads can share it
+  max_buffers = None   # most buffers one kernel may bind (WebGPU); the scheduler splits kernels that would read more
   float_suffix = {dtypes.float32: "f", dtypes.float16: "f", dtypes.bfloat16: "f", dtypes.float64: ""}
   int_suffix = {dtypes.int64: "ll", dtypes.uint64: "ull", dtypes.uint32: "u"}
 

@@ -25,6 +25,7 @@ class WGSLRenderer(CStyleRenderer):
   local_size = 64            # threads per workgroup (capped by max_local_size)
   max_local_size = 256       # the runtime sets these two from the adapter's limits
   max_groups = 65535
+  max_buffers = 8            # storage buffers one kernel may bind (the runtime sets it from the adapter's limits)
   max_loop_iterations = None   # the runtime sets it where the driver cuts loops short (lavapipe: 65535 per thread)
   buffer_qualifier = ""
   reg_types = {dtypes.bool: "bool", dtypes.int8: "i32", dtypes.int16: "i32", dtypes.int32: "i32", dtypes.uint8: "u32",
