@@ -7,12 +7,13 @@
   copyin: queue.write_buffer; copyout: copy into a MAP_READ staging buffer, map, read.
 - Programs: shader module + compute pipeline with an explicit bind-group layout (cached per source); a bind group per
   launch. wgpu-py turns WebGPU validation errors into Python exceptions; they are re-raised naming the kernel.
-- One command encoder and one submit per launch. TODO: batch all dispatches of one realize (and of a TinyJit replay)
-  into one encoder/submit.
+- Launches are recorded into one compute pass of one command encoder; `flush()` (called by the engine at the end of
+  every realize and TinyJit replay, and before any copy) submits them at once. WebGPU orders the dispatches of a pass
+  and makes each one's writes visible to the next.
 - Which dtypes and ops are refused, and why, is listed in one place: `WGSLRenderer.unsupported`.
 """
 from __future__ import annotations
-import os, re, tempfile, time
+import functools, os, re, tempfile, time
 from tinyweb.device import Allocator, Compiler, Compiled
 from tinyweb.codegen.wgsl import WGSLRenderer
 
@@ -35,6 +36,21 @@ def pick_adapter(wgpu):
   if a is None: raise RuntimeError("no WebGPU adapter (install a driver, e.g. apt-get install mesa-vulkan-drivers libvulkan1)")
   return a
 
+class DeviceLostError(RuntimeError): pass
+
+def fails_clearly_when_lost(fn):
+  """wgpu-native reports a lost device (driver reset, GPU removed, device.destroy()) as a validation error of whatever
+  call comes next: turn that into one clear error."""
+  @functools.wraps(fn)
+  def wrapper(*args, **kwargs):
+    try: return fn(*args, **kwargs)
+    except DeviceLostError: raise
+    except Exception as e:
+      if "device is lost" not in str(e).lower() and "device lost" not in str(e).lower(): raise
+      raise DeviceLostError("WEBGPU: the GPU device was lost (driver reset, GPU removed or device destroyed); the tensors "
+                            "on it are gone. Restart the process to get a new device.") from e
+  return wrapper
+
 OPTIONAL_FEATURES = ("shader-f16", "timestamp-query", "subgroup", "subgroups")
 
 class WebGPUAllocator(Allocator):
@@ -47,6 +63,7 @@ class WebGPUAllocator(Allocator):
     while self.cache[nbytes]:
       if getattr(h := self.cache[nbytes].pop(), "_internal", None) is not None: return h
     return self._alloc(nbytes)
+  @fails_clearly_when_lost
   def _alloc(self, nbytes: int):
     size = (max(nbytes, 4) + 3) // 4 * 4
     if size > self.dev.max_binding:
@@ -54,18 +71,21 @@ class WebGPUAllocator(Allocator):
                         f"({self.dev.max_binding} bytes); split the tensor")
     w = self.dev.wgpu
     return self.dev.device.create_buffer(size=size, usage=w.BufferUsage.STORAGE | w.BufferUsage.COPY_SRC | w.BufferUsage.COPY_DST)
-  def _free(self, handle, nbytes: int): handle.destroy()
+  def _free(self, handle, nbytes: int):
+    self.dev.flush()   # a recorded launch may still use it
+    handle.destroy()
+  @fails_clearly_when_lost
   def copyin(self, handle, src: memoryview):
+    self.dev.flush()   # queue.write_buffer runs before work submitted later: launches recorded so far go first
     data = bytes(src)
     if len(data) % 4: data += bytes(4 - len(data) % 4)
     self.dev.device.queue.write_buffer(handle, 0, data)
+  @fails_clearly_when_lost
   def copyout(self, dst: memoryview, handle):
     w, n = self.dev.wgpu, dst.nbytes
     size = (n + 3) // 4 * 4
     staging = self.dev.device.create_buffer(size=size, usage=w.BufferUsage.MAP_READ | w.BufferUsage.COPY_DST)
-    enc = self.dev.device.create_command_encoder()
-    enc.copy_buffer_to_buffer(handle, 0, staging, 0, size)
-    self.dev.device.queue.submit([enc.finish()])
+    self.dev.flush(lambda enc: enc.copy_buffer_to_buffer(handle, 0, staging, 0, size))
     staging.map_sync(w.MapMode.READ)
     try: dst[:] = staging.read_mapped(0, size).cast("B")[:n]
     finally:
@@ -77,6 +97,7 @@ class WGSLCompiler(Compiler):
   def compile(self, src: str) -> bytes: return src.encode()
 
 class WebGPUProgram:
+  @fails_clearly_when_lost
   def __init__(self, dev, name: str, lib: bytes):
     self.dev, self.name = dev, name
     src = lib.decode()
@@ -93,25 +114,23 @@ class WebGPUProgram:
                                                 compute={"module": module, "entry_point": name})
     except Exception as e:
       raise RuntimeError(f"WEBGPU: kernel {name} failed to compile: {e}\n--- source ---\n{src}") from e
+  @fails_clearly_when_lost
   def __call__(self, *bufs, global_size=(1, 1, 1), parallel: int = 0, work: int = 0, wait=False):
-    d = self.dev.device
+    dev = self.dev
     try:
-      bg = d.create_bind_group(layout=self.layout, entries=[
+      bg = dev.device.create_bind_group(layout=self.layout, entries=[
         {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in enumerate(bufs)])
+      if wait: dev.synchronize()   # time this launch alone
       st = time.perf_counter()
-      enc = d.create_command_encoder()
-      cp = enc.begin_compute_pass()
+      cp = dev.compute_pass(self.name)
       cp.set_pipeline(self.pipeline)
       cp.set_bind_group(0, bg)
       cp.dispatch_workgroups(*global_size)
-      cp.end()
-      d.queue.submit([enc.finish()])
-      if wait:
-        self.dev.synchronize()
-        return time.perf_counter() - st
     except Exception as e:
-      if isinstance(e, RuntimeError) and str(e).startswith("WEBGPU"): raise
       raise RuntimeError(f"WEBGPU: launching kernel {self.name} failed: {e}") from e
+    if wait:
+      dev.synchronize()
+      return time.perf_counter() - st
     return None
 
 class WEBGPUDevice(Compiled):
@@ -137,6 +156,31 @@ class WEBGPUDevice(Compiled):
     if any("llvmpipe" in str(self.info.get(k, "")).lower() for k in ("device", "description", "driver_description")):
       renderer.max_loop_iterations = 65535
     super().__init__(name, WebGPUAllocator(self), renderer, WGSLCompiler(), WebGPUProgram)
+    self.encoder = self.pass_ = None   # the command batch being recorded
+    self.batched: list[str] = []       # names of the kernels in it, for error messages
+    self.submits = 0                   # queue submits so far (tests check that a realize is one)
+  def compute_pass(self, kernel: str):
+    """The compute pass that launches are recorded into (started on the first launch after a flush)."""
+    if self.pass_ is None:
+      self.encoder = self.device.create_command_encoder()
+      self.pass_ = self.encoder.begin_compute_pass()
+    self.batched.append(kernel)
+    return self.pass_
+  @fails_clearly_when_lost
+  def flush(self, then=None):
+    """Submit the recorded launches, followed by `then(encoder)` when given (a copy that must run after them)."""
+    if self.pass_ is None and then is None: return
+    enc = self.encoder if self.pass_ is not None else self.device.create_command_encoder()
+    if self.pass_ is not None: self.pass_.end()
+    kernels, self.encoder, self.pass_, self.batched = self.batched, None, None, []
+    try:
+      if then is not None: then(enc)
+      self.device.queue.submit([enc.finish()])
+      self.submits += 1
+    except Exception as e:
+      raise RuntimeError(f"WEBGPU: submitting {len(kernels)} launches ({', '.join(kernels[:8])}"
+                         f"{', ...' if len(kernels) > 8 else ''}) failed: {e}") from e
+  @fails_clearly_when_lost
   def synchronize(self):
     """Wait for all submitted work: map a small staging buffer after it (on_submitted_work_done is broken in wgpu 0.32)."""
     w = self.wgpu
@@ -144,8 +188,6 @@ class WEBGPUDevice(Compiled):
       self._sync_bufs = (self.device.create_buffer(size=4, usage=w.BufferUsage.COPY_SRC),
                          self.device.create_buffer(size=4, usage=w.BufferUsage.MAP_READ | w.BufferUsage.COPY_DST))
     src, dst = self._sync_bufs
-    enc = self.device.create_command_encoder()
-    enc.copy_buffer_to_buffer(src, 0, dst, 0, 4)
-    self.device.queue.submit([enc.finish()])
+    self.flush(lambda enc: enc.copy_buffer_to_buffer(src, 0, dst, 0, 4))
     dst.map_sync(w.MapMode.READ)
     dst.unmap()

@@ -67,3 +67,42 @@ def test_debug4_prints_wgsl(capsys):
   with Context(DEBUG=4): (Tensor([1.0, 2.0], device="WEBGPU") * 7.5).realize()
   out = capsys.readouterr().out
   assert "@compute" in out and "@workgroup_size" in out and "var<storage" in out
+
+def test_one_submit_per_realize_and_per_jit_replay():
+  from tinyweb import TinyJit
+  dev = Device["WEBGPU"]
+  rng = np.random.default_rng(4)
+  a = rng.standard_normal((64, 64)).astype(np.float32)
+  x = Tensor(a, device="WEBGPU").realize()
+  def f(t): return ((t @ t).relu().sum(0) + t.max(1)).softmax()
+  def ref(a):
+    z = np.maximum(a @ a, 0).sum(0) + a.max(1)
+    e = np.exp(z - z.max())
+    return e / e.sum()
+  GlobalCounters.reset()
+  before = dev.submits
+  y = f(x).realize()
+  assert GlobalCounters.kernel_count >= 3 and dev.submits - before == 1
+  np.testing.assert_allclose(y.numpy(), ref(a), rtol=1e-4, atol=1e-6)
+  jf = TinyJit(lambda t: f(t).realize())
+  for i in range(4):
+    b = rng.standard_normal((64, 64)).astype(np.float32)
+    t = Tensor(b, device="WEBGPU").realize()
+    before = dev.submits
+    out = jf(t)
+    if i >= 2: assert dev.submits - before == 1   # a replay: all its kernels in one submit
+    np.testing.assert_allclose(out.numpy(), ref(b), rtol=1e-4, atol=1e-6)
+
+def test_device_loss_gives_a_clear_error():
+  # destroying the device is how a test can lose it; in a subprocess, since the device is shared by the whole process
+  code = textwrap.dedent("""
+    from tinyweb import Tensor, Device
+    x = Tensor([1.0, 2.0], device="WEBGPU").realize()
+    Device["WEBGPU"].device.destroy()
+    for attempt in (lambda: (x * 2).numpy(), lambda: Tensor([3.0], device="WEBGPU").numpy()):
+      try: attempt()
+      except RuntimeError as e: print(type(e).__name__, e)
+  """)
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+  lines = out.strip().splitlines()
+  assert len(lines) == 2 and all(l.startswith("DeviceLostError WEBGPU: the GPU device was lost") for l in lines), out

@@ -5,7 +5,8 @@ A runtime (one module in `tinyweb.backends`) provides a `Compiled` device made o
   and optionally as_memoryview(handle, nbytes) for zero-copy host access;
 - a `Renderer` (tinyweb.codegen.cstyle) that turns a linear kernel program into source code;
 - a `Compiler`: compile(source) -> bytes (results cached by the base class on disk and in memory);
-- a program class: Program(device, name, lib) and program(*buffers, global_size=..., wait=bool) -> seconds or None.
+- a program class: Program(device, name, lib) and program(*buffers, global_size=..., wait=bool) -> seconds or None;
+- optionally flush(): start launches recorded so far (called at the end of each realize and TinyJit replay).
 Register a new device with `Device.register("NAME", "module.path:ClassName")` or `Device["NAME"] = instance`.
 """
 from __future__ import annotations
@@ -74,6 +75,9 @@ class Compiled:
       p = self.programs[key] = self.program_cls(self, name, self.compiler.compile_cached(src))
     return p
   def synchronize(self): pass
+  def flush(self):
+    """Start the work launched so far. A device that records launches into one command batch (WEBGPU) submits it here;
+    the engine calls this at the end of every realize and TinyJit replay."""
 
 class Buffer:
   """`size` elements of `dtype` on a device. Memory is allocated on first use and returned to the pool when freed."""

@@ -36,6 +36,7 @@ def get_kernel(device: str, ast: UOp) -> CompiledKernel:
 
 def run_schedule(items: list[ScheduleItem]):
   st = time.perf_counter()
+  devices = set()
   for it in items:
     for b in it.bufs: b.ensure_allocated()
     if it.kind == "copy":
@@ -52,6 +53,7 @@ def run_schedule(items: list[ScheduleItem]):
       if b.device != device:
         raise RuntimeError(f"kernel reads a buffer on {b.device} while writing on {device}: move tensors with .to() first")
     k = get_kernel(device, it.ast)
+    devices.add(device)
     et = k.run([b.handle for b in it.bufs], wait=DEBUG >= 2)
     for cap in capturing: cap.append((k, it.bufs))
     GlobalCounters.kernel_count += 1
@@ -63,5 +65,6 @@ def run_schedule(items: list[ScheduleItem]):
       t = max(et or 0.0, 1e-9)
       print(f"*** {device:6s} {GlobalCounters.kernel_count:4d} {p.name:28s} shape {str(p.global_shape):18s} "
             f"{t*1e3:9.3f} ms {p.flops/t/1e9:9.2f} GFLOP/s {p.mem_estimate/t/1e9:8.2f} GB/s")
+  for d in devices: Device[d].flush()
   if DEBUG >= 1 and items:
     print(f"realize: {len(items)} items ({sum(it.kind == 'kernel' for it in items)} kernels) in {(time.perf_counter()-st)*1e3:.2f} ms")

@@ -15,7 +15,7 @@ import functools
 from typing import Any, Callable
 from tinyweb.tensor import Tensor
 from tinyweb.uop import UOp, Ops
-from tinyweb.device import Buffer
+from tinyweb.device import Buffer, Device
 from tinyweb.schedule import realized_cache, apply_realized, is_contiguous_buffer, substitute, buffer_uop
 from tinyweb import engine
 from tinyweb.helpers import DEBUG, GlobalCounters
@@ -84,16 +84,19 @@ class TinyJit:
                                     f"captured with {b[0]} {b[1].name} on {b[2]}; use a new TinyJit for other shapes")
       raise ValueError(f"TinyJit: called with {len(sig)} tensor arguments, captured with {len(self.signature)}")
     swap = {old: new for old, new in zip(self.input_buffers, bufs) if old is not new}
+    devices = set()
     for kernel, kbufs in self.launches:
       if swap: kbufs = [swap.get(b, b) for b in kbufs]
       for b in kbufs: b.ensure_allocated()
       if kernel is None: kbufs[0].copyin(kbufs[1].as_memoryview())
       else:
         kernel.run([b.handle for b in kbufs])
+        devices.add(kbufs[0].device)
         kbufs[0].writes += 1
         GlobalCounters.kernel_count += 1
         GlobalCounters.global_ops += kernel.program.flops
         GlobalCounters.global_mem += kernel.program.mem_estimate
+    for d in devices: Device[d].flush()
     # outputs: the captured output buffers (or views of the new inputs)
     uop_swap = {}
     for u in self.output_uops:
