@@ -106,3 +106,13 @@ def test_device_loss_gives_a_clear_error():
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
   lines = out.strip().splitlines()
   assert len(lines) == 2 and all(l.startswith("DeviceLostError WEBGPU: the GPU device was lost") for l in lines), out
+
+def test_buffer_over_the_binding_limit_is_refused_before_dispatch(monkeypatch):
+  # lavapipe binds 128 MiB, browsers often 128 MiB or less: pretend 1 MiB so the test stays small
+  monkeypatch.setattr(Device["WEBGPU"], "max_binding", 1 << 20)
+  small = Tensor.ones(1000, device="WEBGPU")
+  np.testing.assert_array_equal((small * 2).numpy(), np.full(1000, 2, np.float32))
+  with pytest.raises(MemoryError, match=r"WEBGPU: a buffer of 2097152 bytes exceeds the adapter's maxStorageBufferBindingSize \(1048576"):
+    Tensor(np.zeros(1 << 19, np.float32), device="WEBGPU").realize()
+  with pytest.raises(MemoryError, match="maxStorageBufferBindingSize"):
+    small.reshape(1000, 1).expand(1000, 600).contiguous().realize()   # a kernel output of 2.4 MB

@@ -23,10 +23,24 @@ class CompiledKernel:
 _kernel_cache: dict[tuple[str, UOp], CompiledKernel] = {}
 capturing: list[list] = []   # TinyJit appends a list here to record every launch as (kernel or None for a copy, buffers)
 
+INDEX_MAX = 2**31 - 1   # index arithmetic is 32-bit on every target (int in C, i32 in WGSL)
+
+def check_index_range(ast: UOp, device: str):
+  """Refuse a kernel whose index math would wrap: a dimension past 32 bits, or a reshape of a view with more elements
+  than that (a reshape flattens the index, up to the view's size). Huge broadcasts are fine while no index is flat."""
+  for u in ast.toposort():
+    if not u.shape: continue
+    flat = max(u.size, u.src[0].size) if u.op is Ops.RESHAPE else max(u.shape)
+    if flat > INDEX_MAX:
+      raise OverflowError(f"{device}: a kernel {'reshapes' if u.op is Ops.RESHAPE else 'indexes'} a view of shape "
+                          f"{u.src[0].shape if u.op is Ops.RESHAPE else u.shape}, {flat} elements along one flat index, but "
+                          f"index math is 32-bit (< 2^31); split the tensor or realize() a smaller part first")
+
 def get_kernel(device: str, ast: UOp) -> CompiledKernel:
   key = (device, ast)
   if (k := _kernel_cache.get(key)) is None:
     dev = Device[device]
+    check_index_range(ast, device)
     prog = lower(ast, dev.renderer)
     src = dev.renderer.render(prog)
     if DEBUG >= 3: print(f"{prog.name}: loops {[u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]} optimizations {prog.opts or 'none'}")
