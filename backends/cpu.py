@@ -1,6 +1,6 @@
 """The CPU device: kernels rendered to C, compiled by clang into a shared object, launched through ctypes."""
 from __future__ import annotations
-import ctypes, os, subprocess, tempfile, time, shutil
+import ctypes, functools, os, subprocess, tempfile, time, shutil
 from concurrent.futures import ThreadPoolExecutor
 from tinyweb.device import Allocator, Compiler, Compiled
 from tinyweb.codegen.cstyle import ClangRenderer
@@ -42,16 +42,19 @@ class CPUProgram:
     finally: os.unlink(path)
     self.fxn = getattr(self.lib, name)
     self.fxn.restype = None
+  def bind(self, *bufs, global_size=None, parallel: int = 0, work: int = 0):
+    """The launch as a no-argument callable, with the ctypes arguments and the split across cores worked out once."""
+    args, fxn = [ctypes.cast(b, ctypes.c_void_p) for b in bufs], self.fxn
+    if not parallel: return functools.partial(fxn, *args)
+    n = min(parallel, os.cpu_count() or 1) if _pool is not None and work >= PARALLEL_MIN_WORK else 1
+    if n == 1: return functools.partial(fxn, *args, 0, parallel)
+    chunks = [(parallel * i // n, parallel * (i + 1) // n) for i in range(n)]
+    def run():   # ctypes releases the GIL during the call, so the chunks run in parallel
+      for f in [_pool.submit(fxn, *args, lo, hi) for lo, hi in chunks]: f.result()
+    return run
   def __call__(self, *bufs, global_size=None, parallel: int = 0, work: int = 0, wait=False):
     st = time.perf_counter() if wait else 0.0
-    args = [ctypes.cast(b, ctypes.c_void_p) for b in bufs]
-    if parallel:
-      n = min(parallel, os.cpu_count() or 1) if _pool is not None and work >= PARALLEL_MIN_WORK else 1
-      bounds = [parallel * i // n for i in range(n + 1)]
-      if n == 1: self.fxn(*args, 0, parallel)
-      else:   # ctypes releases the GIL during the call, so the chunks run in parallel
-        for f in [_pool.submit(self.fxn, *args, lo, hi) for lo, hi in zip(bounds, bounds[1:])]: f.result()
-    else: self.fxn(*args)
+    self.bind(*bufs, parallel=parallel, work=work)()
     return time.perf_counter() - st if wait else None
 
 class CPUDevice(Compiled):

@@ -3,7 +3,7 @@
 DEBUG=1 prints a summary per realize, DEBUG=2 one line per kernel (time, GFLOP/s, GB/s), DEBUG=3 adds the kernel's
 lowered loop structure, DEBUG=4 prints the generated source."""
 from __future__ import annotations
-import time
+import functools, time
 from dataclasses import dataclass
 from tinyweb.device import Device, Buffer
 from tinyweb.helpers import DEBUG, GlobalCounters, prod
@@ -16,9 +16,15 @@ class CompiledKernel:
   program: Program
   runner: object
   src: str
-  def run(self, handles: list, wait: bool = False):
+  def launch_args(self) -> dict:
     p = self.program
-    return self.runner(*handles, global_size=p.grid or p.global_shape, parallel=p.parallel, work=p.flops + p.mem_estimate, wait=wait)
+    return dict(global_size=p.grid or p.global_shape, parallel=p.parallel, work=p.flops + p.mem_estimate)
+  def run(self, handles: list, wait: bool = False): return self.runner(*handles, **self.launch_args(), wait=wait)
+  def bind(self, handles: list):
+    """A no-argument callable that launches the kernel on these buffers: TinyJit replays these. A runtime may offer a
+    faster `bind` (arguments converted once); otherwise the launch arguments are just stored."""
+    if (bind := getattr(self.runner, "bind", None)) is not None: return bind(*handles, **self.launch_args())
+    return functools.partial(self.runner, *handles, **self.launch_args())
 
 _kernel_cache: dict[tuple[str, UOp], CompiledKernel] = {}
 capturing: list[list] = []   # TinyJit appends a list here to record every launch as (kernel or None for a copy, buffers)

@@ -41,10 +41,11 @@ class TinyJit:
     self.input_buffers: list[Buffer] = []
     self.signature: list[tuple] = []
     self.outputs: Any = None
+    self.plan = None   # built on the first replay (see _make_plan)
     functools.update_wrapper(self, fn)
 
   def reset(self):
-    self.calls, self.launches, self.input_buffers, self.signature, self.outputs = 0, [], [], [], None
+    self.calls, self.launches, self.input_buffers, self.signature, self.outputs, self.plan = 0, [], [], [], None, None
 
   def __get__(self, obj, objtype=None):   # decorating a method
     return self if obj is None else functools.partial(self.__call__, obj)
@@ -77,26 +78,40 @@ class TinyJit:
       return ret
     return self._replay(sig, bufs)
 
+  def _make_plan(self) -> list[tuple]:
+    """(kernel, buffers, bound launch) per recorded launch. Launches that touch no input are bound once (arguments
+    converted once), so a replay costs one Python call per kernel; the others are launched with this call's inputs."""
+    inputs = set(self.input_buffers)
+    plan, self.written = [], []
+    for kernel, kbufs in self.launches:
+      static = kernel is not None and not inputs.intersection(kbufs)
+      plan.append((kernel, kbufs, kernel.bind([b.handle for b in kbufs]) if static else None))
+      if static and kbufs[0] not in self.written: self.written.append(kbufs[0])
+    kernels = [k for k, _ in self.launches if k is not None]
+    self.totals = (len(kernels), sum(k.program.flops for k in kernels), sum(k.program.mem_estimate for k in kernels))
+    self.devices = {kbufs[0].device for _, kbufs in self.launches}
+    return plan
+
   def _replay(self, sig: list, bufs: list[Buffer]):
     if sig != self.signature:
       for i, (a, b) in enumerate(zip(sig, self.signature)):
         if a != b: raise ValueError(f"TinyJit: tensor argument {i} is {a[0]} {a[1].name} on {a[2]}, but the function was "
                                     f"captured with {b[0]} {b[1].name} on {b[2]}; use a new TinyJit for other shapes")
       raise ValueError(f"TinyJit: called with {len(sig)} tensor arguments, captured with {len(self.signature)}")
+    if self.plan is None: self.plan = self._make_plan()
     swap = {old: new for old, new in zip(self.input_buffers, bufs) if old is not new}
-    devices = set()
-    for kernel, kbufs in self.launches:
-      if swap: kbufs = [swap.get(b, b) for b in kbufs]
-      for b in kbufs: b.ensure_allocated()
-      if kernel is None: kbufs[0].copyin(kbufs[1].as_memoryview())
-      else:
-        kernel.run([b.handle for b in kbufs])
-        devices.add(kbufs[0].device)
+    for kernel, kbufs, bound in self.plan:
+      if bound is not None: bound()
+      else:   # a launch that touches an input: its buffers are this call's
+        if swap: kbufs = [swap.get(b, b) for b in kbufs]
+        if kernel is None: kbufs[0].copyin(kbufs[1].as_memoryview())
+        else: kernel.run([b.handle for b in kbufs])
         kbufs[0].writes += 1
-        GlobalCounters.kernel_count += 1
-        GlobalCounters.global_ops += kernel.program.flops
-        GlobalCounters.global_mem += kernel.program.mem_estimate
-    for d in devices: Device[d].flush()
+    for b in self.written: b.writes += 1
+    for d in self.devices: Device[d].flush()
+    GlobalCounters.kernel_count += self.totals[0]
+    GlobalCounters.global_ops += self.totals[1]
+    GlobalCounters.global_mem += self.totals[2]
     # outputs: the captured output buffers (or views of the new inputs)
     uop_swap = {}
     for u in self.output_uops:
