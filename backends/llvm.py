@@ -11,7 +11,7 @@ from tinyweb.backends.cpu import CPUAllocator, CoreSplitProgram
 def _llvmlite():
   try: import llvmlite, llvmlite.binding as llvm
   except ImportError as e: raise RuntimeError(f"the LLVM device needs llvmlite (pip install llvmlite): {e}") from e
-  # llvmlite >= 0.45 refuses llvm.initialize(); these two are all a JIT for the host needs
+  # llvmlite 0.50 refuses llvm.initialize(); these two are all a JIT for the host needs
   llvm.initialize_native_target()
   llvm.initialize_native_asmprinter()
   return llvmlite, llvm
@@ -20,12 +20,14 @@ class LLVMCompiler(Compiler):
   """LLVM IR -> optimized (the -O3 pipeline, loop and SLP vectorizers) object code for this machine's CPU."""
   def __init__(self):
     super().__init__()
-    llvmlite, self.llvm = _llvmlite()
-    triple, cpu, features = self.llvm.get_process_triple(), self.llvm.get_host_cpu_name(), self.llvm.get_host_cpu_features().flatten()
-    self.tm = self.llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
-                                                                         codemodel="default")
+    llvmlite, llvm = _llvmlite()
+    self.llvm = llvm
+    triple, cpu, features = llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    # position-independent small-code-model objects: the JIT linker places them anywhere and adds stubs for libm calls
+    self.tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
+                                                                    codemodel="default")
     # object code is specific to the LLVM version and to the CPU it was tuned for: both are part of the disk-cache key
-    self.cache_key = (f"llvmlite {llvmlite.__version__} LLVM {'.'.join(map(str, self.llvm.llvm_version_info))} {triple} "
+    self.cache_key = (f"llvmlite {llvmlite.__version__} LLVM {'.'.join(map(str, llvm.llvm_version_info))} {triple} "
                       f"{cpu} {features} speed_level=3")
   def compile(self, src: str) -> bytes:
     try:
@@ -34,7 +36,9 @@ class LLVMCompiler(Compiler):
       mod.verify()
     except RuntimeError as e: raise RuntimeError(f"LLVM rejected a kernel's IR: {e}\n--- source ---\n{src}") from e
     pto = self.llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.slp_vectorization = True   # off by default in llvmlite; it vectorizes the upcast (unrolled) outputs
+    # SLP is off by default in llvmlite; it vectorizes the upcast outputs (a matmul's 8 neighbouring accumulators), which the
+    # loop vectorizer cannot: it may not reorder float sums
+    pto.slp_vectorization = True
     pb = self.llvm.create_pass_builder(self.tm, pto)
     pb.getModulePassManager().run(mod, pb)
     return self.tm.emit_object(mod)

@@ -27,6 +27,7 @@ INTRINSICS = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqr
 # binary ops that are one instruction: (float, bool, integer) forms
 SIMPLE = {Ops.ADD: ("fadd", "or", "add"), Ops.MUL: ("fmul", "and", "mul"), Ops.FDIV: ("fdiv", None, None),
           Ops.AND: (None, "and", "and"), Ops.OR: (None, "or", "or"), Ops.XOR: (None, "xor", "xor")}
+COMPARE = {Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "=="}
 FCMP = {"<": "olt", ">": "ogt", "==": "oeq", "!=": "une"}   # != is true for NaN, like C
 ICMP = {"<": "lt", ">": "gt", "==": "eq", "!=": "ne"}
 
@@ -129,13 +130,13 @@ class LLVMRenderer:
         # a gated load reads element 0 where the gate is off (C's ?: would not read at all), then selects 0
         if gate: idx = f.op(f"select i1 {gate}, {REG[u.src[1].dtype]} {idx}, {REG[u.src[1].dtype]} 0")
         ptr = f.op(f"getelementptr inbounds {MEM[u.dtype]}, ptr {buf}, {REG[u.src[1].dtype]} {idx}")
-        val = self.from_mem(f, f.op(f"load {MEM[u.dtype]}, ptr {ptr}"), u.dtype)
+        val = self.from_mem(f, f.op(f"load {MEM[u.dtype]}, ptr {ptr}, align {u.dtype.itemsize}"), u.dtype)
         if gate: val = f.op(f"select i1 {gate}, {REG[u.dtype]} {val}, {REG[u.dtype]} {const(0, u.dtype)}")
         names[u] = val
       elif op is Ops.STORE:
         buf, idx, val = u.src
         ptr = f.op(f"getelementptr inbounds {MEM[val.dtype]}, ptr {r(buf)}, {REG[idx.dtype]} {r(idx)}")
-        f.emit(f"store {MEM[val.dtype]} {self.to_mem(f, r(val), val.dtype)}, ptr {ptr}")
+        f.emit(f"store {MEM[val.dtype]} {self.to_mem(f, r(val), val.dtype)}, ptr {ptr}, align {val.dtype.itemsize}")
       elif op is Ops.SPECIAL: raise NotImplementedError(f"{type(self).__name__}: no thread indices (a CPU target): {u.arg}")
       else:
         srcs = [r(s) for s in u.src]
@@ -160,9 +161,10 @@ class LLVMRenderer:
       fn = f"@llvm.{INTRINSICS[op]}.f{WIDTH[t]}"
       f.decls.add(f"declare {t} {fn}({t})")
       return f.op(f"call {t} {fn}({t} {s[0]})")
-    if op is Ops.NEG: return f.op(f"fneg {t} {s[0]}" if sdt.is_float else f"xor i1 {s[0]}, true" if sdt.is_bool else f"sub {t} 0, {s[0]}")
+    if op is Ops.NEG:
+      return f.op(f"fneg {t} {s[0]}" if sdt.is_float else f"xor i1 {s[0]}, true" if sdt.is_bool else f"sub {t} 0, {s[0]}")
     if op is Ops.RECIP and sdt.is_float: return f.op(f"fdiv {t} {const(1.0, sdt)}, {s[0]}")
-    if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ): return self.compare(f, {Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "=="}[op], s[0], s[1], sdt)
+    if op in COMPARE: return self.compare(f, COMPARE[op], s[0], s[1], sdt)
     if op in (Ops.MAX, Ops.MIN):   # a if a>b (a<b) else b; NaN-propagating like PyTorch: a NaN `a` wins too
       pick = self.compare(f, ">" if op is Ops.MAX else "<", s[0], s[1], sdt)
       if sdt.is_float: pick = f.op(f"or i1 {pick}, {f.op(f'fcmp uno {t} {s[0]}, {s[0]}')}")
