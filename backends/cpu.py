@@ -33,15 +33,10 @@ class ClangCompiler(Compiler):
 PARALLEL_MIN_WORK = 1 << 18
 _pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1) if (os.cpu_count() or 1) > 1 else None
 
-class CPUProgram:
-  def __init__(self, device, name: str, lib: bytes):
-    # dlopen needs a file: write the shared object once to a temp file, keep the handle, remove the file
-    fd, path = tempfile.mkstemp(suffix=".so")
-    with os.fdopen(fd, "wb") as f: f.write(lib)
-    try: self.lib = ctypes.CDLL(path)
-    finally: os.unlink(path)
-    self.fxn = getattr(self.lib, name)
-    self.fxn.restype = None
+class CoreSplitProgram:
+  """A native kernel `self.fxn(*buffers[, core_lo, core_hi])` (set by the subclass) called through ctypes; a kernel with a
+  parallel outer loop (core_split renderers) gets that loop split into one chunk per core."""
+  fxn = None
   def bind(self, *bufs, global_size=None, parallel: int = 0, work: int = 0):
     """The launch as a no-argument callable, with the ctypes arguments and the split across cores worked out once."""
     args, fxn = [ctypes.cast(b, ctypes.c_void_p) for b in bufs], self.fxn
@@ -56,6 +51,16 @@ class CPUProgram:
     st = time.perf_counter() if wait else 0.0
     self.bind(*bufs, parallel=parallel, work=work)()
     return time.perf_counter() - st if wait else None
+
+class CPUProgram(CoreSplitProgram):
+  def __init__(self, device, name: str, lib: bytes):
+    # dlopen needs a file: write the shared object once to a temp file, keep the handle, remove the file
+    fd, path = tempfile.mkstemp(suffix=".so")
+    with os.fdopen(fd, "wb") as f: f.write(lib)
+    try: self.lib = ctypes.CDLL(path)
+    finally: os.unlink(path)
+    self.fxn = getattr(self.lib, name)
+    self.fxn.restype = None
 
 class CPUDevice(Compiled):
   def __init__(self, name: str = "CPU"):

@@ -27,4 +27,9 @@ sys.exit(os.path.realpath(tinyweb.backends.__file__) != os.path.realpath('backen
   echo "setup: installing tinyweb[test,demo,webgpu,bench] with pip"
   $PY -m pip install -q --disable-pip-version-check -e ".[test,demo,webgpu,bench]"
 fi
+# the LLVM device: llvmlite (LLVM as a Python library: kernels compile without a C compiler)
+if ! $PY -c "import sys, llvmlite; sys.exit(tuple(map(int, llvmlite.__version__.split('.')[:2])) < (0, 50))" >/dev/null 2>&1; then
+  echo "setup: installing llvmlite>=0.50 with pip (the LLVM device)"
+  $PY -m pip install -q --disable-pip-version-check "llvmlite>=0.50"
+fi
 echo "setup: ok ($($PY -c 'import tinyweb; print("tinyweb", tinyweb.__version__)'), $(clang --version | head -1))"

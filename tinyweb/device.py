@@ -181,3 +181,4 @@ class _DeviceRegistry:
 Device = _DeviceRegistry()
 Device.register("CPU", "tinyweb.backends.cpu:CPUDevice")
 Device.register("WEBGPU", "tinyweb.backends.webgpu:WEBGPUDevice")   # after CPU: ranks first only on a real GPU adapter
+Device.register("LLVM", "tinyweb.backends.llvm:LLVMDevice")       # LLVM IR through llvmlite's JIT; after CPU, never the default over it

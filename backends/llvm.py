@@ -1,0 +1,62 @@
+"""The LLVM device: kernels rendered to LLVM IR (tinyweb/codegen/llvmir.py), optimized and compiled to object code for the
+host CPU by llvmlite, loaded into an in-process ORC JIT and called through ctypes. No C compiler is needed.
+
+Memory, the ctypes calling convention and the split of the outer loop over cores are the CPU device's (backends/cpu.py)."""
+from __future__ import annotations
+import ctypes, itertools
+from tinyweb.device import Compiler, Compiled
+from tinyweb.codegen.llvmir import LLVMRenderer
+from tinyweb.backends.cpu import CPUAllocator, CoreSplitProgram
+
+def _llvmlite():
+  try: import llvmlite, llvmlite.binding as llvm
+  except ImportError as e: raise RuntimeError(f"the LLVM device needs llvmlite (pip install llvmlite): {e}") from e
+  # llvmlite 0.50 refuses llvm.initialize(); these two are all a JIT for the host needs
+  llvm.initialize_native_target()
+  llvm.initialize_native_asmprinter()
+  return llvmlite, llvm
+
+class LLVMCompiler(Compiler):
+  """LLVM IR -> optimized (the -O3 pipeline, loop and SLP vectorizers) object code for this machine's CPU."""
+  def __init__(self):
+    super().__init__()
+    llvmlite, llvm = _llvmlite()
+    self.llvm = llvm
+    triple, cpu, features = llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    # position-independent small-code-model objects: the JIT linker places them anywhere and adds stubs for libm calls
+    self.tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
+                                                                    codemodel="default")
+    # object code is specific to the LLVM version and to the CPU it was tuned for: both are part of the disk-cache key
+    self.cache_key = (f"llvmlite {llvmlite.__version__} LLVM {'.'.join(map(str, llvm.llvm_version_info))} {triple} "
+                      f"{cpu} {features} speed_level=3")
+  def compile(self, src: str) -> bytes:
+    try:
+      mod = self.llvm.parse_assembly(src)
+      mod.triple, mod.data_layout = self.tm.triple, str(self.tm.target_data)
+      mod.verify()
+    except RuntimeError as e: raise RuntimeError(f"LLVM rejected a kernel's IR: {e}\n--- source ---\n{src}") from e
+    pto = self.llvm.create_pipeline_tuning_options(speed_level=3)
+    # SLP is off by default in llvmlite; it vectorizes the upcast outputs (a matmul's 8 neighbouring accumulators), which the
+    # loop vectorizer cannot: it may not reorder float sums
+    pto.slp_vectorization = True
+    pb = self.llvm.create_pass_builder(self.tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return self.tm.emit_object(mod)
+
+_library_ids = itertools.count()
+
+class LLVMProgram(CoreSplitProgram):
+  def __init__(self, device: LLVMDevice, name: str, lib: bytes):
+    # each kernel is its own JIT library (kernel names repeat across kernels); the process provides libm (sinf, exp2f, ...).
+    # The tracker keeps the code loaded; the JIT reference keeps the JIT alive as long as the code.
+    self.tracker = device.llvm.JITLibraryBuilder().add_object_img(lib).add_current_process().export_symbol(name) \
+                                                  .link(device.jit, f"{name}#{next(_library_ids)}")
+    self.jit = device.jit
+    self.fxn = ctypes.CFUNCTYPE(None)(self.tracker[name])
+
+class LLVMDevice(Compiled):
+  def __init__(self, name: str = "LLVM"):
+    compiler = LLVMCompiler()
+    self.llvm = compiler.llvm
+    self.jit = self.llvm.create_lljit_compiler()
+    super().__init__(name, CPUAllocator(), LLVMRenderer(), compiler, LLVMProgram)

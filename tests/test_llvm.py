@@ -1,0 +1,137 @@
+"""The LLVM device (LLVM IR through llvmlite's JIT): what the parametrized suite does not cover. Results must equal the CPU
+device's bit for bit (same dtype rules, an independent compiler: clang) where LLVM itself would leave them undefined
+(NaN/out-of-range float->int, division by zero, INT_MIN/-1, NaN in max/min, float16/bfloat16 rounding); the disk cache must
+serve a second process; a missing llvmlite must be reported by name."""
+import os, subprocess, sys, textwrap
+import numpy as np
+import pytest
+from tinyweb import Tensor, Device, dtypes
+
+ok, why = Device.check("LLVM")
+pytestmark = pytest.mark.skipif(not ok, reason=f"LLVM unavailable: {why}")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+def on_both(fn):
+  """fn(device) on LLVM and on CPU, as numpy arrays (CPU: the C/clang device, the reference for undefined cases)."""
+  cpu_ok, cpu_why = Device.check("CPU")
+  if not cpu_ok: pytest.skip(f"CPU device (the reference) unavailable: {cpu_why}")
+  return fn("LLVM"), fn("CPU")
+
+def assert_same_bits(got: np.ndarray, exp: np.ndarray):
+  assert got.dtype == exp.dtype and got.shape == exp.shape
+  np.testing.assert_array_equal(got.view(f"u{got.itemsize}") if got.dtype.kind == "f" else got,
+                                exp.view(f"u{exp.itemsize}") if exp.dtype.kind == "f" else exp)
+
+EDGE = [float("nan"), float("inf"), -float("inf"), 1e10, -1e10, 3e38, -1.0, -0.5, 2.0**63, 2.0**64, -2.0**63, 4e9, 300.0, -300.7]
+
+@pytest.mark.parametrize("src", [dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+def test_float_to_int_out_of_range_matches_cpu(src):
+  """fptosi/fptoui are poison for NaN and out-of-range values; the CPU device's x86 code answers INT64_MIN (all ones for
+  uint64) and wraps through int64. Both the cast of a stored value and of a computed one."""
+  for dst in (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64,
+              dtypes.bool):
+    got, exp = on_both(lambda d: Tensor(EDGE, device=d).cast(src).realize().cast(dst).numpy())
+    assert_same_bits(got, exp)
+    got, exp = on_both(lambda d: (Tensor(EDGE, device=d).cast(src) * 1).cast(dst).numpy())
+    assert_same_bits(got, exp)
+
+@pytest.mark.parametrize("dt", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.uint64],
+                         ids=lambda d: np.dtype(d).name)
+def test_int_division_by_zero_and_overflow_match_cpu(dt):
+  """LLVM's sdiv/udiv by zero and INT_MIN / -1 are undefined: the guarded division must give the CPU device's values."""
+  info = np.iinfo(dt)
+  a = np.array([7, -7, 0, info.min, info.max, info.min, 5, info.min], dt) if info.min < 0 else np.array([7, 0, info.max, 5], dt)
+  b = np.array([0, 0, 0, -1, -1, 0, 3, 1], dt) if info.min < 0 else np.array([0, 0, 0, 3], dt)
+  ops = [lambda x, y: x // y, lambda x, y: x % y, lambda x, y: x // 0, lambda x, y: x % 0]
+  if info.min < 0: ops.append(lambda x, y: x // -1)
+  for op in ops:
+    got, exp = on_both(lambda d: op(Tensor(a, device=d), Tensor(b, device=d)).numpy())
+    assert_same_bits(got, exp)
+
+def test_float16_bfloat16_and_nan_max_match_cpu():
+  """float16/bfloat16 round after every op (half in memory, bfloat16 as its 16-bit pattern rounded to nearest even);
+  maximum/minimum propagate NaN; -0.0 and 0.0 keep the CPU device's choice."""
+  rng = np.random.default_rng(0)
+  x = np.concatenate([rng.standard_normal(61).astype(np.float32) * 100, [np.nan, -0.0, 0.0, np.inf, -np.inf, 65519.0, 3e38]])
+  y = np.concatenate([rng.standard_normal(61).astype(np.float32) * 100, [1.0, 0.0, -0.0, np.nan, 2.0, 0.1, 1e-40]])
+  for dt in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64):
+    def fn(d):
+      a, b = Tensor(x, device=d).cast(dt), Tensor(y, device=d).cast(dt)
+      outs = [a * b + a, a / b, a.maximum(b), a.minimum(b), (a * 3.1).exp2(), (b.abs() + 1).log2(), a.sin(), b.abs().sqrt(),
+              a.trunc(), a.reciprocal(), (a < b).cast(dt), (a != b).cast(dt), a.sum().expand(a.shape)]
+      return outs[0].stack(*outs[1:]).cast(dtypes.float32).numpy()
+    got, exp = on_both(fn)
+    assert_same_bits(got, exp)
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16, np.uint16], ids=lambda d: np.dtype(d).name)
+def test_small_int_shifts_past_the_width(dt):
+  """8/16-bit shifts compute in int like C (LLVM's i8 shift by >= 8 would be poison): bits shifted out are gone, >> fills
+  with the sign. Shift amounts 0..(bits+7), checked against numpy."""
+  info, bits = np.iinfo(dt), np.dtype(dt).itemsize * 8
+  a = np.resize(np.array([info.min, info.max, -1 if info.min < 0 else 200, 3, 0, 77], dt), bits + 8)
+  s = np.arange(bits + 8).astype(dt)
+  np.testing.assert_array_equal((Tensor(a, device="LLVM") << Tensor(s, device="LLVM")).numpy(),
+                                (a.astype(np.int64) << s.astype(np.int64)).astype(dt))
+  np.testing.assert_array_equal((Tensor(a, device="LLVM") >> Tensor(s, device="LLVM")).numpy(),
+                                (a.astype(np.int64) >> s.astype(np.int64)).astype(dt))
+
+def test_large_kernels_split_over_cores():
+  """Kernels above PARALLEL_MIN_WORK run their outer loop in chunks [core_lo, core_hi) on the pool; every chunk must be
+  computed exactly once (odd sizes, so the chunks are uneven)."""
+  rng = np.random.default_rng(1)
+  x = rng.standard_normal((1001, 517)).astype(np.float32)
+  t = Tensor(x, device="LLVM")
+  np.testing.assert_allclose((t * 2 + 1).relu().numpy(), np.maximum(x * 2 + 1, 0), rtol=1e-6)
+  np.testing.assert_allclose(t.sum(1).numpy(), x.sum(1), rtol=1e-4, atol=1e-4)
+  w = rng.standard_normal((517, 129)).astype(np.float32)
+  np.testing.assert_allclose((t @ Tensor(w, device="LLVM")).numpy(), x @ w, rtol=1e-4, atol=1e-3)
+
+def test_generated_ir_shows_at_debug4_and_bad_ir_is_refused():
+  code = "from tinyweb import Tensor; print((Tensor([1.5, 2.0], device='LLVM') * 3).tolist())"
+  out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "DEBUG": "4", "DISABLE_COMPILER_CACHE": "1"})
+  assert out.returncode == 0, out.stderr
+  assert "define void @E_2(ptr noalias %data0, ptr noalias %data1" in out.stdout and "[4.5, 6.0]" in out.stdout
+  with pytest.raises(RuntimeError, match="LLVM rejected a kernel's IR"):
+    Device["LLVM"].compiler.compile("define void @f() {\n  ret i32 0\n}")
+
+def test_disk_cache_serves_a_second_process(tmp_path):
+  """A second process finds the object code on disk: it must not compile (LLVMCompiler.compile is made to fail there)."""
+  script = textwrap.dedent("""
+    import sys, numpy as np
+    from tinyweb import Tensor, Device
+    if sys.argv[1] == "second":
+      def refuse(src): raise AssertionError("compiled although the kernel is in the disk cache")
+      Device["LLVM"].compiler.compile = refuse
+    x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), device="LLVM")
+    print(((x * 2).exp2().sum(1)).tolist())
+  """)
+  env = {**os.environ, "TINYWEB_CACHE_DIR": str(tmp_path)}
+  env.pop("DISABLE_COMPILER_CACHE", None)
+  first = subprocess.run([sys.executable, "-c", script, "first"], cwd=ROOT, capture_output=True, text=True, env=env)
+  assert first.returncode == 0, first.stderr
+  files = sorted(os.listdir(tmp_path / "kernels"))
+  assert files, "the first process wrote nothing to the disk cache"
+  second = subprocess.run([sys.executable, "-c", script, "second"], cwd=ROOT, capture_output=True, text=True, env=env)
+  assert second.returncode == 0, second.stderr
+  assert second.stdout == first.stdout
+  exp = (2.0 ** (np.arange(12, dtype=np.float32).reshape(3, 4) * 2)).sum(1)
+  np.testing.assert_allclose(eval(first.stdout), exp, rtol=1e-6)
+  assert sorted(os.listdir(tmp_path / "kernels")) == files
+
+def test_missing_llvmlite_is_named_and_cpu_stays_default():
+  script = textwrap.dedent("""
+    import sys
+    sys.modules["llvmlite"] = None   # as if it were not installed
+    from tinyweb import Device
+    ok, why = Device.check("LLVM")
+    print(ok, why)
+  """)
+  out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.startswith("False") and "pip install llvmlite" in out.stdout
+  if Device.check("CPU")[0]:
+    env = {k: v for k, v in os.environ.items() if k != "DEV"}
+    code = "from tinyweb import Device; print(Device.DEFAULT)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and out.stdout.strip() != "LLVM", out.stdout + out.stderr
