@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from tinyweb.device import Device, Buffer
-from tinyweb.helpers import DEBUG, GlobalCounters, prod
+from tinyweb.helpers import DEBUG, BEAM, NOOPT, GlobalCounters, prod
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.lower import lower, Program
 from tinyweb.schedule import ScheduleItem
@@ -20,14 +20,18 @@ class CompiledKernel:
     p = self.program
     return self.runner(*handles, global_size=p.grid or p.global_shape, parallel=p.parallel, work=p.flops + p.mem_estimate, wait=wait)
 
-_kernel_cache: dict[tuple[str, UOp], CompiledKernel] = {}
+_kernel_cache: dict[tuple[str, UOp, int, int], CompiledKernel] = {}   # (device, ast, BEAM, NOOPT)
 capturing: list[list] = []   # TinyJit appends a list here to record every launch as (kernel or None for a copy, buffers)
 
 def get_kernel(device: str, ast: UOp) -> CompiledKernel:
-  key = (device, ast)
+  key = (device, ast, BEAM.value, NOOPT.value)
   if (k := _kernel_cache.get(key)) is None:
     dev = Device[device]
-    prog = lower(ast, dev.renderer)
+    opts = None   # the heuristics choose (or NOOPT)
+    if BEAM >= 1 and not NOOPT:
+      from tinyweb.search import beam_search   # imported when first needed: it imports this module
+      opts = beam_search(ast, device, BEAM.value).opts
+    prog = lower(ast, dev.renderer, opts)
     src = dev.renderer.render(prog)
     if DEBUG >= 3: print(f"{prog.name}: loops {[u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]} optimizations {prog.opts or 'none'}")
     if DEBUG >= 4: print(src)
