@@ -6,6 +6,9 @@ Movement ops only transform that index (reshape = ravel then unravel, permute re
 an offset, flip mirrors, pad shifts and guards), so views never copy data. A REDUCE_AXIS opens new loop ranges for
 its reduced dimensions. The resulting index arithmetic is simplified by the rules in symbolic.py, then the
 linearizer orders everything into nested loops with loop-invariant code hoisted out of reduction loops.
+
+Optimizations are a list of actions (`Opt`: upcast an output axis, unroll a reduction loop, swap output loops, GPU
+workgroup sizes) that `lower` applies; `heuristic_opts` chooses them by default, BEAM search (tinyweb/search.py) by timing.
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
@@ -229,7 +232,7 @@ def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
     def check(ok: bool, why: str):
       if not ok: raise OptError(f"{o} does not apply to a kernel of shape {shape} on {getattr(renderer, 'device', 'CPU')}: {why}")
     check(o.kind in OPT_KINDS, f"unknown kind {o.kind!r}; valid: {OPT_KINDS}")
-    check(o.kind in ("LOCAL", "GROUP") or isinstance(o.amount, int) and o.amount >= (0 if o.kind == "SWAP" else 2), "amount too small")
+    check(o.kind not in ("UPCAST", "UNROLL") or o.amount >= 2, "the amount must be at least 2")
     if o.kind == "UPCAST":
       check(0 <= o.axis < len(shape), f"output axes are 0..{len(shape) - 1}")
       n = ao.upcasts.get(o.axis, 1) * o.amount
@@ -253,9 +256,8 @@ def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
         check(o.amount & (o.amount - 1) == 0 and o.amount > 1, "the workgroup reduction needs a power of two")
         check(bool(loops), "the kernel has no reduction")
         ao.group = o.amount
-  if ao.group:
-    if ao.upcasts or ao.unrolls or ao.local:
-      raise OptError(f"{opts}: GROUP cannot be combined with UPCAST, UNROLL or LOCAL (kernel of shape {shape})")
+  if ao.group and (ao.upcasts or ao.unrolls or ao.local):
+    raise OptError(f"{opts}: GROUP cannot be combined with UPCAST, UNROLL or LOCAL (kernel of shape {shape})")
   return ao
 
 def choose_upcasts(value: UOp) -> dict[int, int]:
