@@ -23,7 +23,7 @@ from tinyweb.device import Device, Buffer
 from tinyweb.dtype import DType, dtypes
 from tinyweb.helpers import DEBUG, cache_dir, prod
 from tinyweb.uop import UOp, Ops
-from tinyweb.codegen.lower import Opt, OptError, LoopLimitError, lower, apply_opts, heuristic_opts, noopt_opts, reduce_loops
+from tinyweb.codegen.lower import Opt, OptError, lower, apply_opts, heuristic_opts, noopt_opts, reduce_loops
 from tinyweb.engine import CompiledKernel
 
 SEARCH_VERSION = 1       # bump when the meaning of actions changes: cached results of older searches are ignored
@@ -101,6 +101,12 @@ def mismatches(got: bytes, ref: bytes, dt: DType) -> int:
   if got == ref: return 0
   if not dt.is_float: return sum(a != b for a, b in zip(memoryview(got).cast(dt.fmt), memoryview(ref).cast(dt.fmt)))
   g, r = as_floats(got, dt), as_floats(ref, dt)
+  try: import numpy as np   # optional: much faster on big outputs
+  except ImportError: np = None
+  if np is not None:
+    g, r = np.array(g), np.array(r)
+    tol = RTOL[dt] * max(np.abs(r[np.isfinite(r)]).max(initial=0.0), 1.0)
+    with np.errstate(invalid="ignore"): return int((~((g == r) | (np.abs(g - r) <= tol) | (np.isnan(g) & np.isnan(r)))).sum())
   tol = RTOL[dt] * max([abs(x) for x in r if math.isfinite(x)] + [1.0])
   return sum(not (a == b or abs(a - b) <= tol or (a != a and b != b)) for a, b in zip(g, r))
 
@@ -141,6 +147,7 @@ class Search:
     self.seen: set[str] = set()
     self.timed = 0
     self.reference: Optional[bytes] = None
+    self.name = ""   # the kernel's name, for DEBUG output
 
   def output(self, k: CompiledKernel) -> bytes:
     self.out_buf.copyin(memoryview(self.out_init))
@@ -160,9 +167,13 @@ class Search:
     progs = []
     for opts in candidates:
       try: p = lower(self.ast, self.renderer, opts)
-      except (OptError, LoopLimitError, RuntimeError): continue   # does not apply, or beyond the device's limits
+      except OptError: continue   # does not apply
+      except RuntimeError as e:   # beyond the device's limits (LoopLimitError, too many workgroups)
+        if DEBUG >= 3: print(f"BEAM: {opts} dropped: {e}")
+        continue
       if (src := self.renderer.render(p)) in self.seen: continue
       self.seen.add(src)
+      self.name = self.name or p.name
       p.name = f"{p.name}_beam{len(self.seen)}"   # a name of its own: candidates may be compiled into one binary
       progs.append((opts, p, self.renderer.render(p)))
     out = []
@@ -231,7 +242,6 @@ def _search(ast: UOp, device: str, width: int) -> SearchResult:
     best = beam[0]
   res = SearchResult(best[1], best[0], t_heur, t_base, s.timed, time.perf_counter() - st)
   if DEBUG >= 2:
-    name = lower(ast, r, best[1]).name
-    print(f"BEAM {width}: {name} {best[1] or 'no optimizations'}: {best[0]*1e3:.3f} ms (heuristics {t_heur*1e3:.3f} ms, "
+    print(f"BEAM {width}: {s.name} {best[1] or 'no optimizations'}: {best[0]*1e3:.3f} ms (heuristics {t_heur*1e3:.3f} ms, "
           f"none {t_base*1e3:.3f} ms); {s.timed} candidates in {res.seconds:.1f} s")
   return res
