@@ -15,6 +15,7 @@ class CPUAllocator(Allocator):
     return (ctypes.c_uint8 * mv.nbytes).from_buffer(mv)
 
 class ClangCompiler(Compiler):
+  batch_sources = True   # BEAM search compiles its candidates in one clang run (clang's start-up dominates small kernels)
   args = ["-shared", "-O2", "-march=native", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-x", "c", "-", "-lm"]
   def __init__(self):
     super().__init__()

@@ -3,6 +3,7 @@
   python -m bench                  # every workload (about 3 minutes on a quiet 2-core machine)
   python -m bench --quick          # smaller sizes, fewer repeats
   python -m bench --only matmul    # the rows whose name contains 'matmul' (comma-separated list allowed)
+  python -m bench --beam 2         # also tinyweb with BEAM=2, a row per workload (searches are cached: run it twice)
 
 Each cell runs in its own worker process (`python -m bench --worker FW ...`), workload by workload, so the four
 frameworks are timed close together in time and their imports, environment and caches stay apart. A cell is the
@@ -37,9 +38,10 @@ def rows(quick: bool) -> list[dict]:
           dict(key="cnn_cold", label="CNN step cold start", desc="first 2 jitted calls", size={"bs": 64}, work=None)]
   return out
 
-def run_cell(fw: str, row: dict, a, device: str | None = None) -> dict:
+def run_cell(fw: str, row: dict, a, device: str | None = None, beam: int = 0) -> dict:
   env = {**os.environ}
   if fw == "tinygrad": env["DEV"] = "CPU"
+  if beam: env["BEAM"] = str(beam)
   with tempfile.TemporaryDirectory(prefix="bench-cache-") as cache:
     if row["key"] == "cnn_cold": env.update(TINYWEB_CACHE_DIR=cache, CACHELEVEL="0", DISABLE_COMPILER_CACHE="1")
     cmd = [sys.executable, "-m", "bench", "--worker", fw, "--key", row["key"], "--size", json.dumps(row["size"]),
@@ -54,7 +56,7 @@ def run_cell(fw: str, row: dict, a, device: str | None = None) -> dict:
     err = (p.stderr.strip().splitlines() or [f"exit code {p.returncode}"])[-1]
     return {"error": err[:200]}
   r = json.loads(lines[-1])
-  print(f"  {fw:9} {row['label']}{' [' + device + ']' if device else ''}: {r.get('ms', 0):.3f} ms over {r.get('runs')} runs "
+  print(f"  {fw:9} {row['label']}{' [' + device + ']' if device else ''}{f' [BEAM={beam}]' if beam else ''}: {r.get('ms', 0):.3f} ms over {r.get('runs')} runs "
         f"({time.perf_counter() - st:.1f} s with start-up)", file=sys.stderr)
   return r
 
@@ -101,6 +103,8 @@ def main():
   ap.add_argument("--reps", type=int, help="most timed runs per cell (default 100, quick 10)")
   ap.add_argument("--budget", type=float, help="seconds of timed runs per cell (default 1, quick 0.3); at least 3 runs")
   ap.add_argument("--timeout", type=float, default=300, help="seconds before a worker is killed")
+  ap.add_argument("--beam", type=int, default=0, help="also time tinyweb (CPU) with BEAM=N, a row per workload; the search "
+                  "runs in the first warm-up run and is cached in tinyweb's cache dir (a cold search may need a larger --timeout)")
   ap.add_argument("--worker", choices=FWS, help=argparse.SUPPRESS)
   ap.add_argument("--key", help=argparse.SUPPRESS)
   ap.add_argument("--size", help=argparse.SUPPRESS)
@@ -124,6 +128,7 @@ def main():
     print(f"{row['label']} ({row['desc']})", file=sys.stderr)
     res = {fw: run_cell(fw, row, a) for fw in FWS}
     results.append((row, None, res))
+    if a.beam and row["key"] != "cnn_cold": results.append((row, f"BEAM={a.beam}", {"tinyweb": run_cell("tinyweb", row, a, beam=a.beam), **{fw: res[fw] for fw in FWS[1:]}}))
     if row["key"] == "elementwise": copy = run_cell("numpy", dict(row, key="copy", label="copy"), a)
     if ok and (row["key"] == "elementwise" or row["key"].startswith("matmul") and row["size"]["n"] <= WEBGPU_MAX_MATMUL):
       results.append((row, "WEBGPU", {"tinyweb": run_cell("tinyweb", row, a, "WEBGPU"), **{fw: res[fw] for fw in FWS[1:]}}))

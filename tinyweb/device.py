@@ -46,6 +46,7 @@ class Allocator:
 class Compiler:
   """Turns source into a loadable binary. Results are cached in memory and on disk, keyed by the source hash."""
   cache_key: Optional[str] = None   # set to enable the disk cache (include the compiler and flags in it)
+  batch_sources = False   # True: several kernels' sources joined compile to one binary holding each kernel by its name
   def __init__(self): self.mem: dict[str, bytes] = {}
   def compile_cached(self, src: str) -> bytes:
     h = hashlib.sha256(((self.cache_key or "") + "\0" + src).encode()).hexdigest()

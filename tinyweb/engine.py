@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools, time
 from dataclasses import dataclass
 from tinyweb.device import Device, Buffer
-from tinyweb.helpers import DEBUG, GlobalCounters, prod
+from tinyweb.helpers import DEBUG, BEAM, NOOPT, GlobalCounters, prod
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.lower import lower, Program
 from tinyweb.schedule import ScheduleItem
@@ -26,7 +26,7 @@ class CompiledKernel:
     if (bind := getattr(self.runner, "bind", None)) is not None: return bind(*handles, **self.launch_args())
     return functools.partial(self.runner, *handles, **self.launch_args())
 
-_kernel_cache: dict[tuple[str, UOp], CompiledKernel] = {}
+_kernel_cache: dict[tuple[str, UOp, int, int], CompiledKernel] = {}   # (device, ast, BEAM, NOOPT)
 capturing: list[list] = []   # TinyJit appends a list here to record every launch as (kernel or None for a copy, buffers)
 
 INDEX_MAX = 2**31 - 1   # index arithmetic is 32-bit on every target (int in C, i32 in WGSL)
@@ -43,11 +43,15 @@ def check_index_range(ast: UOp, device: str):
                           f"index math is 32-bit (< 2^31); split the tensor or realize() a smaller part first")
 
 def get_kernel(device: str, ast: UOp) -> CompiledKernel:
-  key = (device, ast)
+  key = (device, ast, BEAM.value, NOOPT.value)
   if (k := _kernel_cache.get(key)) is None:
     dev = Device[device]
     check_index_range(ast, device)
-    prog = lower(ast, dev.renderer)
+    opts = None   # the heuristics choose (or NOOPT)
+    if BEAM >= 1 and not NOOPT:
+      from tinyweb.search import beam_search   # imported when first needed: it imports this module
+      opts = beam_search(ast, device, BEAM.value).opts
+    prog = lower(ast, dev.renderer, opts)
     src = dev.renderer.render(prog)
     if DEBUG >= 3: print(f"{prog.name}: loops {[u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]} optimizations {prog.opts or 'none'}")
     if DEBUG >= 4: print(src)

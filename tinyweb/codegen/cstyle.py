@@ -147,7 +147,10 @@ class ClangRenderer(CStyleRenderer):
                dtypes.uint64: "unsigned long long", dtypes.float16: "float", dtypes.bfloat16: "float", dtypes.float32: "float",
                dtypes.float64: "double"}
   mem_types = {dtypes.float16: "__fp16", dtypes.bfloat16: "unsigned short"}
+  # guarded: BEAM search compiles many kernels' sources as one file (Compiler.batch_sources)
   prelude = """#include <math.h>
+#ifndef TW_PRELUDE
+#define TW_PRELUDE
 static inline float tw_bf16_to_f32(unsigned short x) { union { unsigned int u; float f; } c; c.u = ((unsigned int)x) << 16; return c.f; }
 static inline unsigned short tw_f32_to_bf16(float f) {
   union { unsigned int u; float f; } c; c.f = f;
@@ -155,6 +158,7 @@ static inline unsigned short tw_f32_to_bf16(float f) {
   return (unsigned short)((c.u + 0x7fffu + ((c.u >> 16) & 1u)) >> 16);
 }
 static inline float tw_bf16_round(float f) { return tw_bf16_to_f32(tw_f32_to_bf16(f)); }
+#endif
 """
   def round_result(self, expr: str, dt: DType) -> str:
     if dt == dtypes.float16: return f"((float)(__fp16)({expr}))"

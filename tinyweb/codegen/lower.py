@@ -6,12 +6,15 @@ Movement ops only transform that index (reshape = ravel then unravel, permute re
 an offset, flip mirrors, pad shifts and guards), so views never copy data. A REDUCE_AXIS opens new loop ranges for
 its reduced dimensions. The resulting index arithmetic is simplified by the rules in symbolic.py, then the
 linearizer orders everything into nested loops with loop-invariant code hoisted out of reduction loops.
+
+Optimizations are a list of actions (`Opt`: upcast an output axis, unroll a reduction loop, swap output loops, GPU
+workgroup sizes) that `lower` applies; `heuristic_opts` chooses them by default, BEAM search (tinyweb/search.py) by timing.
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 from tinyweb.dtype import dtypes, DType
-import itertools
+import itertools, functools
 from tinyweb.helpers import prod, NOOPT
 from tinyweb.uop import UOp, UPat, Ops, PatternMatcher, ELEMENTWISE, graph_rewrite
 from tinyweb.codegen.symbolic import symbolic
@@ -46,9 +49,10 @@ def at(node: UOp, gate: UOp, idx) -> UOp:
 
 class Lowerer:
   """State of one kernel's lowering: loop ranges are numbered, and each reduction's loops are made once per context."""
-  def __init__(self, group: int = 0):
+  def __init__(self, group: int = 0, unrolls: Optional[dict[tuple[UOp, int], int]] = None):
     self.range_id = 0
     self.reduce_ranges: dict[tuple, dict[int, UOp]] = {}   # loops of each reduction, shared by its upcast copies
+    self.unrolls = unrolls or {}   # (REDUCE_AXIS, axis) -> iterations per loop trip (see Opt UNROLL)
     # GPU grouped reductions (see group_size): `group` threads of a workgroup share each top-level reduction
     self.group = group
     self.lidx = UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, group),), "lidx") if group else None
@@ -56,6 +60,11 @@ class Lowerer:
   def new_range(self, n: int) -> UOp:
     self.range_id += 1
     return UOp(Ops.RANGE, IDX, (UOp.const(IDX, n),), self.range_id)
+
+def tile_index(r: Optional[UOp], amount: int, off: int) -> UOp:
+  """The index of element `off` of tile `r` (a loop over tiles of `amount` elements; None: there is one tile)."""
+  if r is None: return UOp.const(IDX, off)
+  return r * amount + off if amount > 1 else r
 
 # ---- the lowering rules: push INDEX from the stored value down to the loads. Movement ops only transform the index ----
 
@@ -90,10 +99,16 @@ def _reduce(ctx: Lowerer, x: UOp):
   # inside another loop nest (its index uses other loops) gets loops of its own.
   key = (u, frozenset(r for i in idx for r in i.toposort() if r.op is Ops.RANGE))
   if ctx.group and not key[1] and any(src.shape[a] != 1 for a in axes): return _group_reduce(ctx, x)
-  if key not in ctx.reduce_ranges: ctx.reduce_ranges[key] = {a: ctx.new_range(src.shape[a]) for a in axes if src.shape[a] != 1}
+  unroll = {a: ctx.unrolls.get((u, a), 1) for a in axes if src.shape[a] != 1}
+  if key not in ctx.reduce_ranges: ctx.reduce_ranges[key] = {a: ctx.new_range(src.shape[a] // n) for a, n in unroll.items() if src.shape[a] != n}
   rr = ctx.reduce_ranges[key]
-  inner = [rr.get(a, UOp.const(IDX, 0)) if a in axes else i for a, i in enumerate(idx)]
-  val = at(src, gate, inner)
+  # an unrolled loop does `n` iterations per trip: their values are combined before the accumulator update
+  vals = []
+  for offs in itertools.product(*[range(n) for n in unroll.values()]):
+    off = dict(zip(unroll, offs))
+    inner = [(tile_index(rr.get(a), unroll[a], off[a]) if a in unroll else UOp.const(IDX, 0)) if a in axes else i for a, i in enumerate(idx)]
+    vals.append(at(src, gate, inner))
+  val = functools.reduce(lambda a, b: a.alu(rop, b), vals)
   return UOp(Ops.REDUCE, u.dtype, (val, *rr.values()), rop) if rr else val
 
 def _group_reduce(ctx: Lowerer, x: UOp):
@@ -159,7 +174,7 @@ class Program:
   flops: int = 0
   mem_estimate: int = 0
   parallel_range: Optional[UOp] = None   # the outermost output loop: a runtime may split it across cores
-  opts: dict = field(default_factory=dict)  # the optimizations applied, for DEBUG=3
+  opts: list[Opt] = field(default_factory=list)  # the optimization actions applied, for DEBUG=3
   # GPU targets (renderer.has_threads): the output loops are one flat thread index `gid` < threads (a SPECIAL uop),
   # run as `grid` workgroups of `local_size` threads; the kernel returns early for gid >= threads.
   threads: int = 0
@@ -170,11 +185,86 @@ class Program:
   @property
   def parallel(self) -> int: return self.parallel_range.src[0].arg if self.parallel_range is not None else 0
 
+# ---- optimization actions: chosen by the heuristics below (or by BEAM search, tinyweb/search.py), applied by `lower` ----
+
+@dataclass(frozen=True)
+class Opt:
+  """One optimization action, as data.
+  UPCAST a n: compute n neighbouring outputs along output axis a per loop iteration, each with its own accumulator
+    (register tiling: loads are shared between them, and the C compiler vectorizes them).
+  UNROLL a n: reduction loop a (numbered as `reduce_loops` lists them) does n iterations per trip.
+  SWAP a b: exchange the nesting order of output loops a and b (the outermost loop is split across CPU cores; on a GPU
+    the innermost is the one that neighbouring threads differ in).
+  LOCAL 0 n: GPU, n threads per workgroup (default: the renderer's local_size).
+  GROUP 0 n: GPU, n threads of a workgroup share each top-level reduction (see _group_reduce); n a power of two."""
+  kind: str
+  axis: int
+  amount: int
+  def __repr__(self): return f"{self.kind}({self.axis},{self.amount})"
+
+OPT_KINDS = ("UPCAST", "UNROLL", "SWAP", "LOCAL", "GROUP")
+
+class OptError(ValueError):
+  """An optimization action that does not apply to a kernel (BEAM search drops such candidates)."""
+
+class LoopLimitError(RuntimeError):
+  """The kernel would run more loop iterations per thread than the target allows (lavapipe)."""
+
+def reduce_loops(value: UOp) -> list[tuple[UOp, int]]:
+  """The reduction loops of a kernel, as (REDUCE_AXIS, axis) in a fixed order: what UNROLL's axis numbers."""
+  return [(u, a) for u in value.toposort() if u.op is Ops.REDUCE_AXIS for a in u.arg[1] if u.src[0].shape[a] != 1]
+
+@dataclass
+class AppliedOpts:
+  upcasts: dict[int, int]               # output axis -> outputs per loop iteration
+  unrolls: dict[tuple[UOp, int], int]   # (REDUCE_AXIS, axis) -> iterations per loop trip
+  order: list[int]                      # output axes, outermost loop first
+  local: int = 0
+  group: int = 0
+
+def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
+  """Check each action against the kernel and the target and collect their effect; an action that does not apply raises
+  OptError saying why."""
+  shape, gpu = value.shape, getattr(renderer, "has_threads", False)
+  loops = reduce_loops(value)
+  ao = AppliedOpts({}, {}, list(range(len(shape))))
+  for o in opts:
+    def check(ok: bool, why: str):
+      if not ok: raise OptError(f"{o} does not apply to a kernel of shape {shape} on {getattr(renderer, 'device', 'CPU')}: {why}")
+    check(o.kind in OPT_KINDS, f"unknown kind {o.kind!r}; valid: {OPT_KINDS}")
+    check(o.kind not in ("UPCAST", "UNROLL") or o.amount >= 2, "the amount must be at least 2")
+    if o.kind == "UPCAST":
+      check(0 <= o.axis < len(shape), f"output axes are 0..{len(shape) - 1}")
+      n = ao.upcasts.get(o.axis, 1) * o.amount
+      check(shape[o.axis] % n == 0, f"{n} does not divide the axis size {shape[o.axis]}")
+      ao.upcasts[o.axis] = n
+    elif o.kind == "UNROLL":
+      check(0 <= o.axis < len(loops), f"the kernel has {len(loops)} reduction loops")
+      u, a = loops[o.axis]
+      n = ao.unrolls.get((u, a), 1) * o.amount
+      check(u.src[0].shape[a] % n == 0, f"{n} does not divide the loop size {u.src[0].shape[a]}")
+      ao.unrolls[(u, a)] = n
+    elif o.kind == "SWAP":
+      check(0 <= o.axis < len(shape) and 0 <= o.amount < len(shape) and o.axis != o.amount, f"two different output axes of 0..{len(shape) - 1}")
+      i, j = ao.order.index(o.axis), ao.order.index(o.amount)
+      ao.order[i], ao.order[j] = ao.order[j], ao.order[i]
+    else:   # LOCAL, GROUP
+      check(gpu, "only GPU targets have workgroups")
+      check(o.axis == 0 and 1 <= o.amount <= renderer.max_local_size, f"axis 0, 1 to {renderer.max_local_size} threads")
+      if o.kind == "LOCAL": ao.local = o.amount
+      else:
+        check(o.amount & (o.amount - 1) == 0 and o.amount > 1, "the workgroup reduction needs a power of two")
+        check(bool(loops), "the kernel has no reduction")
+        ao.group = o.amount
+  if ao.group and (ao.upcasts or ao.unrolls or ao.local):
+    raise OptError(f"{opts}: GROUP cannot be combined with UPCAST, UNROLL or LOCAL (kernel of shape {shape})")
+  return ao
+
 def choose_upcasts(value: UOp) -> dict[int, int]:
   """Register tiling for kernels with a reduction: compute several neighbouring outputs per loop iteration, each with its
   own accumulator, so loads are reused across them and the C compiler can vectorize along the last axis.
   Returns {output axis: how many outputs along it}."""
-  if NOOPT or not any(u.op is Ops.REDUCE_AXIS for u in value.toposort()): return {}
+  if not any(u.op is Ops.REDUCE_AXIS for u in value.toposort()): return {}
   shape, out = value.shape, {}
   axes = [i for i, n in enumerate(shape) if n > 1]
   if not axes: return {}
@@ -198,9 +288,24 @@ def group_size(value: UOp, renderer) -> int:
   # the work of one output: a top-level reduction's size times that of the reductions nested in it (loops inside its loop)
   n = max(size(u) * prod(size(v) for v in u.src[0].toposort() if v.op is Ops.REDUCE_AXIS) for u in reds if u not in nested)
   if n < GROUP_MIN: return 0
+  return max_group(renderer)
+
+def max_group(renderer) -> int:
   g, cap = 1, min(256, renderer.local_size * 4, renderer.max_local_size)
   while g * 2 <= cap: g *= 2
   return g if g > 1 else 0
+
+def heuristic_opts(value: UOp, renderer) -> list[Opt]:
+  """The hand-written choice: on GPU targets a grouped reduction for big reductions, else register tiling (choose_upcasts)."""
+  if getattr(renderer, "has_threads", False) and (g := group_size(value, renderer)): return [Opt("GROUP", 0, g)]
+  return [Opt("UPCAST", a, n) for a, n in choose_upcasts(value).items()]
+
+def noopt_opts(ast: UOp, renderer) -> list[Opt]:
+  """NOOPT=1: no optimization, except a grouped reduction where the target cannot run the kernel without one (lavapipe's
+  loop limit). Also the reference that BEAM search checks every candidate against."""
+  try: lower(ast, renderer, [])
+  except LoopLimitError: return [Opt("GROUP", 0, max_group(renderer))]
+  return []
 
 def launch_grid(threads: int, local_size: int, max_groups: int) -> tuple[int, int, int]:
   """Workgroups for `threads` threads: 1-D while it fits in `max_groups` per dimension, else folded into 2-D/3-D
@@ -213,40 +318,41 @@ def launch_grid(threads: int, local_size: int, max_groups: int) -> tuple[int, in
   if z > max_groups: raise RuntimeError(f"kernel of {threads} threads needs more than {max_groups}^3 workgroups of {local_size}")
   return (x, y, z)
 
-def lower(ast: UOp, renderer=None) -> Program:
+def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
   """ast: SINK(STORE(DEFINE_GLOBAL out, value)): the value is stored contiguously in its shape.
+  opts: the optimization actions to apply (None: the heuristics choose, or with NOOPT=1 `noopt_opts`).
   With a GPU renderer (`renderer.has_threads`) the output loops become a thread index instead of loops."""
   assert ast.op is Ops.SINK and len(ast.src) == 1 and ast.src[0].op is Ops.STORE
   store = ast.src[0]
   out_buf, value = store.src[0], store.src[1]
+  if opts is None: opts = noopt_opts(ast, renderer) if NOOPT else heuristic_opts(value, renderer)
   gpu = getattr(renderer, "has_threads", False)
-  group = group_size(value, renderer) if gpu else 0
-  lw = Lowerer(group)
-  shape = value.shape
-  upcasts = {} if group else choose_upcasts(value)
+  ao = apply_opts(value, renderer, opts)
+  lw = Lowerer(ao.group, ao.unrolls)
+  shape, upcasts = value.shape, ao.upcasts
   out_ranges = [lw.new_range(n // upcasts.get(i, 1)) if n // upcasts.get(i, 1) != 1 else None for i, n in enumerate(shape)]
+  loops = [out_ranges[i] for i in ao.order if out_ranges[i] is not None]   # outermost first
   threads = 0
   if gpu:   # each output loop index is unraveled from one flat thread index
-    sizes = [r.src[0].arg for r in out_ranges if r is not None]
-    threads = prod(sizes)
+    threads = prod(r.src[0].arg for r in loops)
     gid = UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, threads),), "gid")
-    it = iter(unravel(gid, tuple(sizes)))
-    out_ranges = [next(it) if r is not None else None for r in out_ranges]
+    sub = dict(zip(loops, unravel(gid, tuple(r.src[0].arg for r in loops))))
+    out_ranges = [sub[r] if r is not None else None for r in out_ranges]
   stores = []
   up_axes = list(upcasts)
   for offsets in itertools.product(*[range(upcasts[a]) for a in up_axes]):
     off = dict(zip(up_axes, offsets))
-    idx = tuple((r * upcasts[i] + off[i] if r is not None else UOp.const(IDX, off[i])) if i in upcasts else
-                (r if r is not None else UOp.const(IDX, 0)) for i, r in enumerate(out_ranges))
+    idx = tuple(tile_index(r, upcasts.get(i, 1), off.get(i, 0)) for i, r in enumerate(out_ranges))
     stores.append(UOp(Ops.STORE, None, (out_buf, ravel(idx, shape), at(value, TRUE, idx))))
   sink = graph_rewrite(UOp(Ops.SINK, None, tuple(stores)), lowering, ctx=lw)
   if any(u.op is Ops.INDEX for u in sink.toposort()): raise NotImplementedError("lowering: an op without a lowering rule")
   sink = graph_rewrite(sink, symbolic)
   if lw.group_ranges: sink = wrap_group_reduces(sink, lw)
-  uops = linearize(sink, [r for r in out_ranges if r is not None] if not gpu else [])
+  uops = linearize(sink, loops if not gpu else [])
   gl = sorted([u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL], key=lambda u: u.arg[0])
   has_reduce = any(u.op is Ops.DEFINE_ACC for u in uops)
   name = ("r_" if has_reduce else "E_") + ("_".join(str(n) for n in shape) if shape else "0")
+  group = ao.group
   flops, mults = 0, [threads * (group or 1) if gpu else 1]
   for u in uops:
     mult = mults[-1]
@@ -256,21 +362,19 @@ def lower(ast: UOp, renderer=None) -> Program:
     elif u.op is Ops.ACC_UPDATE: flops += mult
   mem = sum(g.arg[1] * g.dtype.itemsize for g in gl)
   if gpu:
-    local = group or max(1, min(renderer.local_size, renderer.max_local_size, threads))
+    local = group or ao.local or max(1, min(renderer.local_size, renderer.max_local_size, threads))
     if (limit := getattr(renderer, "max_loop_iterations", None)) is not None:
       iters, depth = 0, [1]   # loop iterations one thread runs, in all
       for u in uops:
         if u.op is Ops.RANGE: depth.append(depth[-1] * u.src[0].arg); iters += depth[-1]
         elif u.op is Ops.ENDRANGE: depth.pop()
       if iters > limit:
-        raise RuntimeError(f"{renderer.device}: kernel {name} runs {iters} loop iterations per thread; this adapter stops a "
-                           f"thread's loops after {limit} in all (lavapipe/llvmpipe), which would give wrong results")
-    opts = {**({"upcast": upcasts} if upcasts else {}), **({"group": group} if group else {})}
-    return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, opts=opts, threads=threads, local_size=local,
+        raise LoopLimitError(f"{renderer.device}: kernel {name} runs {iters} loop iterations per thread; this adapter stops a "
+                             f"thread's loops after {limit} in all (lavapipe/llvmpipe), which would give wrong results")
+    return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, opts=list(opts), threads=threads, local_size=local,
                    grid=launch_grid(threads * (group or 1), local, renderer.max_groups), group=group)
-  first = next((r for r in out_ranges if r is not None), None)
-  return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, parallel_range=first,
-                 opts={"upcast": upcasts} if upcasts else {})
+  return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, parallel_range=loops[0] if loops else None,
+                 opts=list(opts))
 
 def linearize(sink: UOp, out_ranges: list[UOp]) -> list[UOp]:
   """Order the program: open the output loops, emit each value once at the loop depth it needs, close loops.

@@ -1,0 +1,137 @@
+"""Optimization actions (codegen/lower.py `Opt`) and BEAM search (tinyweb/search.py), issue 6.
+
+Actions must change the code but never the results: kernels lowered with many action lists are compared with numpy.
+BEAM search: its cache answers a second search without timing anything, its choice is at least as fast as the
+heuristics' in the same search, and a candidate that computes wrong values is dropped with a warning."""
+import os, warnings
+import numpy as np
+import pytest
+from tinyweb import Tensor, Device, Context
+from tinyweb.codegen.lower import Opt, OptError, lower, heuristic_opts
+from tinyweb.engine import CompiledKernel
+from tinyweb.schedule import create_schedule
+from tinyweb import search
+from tinyweb.search import beam_search, SearchCounters, mismatches
+from tinyweb.dtype import dtypes
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+  """An empty search cache (disk and memory) for the test."""
+  monkeypatch.setenv("TINYWEB_CACHE_DIR", str(tmp_path))
+  monkeypatch.setattr(search, "_memory_cache", {})
+  return tmp_path
+
+def kernel_of(t: Tensor):
+  """The one kernel that computes `t` (its inputs realized first): its schedule item."""
+  items, _, _ = create_schedule([t.uop])
+  assert len(items) == 1, [it.ast for it in items]
+  return items[0]
+
+def run_with(item, device: str, opts) -> np.ndarray:
+  dev = Device[device]
+  p = lower(item.ast, dev.renderer, opts)
+  src = dev.renderer.render(p)
+  for b in item.bufs: b.ensure_allocated()
+  CompiledKernel(p, dev.get_program(p.name, src), src).run([b.handle for b in item.bufs], wait=True)
+  out = item.bufs[0]
+  return np.frombuffer(bytes(out.as_memoryview()), dtype=np.dtype(out.dtype.fmt)).copy(), src
+
+rng = np.random.default_rng(0)
+A, B = rng.standard_normal((12, 20), dtype=np.float32), rng.standard_normal((20, 16), dtype=np.float32)
+X, W = rng.standard_normal((2, 3, 6, 6), dtype=np.float32), rng.standard_normal((4, 3, 3, 3), dtype=np.float32)
+R = rng.standard_normal((6, 4, 10), dtype=np.float32)
+
+def conv_ref(x, w):   # 3x3, padding 1, by sliding windows
+  win = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))
+  return np.einsum("nchwij,kcij->nkhw", win, w)
+
+CPU_OPTS = [[], [Opt("UPCAST", 1, 4)], [Opt("UPCAST", 0, 4), Opt("UPCAST", 1, 8)], [Opt("UNROLL", 0, 4)],
+            [Opt("UNROLL", 0, 4), Opt("UNROLL", 0, 5)], [Opt("UPCAST", 1, 2), Opt("UNROLL", 0, 2), Opt("SWAP", 0, 1)],
+            [Opt("UPCAST", 0, 12), Opt("UPCAST", 1, 16)]]
+GPU_OPTS = [[Opt("LOCAL", 0, 16)], [Opt("UPCAST", 1, 4), Opt("LOCAL", 0, 8)], [Opt("GROUP", 0, 8)], [Opt("GROUP", 0, 32)]]
+
+def test_actions_change_code_not_results(device):
+  gpu = getattr(Device[device].renderer, "has_threads", False)
+  cases = [  # (tensor, numpy reference, action lists)
+    (lambda: Tensor(A, device=device) @ Tensor(B, device=device), A @ B, CPU_OPTS + (GPU_OPTS if gpu else [])),
+    (lambda: Tensor(X, device=device).conv2d(Tensor(W, device=device), padding=1), conv_ref(X, W),
+     [[], [Opt("UPCAST", 3, 3), Opt("UNROLL", 0, 3)], [Opt("UNROLL", 1, 3), Opt("UNROLL", 2, 3), Opt("UPCAST", 1, 4)],
+      [Opt("SWAP", 0, 3), Opt("UPCAST", 2, 2)]] + ([[Opt("GROUP", 0, 16)]] if gpu else [])),
+    (lambda: Tensor(R, device=device).max((0, 2)), R.max((0, 2)),
+     [[], [Opt("UNROLL", 0, 3), Opt("UNROLL", 1, 5)], [Opt("UPCAST", 0, 4), Opt("UNROLL", 1, 10)]] + ([[Opt("GROUP", 0, 64)]] if gpu else [])),
+  ]
+  for make, ref, opt_lists in cases:
+    srcs = set()
+    for opts in opt_lists:
+      got, src = run_with(kernel_of(make()), device, opts)
+      np.testing.assert_allclose(got.reshape(ref.shape), ref, rtol=1e-4, atol=1e-4, err_msg=f"{opts}")
+      srcs.add(src)
+    assert len(srcs) == len(opt_lists)   # every action list made different code
+
+def test_actions_that_do_not_apply_raise_clearly():
+  ast = kernel_of(Tensor(A) @ Tensor(B)).ast
+  r = Device["CPU"].renderer
+  for opts, msg in [([Opt("UPCAST", 1, 5)], "5 does not divide the axis size 16"), ([Opt("UPCAST", 2, 2)], "output axes are 0..1"),
+                    ([Opt("UNROLL", 1, 2)], "1 reduction loops"), ([Opt("UPCAST", 1, 4), Opt("UPCAST", 1, 8)], "32 does not divide"),
+                    ([Opt("LOCAL", 0, 64)], "only GPU targets"), ([Opt("SWAP", 1, 1)], "two different output axes"),
+                    ([Opt("TILE", 0, 2)], "unknown kind")]:
+    with pytest.raises(OptError, match=msg) as e: lower(ast, r, opts)
+    assert "(12, 16)" in str(e.value) and str(opts[-1]) in str(e.value)
+
+def test_heuristics_and_noopt_are_action_lists(capsys):
+  ast = kernel_of(Tensor(A) @ Tensor(B)).ast
+  r = Device["CPU"].renderer
+  assert lower(ast, r).opts == heuristic_opts(ast.src[0].src[1], r) == [Opt("UPCAST", 1, 8), Opt("UPCAST", 0, 4)]
+  with Context(NOOPT=1): assert lower(ast, r).opts == []
+  with Context(DEBUG=3): (Tensor(A) @ Tensor(B)).realize()
+  assert "optimizations [UPCAST(1,8), UPCAST(0,4)]" in capsys.readouterr().out
+
+def test_mismatches_tolerates_reordered_sums_only():
+  f32 = lambda *v: np.array(v, np.float32).tobytes()
+  assert mismatches(f32(1, 2, np.nan), f32(1, 2, np.nan), dtypes.float32) == 0
+  assert mismatches(f32(1, 2.0000002, 3), f32(1, 2, 3), dtypes.float32) == 0
+  assert mismatches(f32(1, 2.5, np.nan), f32(1, 2, 3), dtypes.float32) == 2
+  assert mismatches(np.array([1, 2, 3], np.int32).tobytes(), np.array([1, 2, 4], np.int32).tobytes(), dtypes.int32) == 1
+
+def test_beam_cache_answers_second_search(cache):
+  ast = kernel_of(Tensor(A) @ Tensor(B)).ast
+  SearchCounters.reset()
+  first = beam_search(ast, "CPU", 2)
+  assert SearchCounters.searches == 1 and SearchCounters.timings >= first.candidates >= 2
+  assert len(os.listdir(cache / "beam")) == 1
+  search._memory_cache.clear()   # as in a new process: only the disk cache is left
+  SearchCounters.reset()
+  second = beam_search(ast, "CPU", 2)
+  assert SearchCounters.searches == 0 and SearchCounters.timings == 0
+  assert second.opts == first.opts
+
+def test_beam_matmul_at_least_as_fast_as_heuristics(cache):
+  a, b = rng.standard_normal((32, 64), dtype=np.float32), rng.standard_normal((64, 32), dtype=np.float32)
+  res = beam_search(kernel_of(Tensor(a) @ Tensor(b)).ast, "CPU", 2)
+  assert res.candidates > 2 and res.time_s <= res.heuristic_time_s   # both measured in this search
+  with Context(BEAM=2): out = (Tensor(a) @ Tensor(b)).numpy()   # the cached choice, used by the engine
+  np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+
+def test_beam_drops_wrong_candidates(cache, monkeypatch):
+  """A candidate whose output differs from the unoptimized kernel's (here: UNROLL made wrong on purpose) is dropped."""
+  real = search.Search.output
+  def broken(self, k):
+    out = real(self, k)
+    if any(o.kind == "UNROLL" for o in k.program.opts): out = bytes(4) + out[4:]   # first element wrong
+    return out
+  monkeypatch.setattr(search.Search, "output", broken)
+  a, b = rng.standard_normal((8, 64), dtype=np.float32) + 3, rng.standard_normal((64, 8), dtype=np.float32)
+  with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    res = beam_search(kernel_of(Tensor(a) @ Tensor(b)).ast, "CPU", 2)
+  assert any("computes 1 of 64 outputs differently" in str(x.message) for x in w)
+  assert not any(o.kind == "UNROLL" for o in res.opts)
+
+def test_beam_on_webgpu(cache):
+  ok, why = Device.check("WEBGPU")
+  if not ok: pytest.skip(f"WEBGPU unavailable: {why}")
+  x = rng.standard_normal((16, 512), dtype=np.float32)
+  res = beam_search(kernel_of(Tensor(x, device="WEBGPU").sum(1)).ast, "WEBGPU", 2)
+  assert res.candidates > 2 and res.time_s <= res.heuristic_time_s
+  with Context(BEAM=2): out = Tensor(x, device="WEBGPU").sum(1).numpy()
+  np.testing.assert_allclose(out, x.sum(1), rtol=1e-4, atol=1e-4)
