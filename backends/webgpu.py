@@ -12,9 +12,9 @@
 - Which dtypes and ops are refused, and why, is listed in one place: `WGSLRenderer.unsupported`.
 """
 from __future__ import annotations
-import os, re, tempfile, time
-from tinyweb.device import Allocator, Compiler, Compiled
-from tinyweb.codegen.wgsl import WGSLRenderer
+import os, tempfile, time
+from tinyweb.device import Allocator
+from tinyweb.backends.webgpu_shared import OPTIONAL_FEATURES, WebGPUDeviceBase
 
 def _wgpu():
   if not os.environ.get("XDG_RUNTIME_DIR"):   # silences a harmless error on adapter enumeration (Vulkan loader)
@@ -35,8 +35,6 @@ def pick_adapter(wgpu):
   if a is None: raise RuntimeError("no WebGPU adapter (install a driver, e.g. apt-get install mesa-vulkan-drivers libvulkan1)")
   return a
 
-OPTIONAL_FEATURES = ("shader-f16", "timestamp-query", "subgroup", "subgroups")
-
 class WebGPUAllocator(Allocator):
   def __init__(self, dev):
     super().__init__()
@@ -48,12 +46,8 @@ class WebGPUAllocator(Allocator):
       if getattr(h := self.cache[nbytes].pop(), "_internal", None) is not None: return h
     return self._alloc(nbytes)
   def _alloc(self, nbytes: int):
-    size = (max(nbytes, 4) + 3) // 4 * 4
-    if size > self.dev.max_binding:
-      raise MemoryError(f"WEBGPU: a buffer of {nbytes} bytes exceeds the adapter's maxStorageBufferBindingSize "
-                        f"({self.dev.max_binding} bytes); split the tensor")
     w = self.dev.wgpu
-    return self.dev.device.create_buffer(size=size, usage=w.BufferUsage.STORAGE | w.BufferUsage.COPY_SRC | w.BufferUsage.COPY_DST)
+    return self.dev.device.create_buffer(size=self.dev.buffer_size(nbytes), usage=w.BufferUsage.STORAGE | w.BufferUsage.COPY_SRC | w.BufferUsage.COPY_DST)
   def _free(self, handle, nbytes: int): handle.destroy()
   def copyin(self, handle, src: memoryview):
     data = bytes(src)
@@ -72,19 +66,12 @@ class WebGPUAllocator(Allocator):
       staging.unmap()
       staging.destroy()
 
-class WGSLCompiler(Compiler):
-  """WGSL is compiled by the driver when the pipeline is created; here the source is just passed on."""
-  def compile(self, src: str) -> bytes: return src.encode()
-
 class WebGPUProgram:
   def __init__(self, dev, name: str, lib: bytes):
     self.dev, self.name = dev, name
     src = lib.decode()
     w, d = dev.wgpu, dev.device
-    self.nbind = len(re.findall(r"@binding\(", src))
-    if self.nbind > dev.max_storage_buffers:
-      raise RuntimeError(f"WEBGPU: kernel {name} uses {self.nbind} buffers; the adapter allows "
-                         f"{dev.max_storage_buffers} storage buffers per shader stage")
+    self.nbind = dev.binding_count(name, src)
     try:
       module = d.create_shader_module(code=src)
       self.layout = d.create_bind_group_layout(entries=[
@@ -114,29 +101,17 @@ class WebGPUProgram:
       raise RuntimeError(f"WEBGPU: launching kernel {self.name} failed: {e}") from e
     return None
 
-class WEBGPUDevice(Compiled):
+class WEBGPUDevice(WebGPUDeviceBase):
   def __init__(self, name: str = "WEBGPU"):
     self.wgpu = w = _wgpu()
     self.adapter = pick_adapter(w)
     feats = [f for f in OPTIONAL_FEATURES if f in self.adapter.features]
-    limits = dict(self.adapter.limits)
-    self.device = self.adapter.request_device_sync(required_features=feats, required_limits=limits)
-    self.features, self.limits = set(self.device.features), dict(self.device.limits)
-    self.max_binding = self.limits["max-storage-buffer-binding-size"]
-    self.max_storage_buffers = self.limits["max-storage-buffers-per-shader-stage"]
+    self.device = self.adapter.request_device_sync(required_features=feats, required_limits=dict(self.adapter.limits))
     self.info = self.adapter.info
     # a real GPU ranks above the CPU device in Device.DEFAULT; a CPU adapter (lavapipe, SwiftShader) does not
-    self.is_real_gpu = self.info.get("adapter_type", "").upper() not in ("CPU", "UNKNOWN", "")
-    has_f16 = "shader-f16" in self.features and not os.environ.get("TINYWEB_WEBGPU_NO_F16")
-    renderer = WGSLRenderer(has_f16=has_f16)
-    renderer.max_local_size = min(self.limits["max-compute-invocations-per-workgroup"], self.limits["max-compute-workgroup-size-x"])
-    renderer.max_groups = self.limits["max-compute-workgroups-per-dimension"]
-    # llvmpipe (lavapipe) stops the loops of one shader invocation after 65535 iterations in all, silently (Mesa's
-    # LP_MAX_TGSI_LOOP_ITERATIONS): the lowering splits large reductions across workgroup threads and refuses kernels
-    # that would still loop longer
-    if any("llvmpipe" in str(self.info.get(k, "")).lower() for k in ("device", "description", "driver_description")):
-      renderer.max_loop_iterations = 65535
-    super().__init__(name, WebGPUAllocator(self), renderer, WGSLCompiler(), WebGPUProgram)
+    is_real_gpu = self.info.get("adapter_type", "").upper() not in ("CPU", "UNKNOWN", "")
+    adapter_text = " ".join(str(self.info.get(k, "")) for k in ("device", "description", "driver_description"))
+    self.setup(name, self.device.limits, self.device.features, adapter_text, is_real_gpu, WebGPUAllocator(self), WebGPUProgram)
   def synchronize(self):
     """Wait for all submitted work: map a small staging buffer after it (on_submitted_work_done is broken in wgpu 0.32)."""
     w = self.wgpu

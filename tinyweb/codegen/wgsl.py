@@ -31,7 +31,9 @@ class WGSLRenderer(CStyleRenderer):
                dtypes.uint16: "u32", dtypes.uint32: "u32", dtypes.float16: "f32", dtypes.bfloat16: "f32", dtypes.float32: "f32"}
   float_suffix = {dtypes.float32: "f", dtypes.float16: "f", dtypes.bfloat16: "f"}
   int_suffix = {dtypes.uint32: "u", dtypes.uint16: "u", dtypes.uint8: "u"}
-  infinity, nan = "bitcast<f32>(0x7f800000u)", "bitcast<f32>(0x7fc00000u)"   # WGSL has no inf/nan literals
+  # WGSL has no inf/nan literals, and a constant expression that evaluates to inf/NaN is an error in Chromium (Tint): the
+  # bits go through a function, which makes the value a runtime one
+  infinity, nan = "tw_f32_bits(0x7f800000u)", "tw_f32_bits(0x7fc00000u)"
 
   def __init__(self, has_f16: bool = False):
     self.has_f16 = has_f16
@@ -166,10 +168,11 @@ class WGSLRenderer(CStyleRenderer):
     if prog.group: return [f"let {name}: i32 = i32({flat});", f"if ({name} >= {prog.threads}) {{ return; }}"]
     return [f"let {name}: i32 = i32(({flat})*{prog.local_size}u + lid);", f"if ({name} >= {prog.threads}) {{ return; }}"]
 
-  prelude = """fn tw_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+  prelude = """fn tw_f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }
+fn tw_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn tw_mul0(x: f32, z: f32) -> f32 {
   let b = bitcast<u32>(x);
-  if ((b & 0x7f800000u) == 0x7f800000u) { return bitcast<f32>(0x7fc00000u); }
+  if ((b & 0x7f800000u) == 0x7f800000u) { return tw_f32_bits(0x7fc00000u); }
   return bitcast<f32>((b ^ bitcast<u32>(z)) & 0x80000000u);
 }
 fn tw_f32_to_bf16(f: f32) -> u32 {
