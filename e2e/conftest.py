@@ -180,6 +180,7 @@ def assert_close(got, want, atol=1e-5, rtol=1e-5, path="result"):
     assert isinstance(got, (list, tuple)) and len(got) == len(want), f"{path}: got {got!r}, want {want!r}"
     for i, (g, w) in enumerate(zip(got, want)): assert_close(g, w, atol, rtol, f"{path}[{i}]")
   elif isinstance(want, float) or isinstance(got, float):
+    if got == want: return   # (also inf == inf)
     if want != want: assert got != got, f"{path}: got {got}, want NaN"
     else: assert abs(got - want) <= atol + rtol * abs(want), f"{path}: got {got}, want {want}"
   else: assert got == want, f"{path}: got {got!r}, want {want!r}"

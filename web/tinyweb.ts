@@ -125,7 +125,7 @@ export async function loadTinyweb(options: LoadOptions = {}): Promise<Tinyweb> {
         pyodide.FS.writeFile(path, bytes);
         return path;
       });
-      return loadState(pyodide.toPy(paths), opts.device ?? null);
+      return loadState(pyodide.toPy(paths), opts.device);   // (undefined arrives as None, null would not)
     },
   };
 }

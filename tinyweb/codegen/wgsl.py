@@ -71,6 +71,9 @@ class WGSLRenderer(CStyleRenderer):
     Ops.CMPNE: lambda self, a, b, c, dt: f"({a}!={b})",
     Ops.SHL: lambda self, a, b, c, dt: f"({a}<<u32({b}))", Ops.SHR: lambda self, a, b, c, dt: f"({a}>>u32({b}))",
     Ops.WHERE: lambda self, a, b, c, dt: f"select({c}, {b}, {a})",
+    # WGSL leaves these indeterminate outside their domain (SwiftShader: log2(-1) = 0): NaN is made explicit, as in C
+    Ops.LOG2: lambda self, a, b, c, dt: f"tw_log2({a})", Ops.SQRT: lambda self, a, b, c, dt: f"tw_sqrt({a})",
+    Ops.SIN: lambda self, a, b, c, dt: f"tw_sin({a})",
   }
   def render_alu(self, op: Ops, srcs: list[str], dt: DType, sdt: DType, src_uops: list[UOp]) -> str:
     if sdt is not None and sdt.is_bool and op in (Ops.CMPLT, Ops.XOR):   # WGSL has no < or ^ on bool
@@ -170,6 +173,9 @@ class WGSLRenderer(CStyleRenderer):
 
   prelude = """fn tw_f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }
 fn tw_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn tw_log2(x: f32) -> f32 { return select(log2(x), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x)); }
+fn tw_sqrt(x: f32) -> f32 { return select(sqrt(x), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x)); }
+fn tw_sin(x: f32) -> f32 { return select(sin(x), tw_f32_bits(0x7fc00000u), (bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u); }
 fn tw_mul0(x: f32, z: f32) -> f32 {
   let b = bitcast<u32>(x);
   if ((b & 0x7f800000u) == 0x7f800000u) { return tw_f32_bits(0x7fc00000u); }
