@@ -82,7 +82,8 @@ def tinyweb_load_weights(paths, device):
 
 export async function loadTinyweb(options: LoadOptions = {}): Promise<Tinyweb> {
   const base = new URL(String(options.baseURL ?? "./"), document.baseURI);
-  const progress = options.onProgress ?? (() => {});
+  // each stage also leaves a performance mark ("tinyweb:pyodide", ...): where the start-up time goes
+  const progress = (p: Progress) => { performance.mark(`tinyweb:${p.stage}`); options.onProgress?.(p); };
   progress({ stage: "pyodide", message: "loading Pyodide" });
   const pyodideURL = new URL("pyodide/", base).href;
   const mod = await import(/* @vite-ignore */ pyodideURL + "pyodide.mjs");
