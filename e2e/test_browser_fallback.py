@@ -2,7 +2,7 @@
 notice, and Device.DEFAULT falls through to the next available device. The pure-Python `PYTHON` device (another branch)
 is that device: until it is registered, the test that runs ops on it is skipped, saying so."""
 import pytest
-from conftest import BrowserRunner, assert_close, launch_chromium, open_playground, run_native
+from browser_harness import BrowserRunner, assert_close, launch_chromium, open_playground, run_native
 
 @pytest.fixture(scope="module")
 def no_webgpu_page(playwright_instance, site):

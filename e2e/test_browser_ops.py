@@ -2,7 +2,7 @@
 snippet run natively on the CPU device in this test run. Inputs come from Python's `random` with a fixed seed, so
 both sides compute on identical values; tensors are small (SwiftShader is slow)."""
 import pytest
-from conftest import assert_close
+from browser_harness import assert_close
 
 INPUTS = """
 import random

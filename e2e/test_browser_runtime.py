@@ -2,7 +2,7 @@
 helpers of web/tinyweb.ts, and the measurements (cold start, per-op overhead) printed at the end of the run."""
 import time
 import pytest
-from conftest import assert_close, open_playground
+from browser_harness import assert_close, open_playground
 
 def test_invalid_wgsl_raises_naming_the_kernel(browser):
   msg = browser("""
@@ -115,7 +115,7 @@ per_launch = (time.perf_counter() - st) / ${n}
   value, per_realize, per_launch, last = got
   assert value == 5 + n and last == 6 + n   # (the raw launches recompute the same out = in + 1)
   record_property("measure:cold start, page open to first result (s)", round(cold, 2))
-  record_property("measure:  of which: Pyodide boot / tinyweb wheel+imports / WebGPU device open (s)", " / ".join(
+  record_property("measure:  of which: Pyodide boot / wheel fetch+unpack / tinyweb import+WebGPU device open (s)", " / ".join(
     f"{marks[b] - marks[a]:.2f}" for a, b in [("tinyweb:pyodide", "tinyweb:tinyweb"), ("tinyweb:tinyweb", "tinyweb:device"), ("tinyweb:device", "tinyweb:ready")]))
   record_property("measure:tiny op realize in the browser, graph+schedule+launch (ms)", round(per_realize * 1e3, 3))
   record_property("measure:kernel launch in the browser, recorded into a batch (ms)", round(per_launch * 1e3, 3))

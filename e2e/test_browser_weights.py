@@ -4,7 +4,7 @@ The files are written here with the `safetensors` package (an independent writer
 import hashlib, json
 import numpy as np
 import pytest
-from conftest import assert_close, open_playground
+from browser_harness import assert_close, open_playground
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy", reason="the safetensors package writes the test files")
 
