@@ -103,3 +103,21 @@ u = Tensor([rng.randrange(256) for _ in range(37)], device=DEVICE, dtype=dtypes.
 m = Tensor([rng.random() < 0.5 for _ in range(37)], device=DEVICE)
 [u[1::3].tolist(), (u + u).tolist(), m.tolist(), (m & (u > 100)).tolist(), m.where(u, 0).sum().item()]
 """)
+
+def test_jitted_adam_step(browser):
+  # TinyJit replays recorded launches: in the browser they go into the batched command encoder like any other launch
+  check(browser, """
+from tinyweb import TinyJit
+from tinyweb.nn.optim import Adam
+w = Tensor(rand(6, 4, lo=-0.5, hi=0.5), device=DEVICE, requires_grad=True)
+opt = Adam([w], lr=0.05)
+@TinyJit
+def step(x, y):
+  opt.zero_grad()
+  loss = ((x @ w).tanh() - y).square().mean()
+  loss.backward()
+  opt.step()
+  return loss.realize()
+batches = [(Tensor(rand(5, 6), device=DEVICE), Tensor(rand(5, 4, lo=-1.0, hi=1.0), device=DEVICE)) for _ in range(5)]
+[[step(x, y).item() for x, y in batches], w.tolist()]
+""", atol=1e-5, rtol=1e-4)
