@@ -3,23 +3,28 @@
 import { defineConfig, type Plugin } from "vite";
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
 const root = import.meta.dirname;
 const PYODIDE_FILES = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"];
 
-// the pure-Python wheel of this repository (tinyweb + tinyweb.backends, no dependencies)
+const WHEEL_SOURCES = ["pyproject.toml", "README.md", "tinyweb", "backends"];
+
+// the pure-Python wheel of this repository (tinyweb + tinyweb.backends, no dependencies), built from a clean copy of
+// its sources (so nothing stale from an earlier build/ folder gets in, and nothing is written into the checkout)
 function buildWheel(): { file: string; bytes: Buffer } {
-  const out = mkdtempSync(join(tmpdir(), "tinyweb-wheel-"));
+  const tmp = mkdtempSync(join(tmpdir(), "tinyweb-wheel-")), src = join(tmp, "src"), out = join(tmp, "out");
   try {
+    for (const f of WHEEL_SOURCES)
+      cpSync(resolve(root, f), join(src, f), { recursive: true, filter: (p) => !p.includes("__pycache__") && !lstatSync(p).isSymbolicLink() });
     execFileSync(process.env.PYTHON ?? "python3", ["-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-      "--disable-pip-version-check", "-w", out, root], { stdio: ["ignore", "ignore", "inherit"] });
+      "--disable-pip-version-check", "-w", out, src], { stdio: ["ignore", "ignore", "inherit"] });
     const file = readdirSync(out).find((f) => f.endsWith(".whl"));
     if (!file) throw new Error(`pip wheel wrote no wheel into ${out}`);
     return { file, bytes: readFileSync(join(out, file)) };
-  } finally { rmSync(out, { recursive: true, force: true }); }
+  } finally { rmSync(tmp, { recursive: true, force: true }); }
 }
 
 function tinywebAssets(): Plugin {
