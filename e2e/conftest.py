@@ -5,7 +5,8 @@ Fixtures:
 - `site`: builds dist/ when its sources changed (under a lock, so xdist workers build once) and serves it on 127.0.0.1
   with HTTP Range support; files under `site.data_dir` are served at `/e2e-data/` (tests write weights there).
 - `chromium`: one headless Chromium per test process (/usr/lib/chromium/chromium, never a downloaded browser).
-- `page`: the playground page, opened once per test module, with tinyweb loaded.
+- `page`: the playground page with tinyweb loaded, opened once per test process (Pyodide's boot is the slow part;
+  snippets run in fresh Python namespaces).
 - `browser`: `browser(code)` runs a Python snippet inside that page and returns its last expression (JSON-able
   values). `browser.compare(code)` runs the snippet natively on the CPU device too (the reference, computed in the same
   run) and returns both results; snippets say `DEVICE` wherever a device name goes.
@@ -40,13 +41,13 @@ def chromium(playwright_instance):
   yield b
   b.close()
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def page(chromium, site):
   p, _ = open_playground(chromium, site)
   yield p
   p.context.close()
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser(page): return BrowserRunner(page)
 
 # ---------------------------------------------------------------------------------------------------------------
