@@ -29,6 +29,19 @@ except RuntimeError as e: msg = str(e)
   assert "validation error" in msg[0] and "two_buffers" in msg[0], msg[0]
   assert msg[1] == [2.0, 3.0, 4.0]   # the device still works afterwards
 
+def test_debug_output_times_each_kernel(browser):
+  # DEBUG=2 waits for every kernel (synchronize through JSPI) and prints its time
+  out = browser("""
+import contextlib, io
+from tinyweb import Tensor, Context
+buf = io.StringIO()
+with contextlib.redirect_stdout(buf), Context(DEBUG=2):
+  y = (Tensor([1.0, 2.0, 3.0], device="WEBGPU") * 4).sum().item()
+[y, buf.getvalue()]
+""")
+  assert out[0] == 24.0
+  assert "WEBGPU" in out[1] and " ms " in out[1] and "GFLOP/s" in out[1], out[1]
+
 def test_reading_without_jspi_needs_the_async_variants(page):
   # Python called from JavaScript as a plain (not promising) call cannot block: .tolist() says what to use instead.
   # The async variants are then run with the runtime's run_sync replaced by one that fails, as in a browser without JSPI.

@@ -76,8 +76,8 @@ async def tinyweb_data(t):
   mv = await t.data_async()
   return mv.cast("B") if t.dtype == dtypes.bool else mv   # (JS has no bool arrays: 0/1 bytes)
 
-def tinyweb_load_weights(paths, device):
-  return {k: v for p in paths for k, v in safe_load(p, device).items()}
+def tinyweb_load_weights(files, device):   # files: JS Uint8Arrays of whole safetensors files
+  return {k: v for f in files for k, v in safe_load(f.to_memoryview(), device).items()}
 `;
 
 export async function loadTinyweb(options: LoadOptions = {}): Promise<Tinyweb> {
@@ -120,13 +120,7 @@ export async function loadTinyweb(options: LoadOptions = {}): Promise<Tinyweb> {
     },
     async loadWeights(url, opts = {}) {
       const files = await fetchWeights(url, opts);
-      const paths = files.map(({ url: fileURL, bytes }, i) => {
-        const path = `/tmp/tinyweb-weights/${i}-${new URL(fileURL).pathname.split("/").pop()}`;
-        pyodide.FS.mkdirTree("/tmp/tinyweb-weights");
-        pyodide.FS.writeFile(path, bytes);
-        return path;
-      });
-      return loadState(pyodide.toPy(paths), opts.device);   // (undefined arrives as None, null would not)
+      return loadState(files.map((f) => f.bytes), opts.device);   // (undefined arrives as None, null would not)
     },
   };
 }
