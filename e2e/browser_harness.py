@@ -89,9 +89,11 @@ class Site:
 def launch_chromium(playwright, webgpu: bool = True):
   return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS + ([WEBGPU_FLAG] if webgpu else []))
 
-def open_playground(browser, site: Site):
-  """A new page (own storage) on the playground with tinyweb loaded; returns (page, seconds to load)."""
+def open_playground(browser, site: Site, on_request=None):
+  """A new page (own storage) on the playground with tinyweb loaded; returns (page, seconds to load).
+  on_request(url) is called for every request the page makes from the start."""
   page = browser.new_context().new_page()
+  if on_request: page.on("request", lambda r: on_request(r.url))
   console: list[str] = []
   page.on("console", lambda m: console.append(m.text))
   st = time.perf_counter()

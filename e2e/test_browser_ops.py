@@ -1,7 +1,6 @@
 """A representative subset of the op suite, run inside the browser (Pyodide) on WebGPU and compared with the same
 snippet run natively on the CPU device in this test run. Inputs come from Python's `random` with a fixed seed, so
 both sides compute on identical values; tensors are small (SwiftShader is slow)."""
-import pytest
 from browser_harness import assert_close
 
 INPUTS = """

@@ -1,8 +1,7 @@
 """The browser WEBGPU runtime itself: validation errors as Python exceptions, reading without JSPI, the typed-array
 helpers of web/tinyweb.ts, and the measurements (cold start, per-op overhead) printed at the end of the run."""
-import time
-import pytest
-from browser_harness import assert_close, open_playground
+import re, time
+from browser_harness import open_playground
 
 def test_invalid_wgsl_raises_naming_the_kernel(browser):
   msg = browser("""
@@ -92,8 +91,8 @@ def test_typed_arrays_in_and_out(page):
   assert "float64" in got["err"] and "WEBGPU" in got["err"], got["err"]
 
 def test_cold_start_and_dispatch_overhead(chromium, site, record_property):
-  st = time.perf_counter()
-  page, _ = open_playground(chromium, site)   # a new context: nothing cached
+  st, urls = time.perf_counter(), []
+  page, _ = open_playground(chromium, site, on_request=urls.append)   # a new context: nothing cached
   try:
     marks = dict(page.evaluate("performance.getEntriesByType('mark').map((m) => [m.name, m.startTime / 1000])"))
     first = page.evaluate("window.tinyweb.runPython('from tinyweb import Tensor\\n(Tensor([1.0, 2.0]) + 1).tolist()').then((r) => { const v = r.toJs(); r.destroy(); return v; })")
@@ -125,6 +124,8 @@ per_launch = (time.perf_counter() - st) / ${n}
       const v = r.toJs(); r.destroy(); return v;
     }""", n)
   finally: page.context.close()
+  foreign = [u for u in urls if not (u.startswith(site.url) or re.match(r"(data|blob):", u))]
+  assert urls and foreign == [], foreign   # no CDN: Pyodide and the wheel come from the site itself
   value, per_realize, per_launch, last = got
   assert value == 5 + n and last == 6 + n   # (the raw launches recompute the same out = in + 1)
   record_property("measure:cold start, page open to first result (s)", round(cold, 2))
