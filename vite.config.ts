@@ -17,8 +17,8 @@ const WHEEL_SOURCES = ["pyproject.toml", "README.md", "tinyweb", "backends"];
 function buildWheel(): { file: string; bytes: Buffer } {
   const tmp = mkdtempSync(join(tmpdir(), "tinyweb-wheel-")), src = join(tmp, "src"), out = join(tmp, "out");
   try {
-    for (const f of WHEEL_SOURCES)
-      cpSync(resolve(root, f), join(src, f), { recursive: true, filter: (p) => !p.includes("__pycache__") && !lstatSync(p).isSymbolicLink() });
+    const wanted = (p: string) => !p.includes("__pycache__") && !lstatSync(p).isSymbolicLink();   // (tinyweb/backends link)
+    for (const f of WHEEL_SOURCES) cpSync(resolve(root, f), join(src, f), { recursive: true, filter: wanted });
     execFileSync(process.env.PYTHON ?? "python3", ["-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
       "--disable-pip-version-check", "-w", out, src], { stdio: ["ignore", "ignore", "inherit"] });
     const file = readdirSync(out).find((f) => f.endsWith(".whl"));

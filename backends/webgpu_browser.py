@@ -36,7 +36,8 @@ _js = run_js("""({
   },
   pipeline(device, code, entryPoint, nbind) {
     const module = device.createShaderModule({code});
-    const entries = Array.from({length: nbind}, (_, binding) => ({binding, visibility: GPUShaderStage.COMPUTE, buffer: {type: "storage"}}));
+    const entries = Array.from({length: nbind}, (_, binding) =>
+      ({binding, visibility: GPUShaderStage.COMPUTE, buffer: {type: "storage"}}));
     const layout = device.createBindGroupLayout({entries});
     const pipeline = device.createComputePipeline({layout: device.createPipelineLayout({bindGroupLayouts: [layout]}),
                                                    compute: {module, entryPoint}});
@@ -150,7 +151,8 @@ class BrowserWebGPUDevice(WebGPUDeviceBase):
     self.encoder, self.recorded = None, []   # the open command encoder and the kernels recorded into it
     self.scopes: list = []                   # (popErrorScope promise, what it covered), not yet checked
     adapter_text = " ".join(str(self.info.get(k) or "") for k in ("vendor", "architecture", "device", "description"))
-    self.setup(name, limits, features, adapter_text, not self.info["isFallbackAdapter"], BrowserWebGPUAllocator(self), BrowserWebGPUProgram)
+    is_real_gpu = not self.info["isFallbackAdapter"]   # (SwiftShader is a fallback adapter)
+    self.setup(name, limits, features, adapter_text, is_real_gpu, BrowserWebGPUAllocator(self), BrowserWebGPUProgram)
 
   def record(self, prog: BrowserWebGPUProgram, bufs, global_size):
     if self.encoder is None:

@@ -108,7 +108,11 @@ RUN_JS = """async ([code, device]) => {
   globals.set("DEVICE", device);
   try {
     const r = await tw.runPython(code, {globals});
-    if (r && typeof r.toJs === "function") { const v = r.toJs({dict_converter: Object.fromEntries, create_pyproxies: false}); r.destroy(); return v; }
+    if (r && typeof r.toJs === "function") {
+      const v = r.toJs({dict_converter: Object.fromEntries, create_pyproxies: false});
+      r.destroy();
+      return v;
+    }
     return r;
   } finally { globals.destroy(); }
 }"""

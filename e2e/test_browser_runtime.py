@@ -95,7 +95,8 @@ def test_cold_start_and_dispatch_overhead(chromium, site, record_property):
   page, _ = open_playground(chromium, site, on_request=urls.append)   # a new context: nothing cached
   try:
     marks = dict(page.evaluate("performance.getEntriesByType('mark').map((m) => [m.name, m.startTime / 1000])"))
-    first = page.evaluate("window.tinyweb.runPython('from tinyweb import Tensor\\n(Tensor([1.0, 2.0]) + 1).tolist()').then((r) => { const v = r.toJs(); r.destroy(); return v; })")
+    first = page.evaluate("window.tinyweb.runPython('from tinyweb import Tensor\\n(Tensor([1.0, 2.0]) + 1).tolist()')"
+                          ".then((r) => { const v = r.toJs(); r.destroy(); return v; })")
     cold = time.perf_counter() - st
     assert first == [2.0, 3.0]
     n = 200
@@ -130,6 +131,6 @@ per_launch = (time.perf_counter() - st) / ${n}
   assert value == 5 + n and last == 6 + n   # (the raw launches recompute the same out = in + 1)
   record_property("measure:cold start, page open to first result (s)", round(cold, 2))
   record_property("measure:  of which: Pyodide boot / wheel fetch+unpack / tinyweb import+WebGPU device open (s)", " / ".join(
-    f"{marks[b] - marks[a]:.2f}" for a, b in [("tinyweb:pyodide", "tinyweb:tinyweb"), ("tinyweb:tinyweb", "tinyweb:device"), ("tinyweb:device", "tinyweb:ready")]))
+    f"{marks['tinyweb:' + b] - marks['tinyweb:' + a]:.2f}" for a, b in [("pyodide", "tinyweb"), ("tinyweb", "device"), ("device", "ready")]))
   record_property("measure:tiny op realize in the browser, graph+schedule+launch (ms)", round(per_realize * 1e3, 3))
   record_property("measure:kernel launch in the browser, recorded into a batch (ms)", round(per_launch * 1e3, 3))

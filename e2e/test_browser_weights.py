@@ -23,7 +23,8 @@ def weights(chromium, site):
   sha = {name: hashlib.sha256(write(site, name, t)).hexdigest() for name, t in shards.items()}
   weight_map = {k: name for name, t in shards.items() for k in t}
   (site.data_dir / "model.index.json").write_text(json.dumps({"weight_map": weight_map, "sha256": sha}))
-  (site.data_dir / "bad-sha.index.json").write_text(json.dumps({"weight_map": weight_map, "sha256": {**sha, "model-2.safetensors": "0" * 64}}))
+  bad_sha = {**sha, "model-2.safetensors": "0" * 64}
+  (site.data_dir / "bad-sha.index.json").write_text(json.dumps({"weight_map": weight_map, "sha256": bad_sha}))
   full = write(site, "truncated.safetensors", w)
   (site.data_dir / "truncated.safetensors").write_bytes(full[:-10])
   page, _ = open_playground(chromium, site)

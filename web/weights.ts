@@ -19,7 +19,8 @@ export async function fetchWeights(url: string, options: WeightsOptions = {}): P
   const abs = new URL(url, document.baseURI);
   if (!abs.pathname.endsWith(".json")) return [await fetchFile(abs.href, undefined, options)];
   const index = await (await get(abs.href)).json().catch((e: Error) => { throw new WeightsError(`${abs}: not a JSON index: ${e.message}`); });
-  if (typeof index?.weight_map !== "object") throw new WeightsError(`${abs}: a sharded index needs a "weight_map" object (tensor name -> file)`);
+  if (typeof index?.weight_map !== "object")
+    throw new WeightsError(`${abs}: a sharded index needs a "weight_map" object (tensor name -> file)`);
   const files = [...new Set(Object.values(index.weight_map as Record<string, string>))];
   const sha256: Record<string, string> = index.sha256 ?? {};
   return Promise.all(files.map((f) => fetchFile(new URL(f, abs).href, sha256[f], options)));
@@ -38,7 +39,8 @@ async function fetchFile(url: string, sha256: string | undefined, options: Weigh
   const bytes = await download(url, progress);
   if (sha256) {
     const got = hex(await crypto.subtle.digest("SHA-256", bytes));
-    if (got !== sha256.toLowerCase()) throw new WeightsError(`${url}: sha256 mismatch: the index says ${sha256}, the downloaded ${bytes.length} bytes hash to ${got}`);
+    if (got !== sha256.toLowerCase())
+      throw new WeightsError(`${url}: sha256 mismatch: the index says ${sha256}, the downloaded ${bytes.length} bytes hash to ${got}`);
   }
   await cache?.put(key, new Response(bytes, { headers: { "content-type": "application/octet-stream" } }));
   return { url, bytes };
@@ -66,7 +68,8 @@ async function download(url: string, progress: (p: WeightsProgress) => void): Pr
 }
 
 function headerLength(url: string, total: number, lenBytes: Uint8Array): number {
-  if (total < 8 || lenBytes.length < 8) throw new WeightsError(`${url}: truncated: ${total} bytes is shorter than a safetensors header (8 bytes)`);
+  if (total < 8 || lenBytes.length < 8)
+    throw new WeightsError(`${url}: truncated: ${total} bytes is shorter than a safetensors header (8 bytes)`);
   const n = Number(new DataView(lenBytes.buffer, lenBytes.byteOffset, 8).getBigUint64(0, true));
   if (8 + n > total) throw new WeightsError(`${url}: truncated: the header says it is ${n} bytes long, the file has only ${total} bytes`);
   return n;
@@ -79,7 +82,8 @@ function dataEnd(url: string, total: number, headerLen: number, header: Uint8Arr
   catch (e) { throw new WeightsError(`${url}: the safetensors header is not valid JSON (${(e as Error).message})`); }
   const offsets = Object.entries(parsed).filter(([k]) => k !== "__metadata__").map(([, v]) => v.data_offsets?.[1] ?? 0);
   const end = 8 + headerLen + Math.max(0, ...offsets);
-  if (end > total) throw new WeightsError(`${url}: truncated: the header says the tensor data ends at byte ${end}, the file has only ${total} bytes`);
+  if (end > total)
+    throw new WeightsError(`${url}: truncated: the header says the tensor data ends at byte ${end}, the file has only ${total} bytes`);
   return end;
 }
 
@@ -96,7 +100,8 @@ function rangeTotal(url: string, r: Response): number {
 }
 
 // the body, with progress; `expected` bytes when known (a short body is an error)
-async function readAll(url: string, r: Response, expected: number | null, progress: (p: WeightsProgress) => void): Promise<Uint8Array<ArrayBuffer>> {
+async function readAll(url: string, r: Response, expected: number | null,
+                       progress: (p: WeightsProgress) => void): Promise<Uint8Array<ArrayBuffer>> {
   const total = expected ?? Number(r.headers.get("content-length") ?? 0);
   const chunks: Uint8Array[] = [];
   let loaded = 0;
@@ -106,7 +111,8 @@ async function readAll(url: string, r: Response, expected: number | null, progre
     loaded += c.value.length;
     progress({ url, loaded, total, cached: false });
   }
-  if (expected !== null && loaded !== expected) throw new WeightsError(`${url}: truncated: expected ${expected} bytes of tensor data, got ${loaded}`);
+  if (expected !== null && loaded !== expected)
+    throw new WeightsError(`${url}: truncated: expected ${expected} bytes of tensor data, got ${loaded}`);
   const out = new Uint8Array(loaded);
   let at = 0;
   for (const c of chunks) { out.set(c, at); at += c.length; }

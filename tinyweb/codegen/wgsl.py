@@ -71,9 +71,10 @@ class WGSLRenderer(CStyleRenderer):
     Ops.CMPNE: lambda self, a, b, c, dt: f"({a}!={b})",
     Ops.SHL: lambda self, a, b, c, dt: f"({a}<<u32({b}))", Ops.SHR: lambda self, a, b, c, dt: f"({a}>>u32({b}))",
     Ops.WHERE: lambda self, a, b, c, dt: f"select({c}, {b}, {a})",
-    # WGSL leaves these indeterminate outside their domain (SwiftShader: log2(-1) = 0): NaN is made explicit, as in C
+    # WGSL leaves these indeterminate outside their domain (SwiftShader: log2(-1) = 0, exp2(NaN) = inf): NaN is made
+    # explicit, as in C
     Ops.LOG2: lambda self, a, b, c, dt: f"tw_log2({a})", Ops.SQRT: lambda self, a, b, c, dt: f"tw_sqrt({a})",
-    Ops.SIN: lambda self, a, b, c, dt: f"tw_sin({a})",
+    Ops.SIN: lambda self, a, b, c, dt: f"tw_sin({a})", Ops.EXP2: lambda self, a, b, c, dt: f"tw_exp2({a})",
   }
   def render_alu(self, op: Ops, srcs: list[str], dt: DType, sdt: DType, src_uops: list[UOp]) -> str:
     if sdt is not None and sdt.is_bool and op in (Ops.CMPLT, Ops.XOR):   # WGSL has no < or ^ on bool
@@ -175,6 +176,7 @@ class WGSLRenderer(CStyleRenderer):
 fn tw_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn tw_log2(x: f32) -> f32 { return select(log2(x), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x)); }
 fn tw_sqrt(x: f32) -> f32 { return select(sqrt(x), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x)); }
+fn tw_exp2(x: f32) -> f32 { return select(exp2(x), x, tw_isnan(x)); }
 fn tw_sin(x: f32) -> f32 { return select(sin(x), tw_f32_bits(0x7fc00000u), (bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u); }
 fn tw_mul0(x: f32, z: f32) -> f32 {
   let b = bitcast<u32>(x);
