@@ -47,7 +47,8 @@ def build_site():
     stamp.write_text(digest)
 
 class RangeHandler(SimpleHTTPRequestHandler):
-  """Static files with single-range `Range: bytes=a-b` support (206 / 416), quiet; /e2e-data/ maps to the test data."""
+  """Static files with single-range `Range: bytes=a-b` support (206 / 416), quiet; /e2e-data/ maps to the test data.
+  A URL with `?norange` is served like by a server without Range support (the whole file, 200)."""
   data_dir: Path
   def log_message(self, *args): pass
   def translate_path(self, path):
@@ -56,7 +57,7 @@ class RangeHandler(SimpleHTTPRequestHandler):
   def send_head(self):
     m = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range", ""))
     path = self.translate_path(self.path)
-    if not m or not os.path.isfile(path): return super().send_head()
+    if not m or not os.path.isfile(path) or self.path.endswith("?norange"): return super().send_head()
     size = os.path.getsize(path)
     start, end = (int(m[1]), int(m[2]) if m[2] else size - 1) if m[1] else (max(0, size - int(m[2])), size - 1)
     end = min(end, size - 1)
@@ -76,7 +77,7 @@ class RangeHandler(SimpleHTTPRequestHandler):
     if (left := getattr(self, "range_left", None)) is None: return super().copyfile(source, outputfile)
     outputfile.write(source.read(left))
   def end_headers(self):
-    self.send_header("Accept-Ranges", "bytes")
+    if not self.path.endswith("?norange"): self.send_header("Accept-Ranges", "bytes")
     self.send_header("Cache-Control", "no-cache")
     super().end_headers()
 

@@ -69,6 +69,17 @@ def test_single_file_with_range_requests_then_from_the_cache(weights, site):
   assert [u for u, _ in requests if "e2e-data" in u] == []
   assert again["progress"] and all(p["cached"] for p in again["progress"])
 
+def test_a_server_without_range_support_sends_the_whole_file(weights, site):
+  page, requests, w, _ = weights
+  url = site.url + "e2e-data/single.safetensors?norange"
+  requests.clear()
+  got = page.evaluate(LOAD_JS, url)
+  check_tensors(got["tensors"], w)
+  assert [r for u, r in requests if u == url] == ["bytes=0-7"]   # asked for a range, got the whole file: no more requests
+  err = page.evaluate("(url) => window.tinyweb.loadWeights(url).then(() => 'no error', (e) => e.message)",
+                      site.url + "e2e-data/truncated.safetensors?norange")
+  assert "truncated" in err and "the file has only" in err, err
+
 def test_sharded_index_with_sha256(weights, site):
   page, requests, _, shard_tensors = weights
   requests.clear()
