@@ -10,8 +10,9 @@
   `BATCH` kernels. Each submitted batch runs inside a `validation` error scope; the scopes are checked before values
   are read, and a validation error becomes a RuntimeError naming the kernels of that batch. Pipeline creation is
   checked at once when JSPI is there (the error names the kernel and shows its source), else at the next read.
-- Uploads pass a view of Python's memory to `queue.writeBuffer` (no copy on the Python side); downloads map a
-  staging buffer and copy its bytes straight into the destination.
+- Uploads pass a view of Python's memory to `queue.writeBuffer` (no copy on the Python side), or a JavaScript typed
+  array as it is (`copyin_js`, used by web/tinyweb.ts); downloads map a staging buffer and copy its bytes straight into
+  the destination.
 """
 from __future__ import annotations
 import json, time
@@ -106,6 +107,10 @@ class BrowserWebGPUAllocator(Allocator):
     self.dev.flush()   # launches recorded earlier must read the old contents
     if src.nbytes % 4: src = memoryview(bytes(src) + bytes(4 - src.nbytes % 4))
     _js.write(self.dev.device.queue, handle, src)
+  def copyin_js(self, handle, array):
+    """Upload a JavaScript typed array (byte length a multiple of 4) without a copy through Python's memory."""
+    self.dev.flush()
+    self.dev.device.queue.writeBuffer(handle, 0, array)
   def copyout(self, dst: memoryview, handle):
     if not can_run_sync():
       raise RuntimeError("WEBGPU (browser): reading a tensor synchronously needs JSPI (run the code with pyodide's "

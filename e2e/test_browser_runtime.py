@@ -75,19 +75,32 @@ async def read_async():
 def test_typed_arrays_in_and_out(page):
   got = page.evaluate("""async () => {
     const tw = window.tinyweb;
+    const counter = tw.newGlobals();   // counts uploads that go straight from JavaScript memory to the GPU
+    await tw.runPython(`
+from tinyweb import Device
+alloc, direct = Device["WEBGPU"].allocator, []
+def counted(handle, array, upload=alloc.copyin_js): direct.append(array.length); upload(handle, array)
+alloc.copyin_js = counted`, {globals: counter});
     const a = tw.tensor(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
     const b = tw.tensor(new Int32Array([7, -8, 9]));
-    const g = tw.newGlobals(); g.set("a", a); g.set("b", b);
+    const c = tw.tensor(new Uint8Array([1, 2, 250, 4, 5]));   // 5 bytes: not a whole number of words, copied via Python
+    const g = tw.newGlobals(); g.set("a", a); g.set("b", b); g.set("c", c);
     const prod = await tw.runPython("a @ a.T", {globals: g});
     const sum = await tw.runPython("b * 2", {globals: g});
-    const out = [await tw.toTypedArray(prod), await tw.toTypedArray(sum)];
+    const bytes = await tw.runPython("c + 10", {globals: g});
+    const out = [await tw.toTypedArray(prod), await tw.toTypedArray(sum), await tw.toTypedArray(bytes)];
     let err = null;
     try { tw.tensor(new Float64Array([1, 2])); } catch (e) { err = e.message; }
-    [a, b, prod, sum, g].forEach((p) => p.destroy());
-    return {types: out.map((x) => x.constructor.name), values: out.map((x) => Array.from(x)), err};
+    const direct = (await tw.runPython("del alloc.copyin_js\\ndirect", {globals: counter})).toJs();
+    let shapeErr = null;
+    try { tw.tensor(new Float32Array(6), [4, 2]); } catch (e) { shapeErr = e.message; }
+    [a, b, c, prod, sum, bytes, g, counter].forEach((p) => p.destroy());
+    return {types: out.map((x) => x.constructor.name), values: out.map((x) => Array.from(x)), err, shapeErr, direct};
   }""")
-  assert got["types"] == ["Float32Array", "Int32Array"]
-  assert got["values"] == [[14.0, 32.0, 32.0, 77.0], [14, -16, 18]]   # [[1,2,3],[4,5,6]] @ its transpose
+  assert got["types"] == ["Float32Array", "Int32Array", "Uint8Array"]
+  assert got["values"] == [[14.0, 32.0, 32.0, 77.0], [14, -16, 18], [11, 12, 4, 14, 15]]   # [[1,2,3],[4,5,6]] @ its T; 260 wraps
+  assert got["direct"] == [6, 3]   # the Float32Array and the Int32Array; the 5 bytes took the other way
+  assert "(4, 2)" in got["shapeErr"] and "6" in got["shapeErr"], got["shapeErr"]
   assert "float64" in got["err"] and "WEBGPU" in got["err"], got["err"]
 
 def test_cold_start_and_dispatch_overhead(chromium, site, record_property):

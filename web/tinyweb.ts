@@ -31,9 +31,11 @@ export interface Tinyweb {
   report: DeviceReport;
   /** Run Python (async, so JSPI works) in `globals` (default: one shared namespace); resolves to the last expression. */
   runPython(code: string, options?: { globals?: PyProxy }): Promise<any>;
-  /** A tinyweb Tensor from a typed array (one copy into Python's memory, then to the device). */
+  /** A tinyweb Tensor from a typed array: on the browser's WebGPU written to the GPU straight from the array (byte
+   * length a multiple of 4), elsewhere copied into Python's memory first. */
   tensor(array: TypedArray, shape?: number[], device?: string): PyProxy;
-  /** The values of a Tensor as a typed array of its dtype (awaits the device; works without JSPI). */
+  /** The values of a Tensor as a typed array of its dtype (awaits the device, works without JSPI; GPU -> Python's
+   * memory -> a new typed array). */
   toTypedArray(tensor: PyProxy): Promise<TypedArray>;
   /** Fetch safetensors weights by URL (a .safetensors file or a sharded index .json): HTTP Range requests, sha256 from
    * the index, Cache API so a second visit downloads nothing. Returns {name: Tensor} as a Python dict. */
@@ -46,8 +48,10 @@ export interface Tinyweb {
 const PY_HELPERS = `
 import json, sys
 from tinyweb import Tensor, dtypes
-from tinyweb.device import Device
+from tinyweb.device import Buffer, Device
+from tinyweb.helpers import prod
 from tinyweb.nn.state import safe_load
+from tinyweb.schedule import buffer_uop
 
 async def tinyweb_report():
   out = {"device": None, "error": None, "devices": {}, "webgpu": None, "jspi": False}
@@ -70,7 +74,13 @@ _ARRAY_DTYPES = {"Float32Array": dtypes.float32, "Float64Array": dtypes.float64,
 def tinyweb_tensor(array, shape, device):
   kind = array.constructor.name
   if kind not in _ARRAY_DTYPES: raise TypeError(f"tensor: a {kind} has no tinyweb dtype; valid: {list(_ARRAY_DTYPES)}")
-  return Tensor.frombuffer(array.to_memoryview(), _ARRAY_DTYPES[kind], None if shape is None else list(shape), device)
+  dt, dev, shape = _ARRAY_DTYPES[kind], Device.canonicalize(device), (array.length,) if shape is None else tuple(shape)
+  copyin_js = getattr(Device[dev].allocator, "copyin_js", None)   # the browser's WEBGPU: straight from JS memory
+  if copyin_js is None or array.byteLength % 4 or prod(shape) != array.length:   # (frombuffer explains a wrong shape)
+    return Tensor.frombuffer(array.to_memoryview(), dt, shape, dev)
+  buf = Buffer(dev, array.length, dt)   # (refuses dtypes the device lacks)
+  copyin_js(buf.handle, array)
+  return Tensor(buffer_uop(buf, shape))
 
 async def tinyweb_data(t):
   mv = await t.data_async()
