@@ -177,7 +177,11 @@ fn tw_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f80000
 fn tw_log2(x: f32) -> f32 { return select(log2(x), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x)); }
 fn tw_sqrt(x: f32) -> f32 { return select(sqrt(x), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x)); }
 fn tw_exp2(x: f32) -> f32 { return select(exp2(x), x, tw_isnan(x)); }
-fn tw_sin(x: f32) -> f32 { return select(sin(x), tw_f32_bits(0x7fc00000u), (bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u); }
+fn tw_sin(x: f32) -> f32 {   // whole turns are taken off first (2*pi in three parts): sin is accurate near 0 only
+  if ((bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u) { return tw_f32_bits(0x7fc00000u); }
+  let k = round(x * 0.15915494f);
+  return sin(((x - k * 6.28125f) - k * 0.0019354820251464844f) + k * 1.7484555314695172e-07f);
+}
 fn tw_mul0(x: f32, z: f32) -> f32 {
   let b = bitcast<u32>(x);
   if ((b & 0x7f800000u) == 0x7f800000u) { return tw_f32_bits(0x7fc00000u); }
