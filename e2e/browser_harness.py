@@ -12,7 +12,8 @@ CHROMIUM = os.environ.get("TINYWEB_CHROMIUM", "/usr/lib/chromium/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--no-first-run", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--disable-quic"]
 WEBGPU_FLAG = "--enable-unsafe-webgpu"
-BUILD_INPUTS = ["tinyweb", "backends", "web", "package.json", "package-lock.json", "vite.config.ts", "tsconfig.json", "pyproject.toml"]
+BUILD_INPUTS = ["tinyweb", "backends", "web", "package.json", "package-lock.json", "vite.config.ts", "tsconfig.json", "pyproject.toml",
+                "README.md"]   # (the wheel's description)
 LOAD_TIMEOUT_MS = 120_000   # Pyodide + tinyweb on a busy 2-core machine
 
 def missing_requirement() -> str | None:
