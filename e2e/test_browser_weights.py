@@ -68,6 +68,11 @@ def test_single_file_with_range_requests_then_from_the_cache(weights, site):
   check_tensors(again["tensors"], w)
   assert [u for u, _ in requests if "e2e-data" in u] == []
   assert again["progress"] and all(p["cached"] for p in again["progress"])
+  # after clearWeightsCache the file comes from the network again
+  page.evaluate("window.tinyweb.clearWeightsCache()")
+  requests.clear()
+  check_tensors(page.evaluate(LOAD_JS, url)["tensors"], w)
+  assert len([u for u, _ in requests if u == url]) == 3
 
 def test_a_server_without_range_support_sends_the_whole_file(weights, site):
   page, requests, w, _ = weights

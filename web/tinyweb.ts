@@ -6,7 +6,7 @@
 // Pyodide's JSPI `run_sync` can block on the GPU. Without JSPI, use `await t.tolist_async()` / `await t.data_async()`.
 import type { PyodideAPI, PyodideConfig } from "pyodide";
 import type { PyProxy, TypedArray } from "pyodide/ffi";
-import { fetchWeights, type WeightsOptions } from "./weights";
+import { clearWeightsCache, fetchWeights, type WeightsOptions } from "./weights";
 
 // set by vite.config.ts: the wheel's file name in dist/wheels/ and its sha256 (also used to bust HTTP caches)
 declare const __TINYWEB_WHEEL__: { file: string; sha256: string };
@@ -40,6 +40,8 @@ export interface Tinyweb {
   /** Fetch safetensors weights by URL (a .safetensors file or a sharded index .json): HTTP Range requests, sha256 from
    * the index, Cache API so a second visit downloads nothing. Returns {name: Tensor} as a Python dict. */
   loadWeights(url: string, options?: WeightsOptions & { device?: string }): Promise<PyProxy>;
+  /** Forget the cached weights files (the Cache API entries loadWeights made). */
+  clearWeightsCache(cache?: string): Promise<void>;
   /** A fresh Python namespace for runPython. */
   newGlobals(): PyProxy;
 }
@@ -117,7 +119,7 @@ export async function loadTinyweb(options: LoadOptions = {}): Promise<Tinyweb> {
   progress({ stage: "ready", message: `ready: device ${report.device ?? "none"}` });
 
   return {
-    pyodide, report,
+    pyodide, report, clearWeightsCache,
     runPython: (code, opts = {}) => pyodide.runPythonAsync(code, { globals: opts.globals ?? shared }),
     newGlobals: () => pyodide.globals.get("dict")(),
     tensor: (array, shape, device) => toTensor(array, shape, device),

@@ -5,7 +5,8 @@
 // - A `.json` URL: a sharded set's index, as written by Hugging Face (`weight_map`: tensor name -> file, relative to the
 //   index), plus `sha256`: file -> hex digest. Every file the weight map names is fetched and its sha256 checked.
 // - Cache: each complete, checked file is stored in the Cache API ("tinyweb-weights"), keyed by its URL and sha256 when
-//   known; a later load (also after a reload) reads it from there without any network request.
+//   known; a later load (also after a reload) reads it from there without any network request. `clearWeightsCache()`
+//   forgets them.
 export interface WeightsProgress { url: string; loaded: number; total: number; cached: boolean }
 export interface WeightsOptions {
   onProgress?: (p: WeightsProgress) => void;
@@ -14,6 +15,12 @@ export interface WeightsOptions {
 export interface WeightsFile { url: string; bytes: Uint8Array<ArrayBuffer> }
 
 export class WeightsError extends Error { override name = "WeightsError"; }
+
+const DEFAULT_CACHE = "tinyweb-weights";
+
+/** Forget every cached weights file (a file changed on the server under the same URL and without a sha256 in an index
+ * would otherwise keep coming from the cache). */
+export async function clearWeightsCache(cache: string = DEFAULT_CACHE): Promise<void> { await caches.delete(cache); }
 
 export async function fetchWeights(url: string, options: WeightsOptions = {}): Promise<WeightsFile[]> {
   const abs = new URL(url, document.baseURI);
@@ -28,7 +35,7 @@ export async function fetchWeights(url: string, options: WeightsOptions = {}): P
 
 async function fetchFile(url: string, sha256: string | undefined, options: WeightsOptions): Promise<WeightsFile> {
   const progress = options.onProgress ?? (() => {});
-  const cache = options.cache === false ? null : await caches.open(options.cache ?? "tinyweb-weights");
+  const cache = options.cache === false ? null : await caches.open(options.cache ?? DEFAULT_CACHE);
   const key = sha256 ? `${url}#sha256=${sha256}` : url;
   const hit = await cache?.match(key);
   if (hit) {
