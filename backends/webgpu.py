@@ -13,9 +13,9 @@
 - Which dtypes and ops are refused, and why, is listed in one place: `WGSLRenderer.unsupported`.
 """
 from __future__ import annotations
-import functools, os, re, tempfile, time
-from tinyweb.device import Allocator, Compiler, Compiled
-from tinyweb.codegen.wgsl import WGSLRenderer
+import functools, os, tempfile, time
+from tinyweb.device import Allocator
+from tinyweb.backends.webgpu_shared import OPTIONAL_FEATURES, WebGPUDeviceBase
 
 def _wgpu():
   if not os.environ.get("XDG_RUNTIME_DIR"):   # silences a harmless error on adapter enumeration (Vulkan loader)
@@ -51,8 +51,6 @@ def fails_clearly_when_lost(fn):
                             "on it are gone. Restart the process to get a new device.") from e
   return wrapper
 
-OPTIONAL_FEATURES = ("shader-f16", "timestamp-query", "subgroup", "subgroups")
-
 class WebGPUAllocator(Allocator):
   def __init__(self, dev):
     super().__init__()
@@ -65,12 +63,8 @@ class WebGPUAllocator(Allocator):
     return self._alloc(nbytes)
   @fails_clearly_when_lost
   def _alloc(self, nbytes: int):
-    size = (max(nbytes, 4) + 3) // 4 * 4
-    if size > self.dev.max_binding:
-      raise MemoryError(f"WEBGPU: a buffer of {nbytes} bytes exceeds the adapter's maxStorageBufferBindingSize "
-                        f"({self.dev.max_binding} bytes); split the tensor")
     w = self.dev.wgpu
-    return self.dev.device.create_buffer(size=size, usage=w.BufferUsage.STORAGE | w.BufferUsage.COPY_SRC | w.BufferUsage.COPY_DST)
+    return self.dev.device.create_buffer(size=self.dev.buffer_size(nbytes), usage=w.BufferUsage.STORAGE | w.BufferUsage.COPY_SRC | w.BufferUsage.COPY_DST)
   def _free(self, handle, nbytes: int):
     self.dev.flush()   # a recorded launch may still use it
     handle.destroy()
@@ -92,20 +86,13 @@ class WebGPUAllocator(Allocator):
       staging.unmap()
       staging.destroy()
 
-class WGSLCompiler(Compiler):
-  """WGSL is compiled by the driver when the pipeline is created; here the source is just passed on."""
-  def compile(self, src: str) -> bytes: return src.encode()
-
 class WebGPUProgram:
   @fails_clearly_when_lost
   def __init__(self, dev, name: str, lib: bytes):
     self.dev, self.name = dev, name
     src = lib.decode()
     w, d = dev.wgpu, dev.device
-    self.nbind = len(re.findall(r"@binding\(", src))
-    if self.nbind > dev.renderer.max_buffers:   # the scheduler splits kernels to fit: this would be a bug
-      raise RuntimeError(f"WEBGPU: kernel {name} uses {self.nbind} buffers; the adapter allows "
-                         f"{dev.renderer.max_buffers} storage buffers per shader stage")
+    self.nbind = dev.binding_count(name, src)
     try:
       module = d.create_shader_module(code=src)
       self.layout = d.create_bind_group_layout(entries=[
@@ -133,29 +120,17 @@ class WebGPUProgram:
       return time.perf_counter() - st
     return None
 
-class WEBGPUDevice(Compiled):
+class WEBGPUDevice(WebGPUDeviceBase):
   def __init__(self, name: str = "WEBGPU"):
     self.wgpu = w = _wgpu()
     self.adapter = pick_adapter(w)
     feats = [f for f in OPTIONAL_FEATURES if f in self.adapter.features]
-    limits = dict(self.adapter.limits)
-    self.device = self.adapter.request_device_sync(required_features=feats, required_limits=limits)
-    self.features, self.limits = set(self.device.features), dict(self.device.limits)
-    self.max_binding = self.limits["max-storage-buffer-binding-size"]
+    self.device = self.adapter.request_device_sync(required_features=feats, required_limits=dict(self.adapter.limits))
     self.info = self.adapter.info
     # a real GPU ranks above the CPU device in Device.DEFAULT; a CPU adapter (lavapipe, SwiftShader) does not
-    self.is_real_gpu = self.info.get("adapter_type", "").upper() not in ("CPU", "UNKNOWN", "")
-    has_f16 = "shader-f16" in self.features and not os.environ.get("TINYWEB_WEBGPU_NO_F16")
-    renderer = WGSLRenderer(has_f16=has_f16)
-    renderer.max_local_size = min(self.limits["max-compute-invocations-per-workgroup"], self.limits["max-compute-workgroup-size-x"])
-    renderer.max_groups = self.limits["max-compute-workgroups-per-dimension"]
-    renderer.max_buffers = self.limits["max-storage-buffers-per-shader-stage"]   # the scheduler splits kernels to fit
-    # llvmpipe (lavapipe) stops the loops of one shader invocation after 65535 iterations in all, silently (Mesa's
-    # LP_MAX_TGSI_LOOP_ITERATIONS): the lowering splits large reductions across workgroup threads and refuses kernels
-    # that would still loop longer
-    if any("llvmpipe" in str(self.info.get(k, "")).lower() for k in ("device", "description", "driver_description")):
-      renderer.max_loop_iterations = 65535
-    super().__init__(name, WebGPUAllocator(self), renderer, WGSLCompiler(), WebGPUProgram)
+    is_real_gpu = self.info.get("adapter_type", "").upper() not in ("CPU", "UNKNOWN", "")
+    adapter_text = " ".join(str(self.info.get(k, "")) for k in ("device", "description", "driver_description"))
+    self.setup(name, self.device.limits, self.device.features, adapter_text, is_real_gpu, WebGPUAllocator(self), WebGPUProgram)
     self.encoder = self.pass_ = None   # the command batch being recorded
     self.batched: list[str] = []       # names of the kernels in it, for error messages
     self.submits = 0                   # queue submits so far (tests check that a realize is one)

@@ -2,14 +2,17 @@
 # Installs what tinyweb needs and is missing; safe to run again (it skips what is already there).
 #   apt: clang (the CPU device compiles kernels with it), dataset-fashion-mnist (real data, offline),
 #        mesa-vulkan-drivers libvulkan1 (lavapipe: the WEBGPU device runs on Vulkan on the CPU when there is no GPU)
-#   pip: tinyweb itself (editable) with the test, demo, webgpu and bench extras (pytest, numpy, torch==2.13.0 CPU,
-#        hypothesis, safetensors; tqdm; wgpu==0.32.0; the benchmarks' peer tinygrad==0.14.0)
+#        chromium (the e2e tests run tinyweb in headless Chromium on WebGPU)
+#   pip: tinyweb itself (editable) with the test, demo, webgpu, bench and web extras (pytest, numpy, torch==2.13.0 CPU,
+#        hypothesis, safetensors; tqdm; wgpu==0.32.0; the benchmarks' peer tinygrad==0.14.0; playwright==1.65.2)
+#   npm: the site's build tools and Pyodide (package-lock.json), with `npm ci` when node_modules is missing or stale
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing_apt=()
 command -v clang >/dev/null 2>&1 || missing_apt+=(clang)
 [ -d /usr/share/datasets/fashion-mnist ] || missing_apt+=(dataset-fashion-mnist)   # real data for the demo and its test
+[ -x /usr/lib/chromium/chromium ] || missing_apt+=(chromium)   # the e2e tests' browser (never `playwright install`)
 for pkg in mesa-vulkan-drivers libvulkan1; do   # the WEBGPU device (wgpu-py) on lavapipe
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing_apt+=("$pkg")
 done
@@ -22,10 +25,17 @@ fi
 
 PY=${PYTHON:-python3}
 # (reinstall also when the tinyweb that Python finds is another checkout's editable install)
-if ! $PY -c "import os, sys, tinyweb.backends, pytest, numpy, torch, hypothesis, xdist, safetensors, tqdm, tinygrad, wgpu
+if ! $PY -c "import os, sys, tinyweb.backends, pytest, numpy, torch, hypothesis, xdist, safetensors, tqdm, tinygrad, wgpu, playwright, setuptools
 sys.exit(os.path.realpath(tinyweb.backends.__file__) != os.path.realpath('backends/__init__.py'))" >/dev/null 2>&1; then
-  echo "setup: installing tinyweb[test,demo,webgpu,bench] with pip"
-  $PY -m pip install -q --disable-pip-version-check -e ".[test,demo,webgpu,bench]"
+  echo "setup: installing tinyweb[test,demo,webgpu,bench,web] with pip"
+  $PY -m pip install -q --disable-pip-version-check -e ".[test,demo,webgpu,bench,web]"
+fi
+
+# the browser build (vite, typescript, pyodide): npm ci when node_modules is missing or older than the lock file
+if ! command -v npm >/dev/null 2>&1; then echo "setup: npm not found: install Node.js 20+ (the browser build and e2e tests need it)"; exit 1; fi
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "setup: installing the npm packages (npm ci)"
+  npm ci --no-audit --no-fund --loglevel=error
 fi
 # the LLVM device: llvmlite (LLVM as a Python library: kernels compile without a C compiler)
 if ! $PY -c "import sys, llvmlite; sys.exit(tuple(map(int, llvmlite.__version__.split('.')[:2])) < (0, 50))" >/dev/null 2>&1; then

@@ -10,7 +10,7 @@ A runtime (one module in `tinyweb.backends`) provides a `Compiled` device made o
 Register a new device with `Device.register("NAME", "module.path:ClassName")` or `Device["NAME"] = instance`.
 """
 from __future__ import annotations
-import hashlib, importlib, os, functools, weakref
+import hashlib, importlib, os, functools, sys, weakref
 from collections import defaultdict
 from typing import Any, Optional
 from tinyweb.dtype import DType
@@ -41,6 +41,7 @@ class Allocator:
   def copyin(self, handle, src: memoryview): raise NotImplementedError
   def copyout(self, dst: memoryview, handle): raise NotImplementedError
   as_memoryview = None   # optional: (handle, nbytes) -> memoryview without a copy
+  copyout_async = None   # optional: async (dst memoryview, handle), for runtimes that cannot block (the browser without JSPI)
   wrap = None            # optional: (writable memoryview) -> handle using that memory without a copy
 
 class Compiler:
@@ -131,6 +132,13 @@ class Buffer:
     out = bytearray(self.nbytes)
     alloc.copyout(memoryview(out), self.handle)
     return memoryview(out)
+  async def as_memoryview_async(self) -> memoryview:
+    """A copy of the bytes, awaiting the runtime's asynchronous readback where it has one."""
+    alloc = Device[self.device].allocator
+    if alloc.copyout_async is None or self.nbytes == 0: return memoryview(bytes(self.as_memoryview()))
+    out = bytearray(self.nbytes)
+    await alloc.copyout_async(memoryview(out), self.handle)
+    return memoryview(out)
   def __repr__(self): return f"<Buffer {self.device} {self.size} {self.dtype.name}>"
 
 class _DeviceRegistry:
@@ -181,5 +189,6 @@ class _DeviceRegistry:
 
 Device = _DeviceRegistry()
 Device.register("CPU", "tinyweb.backends.cpu:CPUDevice")
-Device.register("WEBGPU", "tinyweb.backends.webgpu:WEBGPUDevice")   # after CPU: ranks first only on a real GPU adapter
+Device.register("WEBGPU", "tinyweb.backends.webgpu_browser:BrowserWebGPUDevice" if sys.platform == "emscripten" else
+                "tinyweb.backends.webgpu:WEBGPUDevice")   # after CPU: ranks first only on a real GPU adapter; in Pyodide: navigator.gpu
 Device.register("LLVM", "tinyweb.backends.llvm:LLVMDevice")       # LLVM IR through llvmlite's JIT; after CPU, never the default over it

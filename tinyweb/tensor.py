@@ -219,14 +219,22 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   def data(self) -> memoryview:
     """The values as a memoryview in this tensor's shape (bfloat16: the raw 16-bit patterns). No numpy needed."""
-    buf, shape = self._host_buffer()
-    mv = memoryview(bytes(buf.as_memoryview()))   # a snapshot: the buffer may be overwritten or reused later
+    buf, _ = self._host_buffer()
+    return self._shaped(memoryview(bytes(buf.as_memoryview())))   # a snapshot: the buffer may be overwritten or reused later
+  async def data_async(self) -> memoryview:
+    """`data()` for code that must not block: awaits the device's readback (the browser's WebGPU without JSPI)."""
+    buf, _ = self._host_buffer()
+    return self._shaped(await buf.as_memoryview_async())
+  def _shaped(self, mv: memoryview) -> memoryview:
     fmt = "H" if self.dtype == dtypes.float16 else self.dtype.fmt   # memoryview cannot cast to "e"
-    if 0 in shape: return mv.cast(fmt)
-    return mv.cast(fmt, shape)
+    if 0 in self.shape: return mv.cast(fmt)
+    return mv.cast(fmt, self.shape)
 
-  def tolist(self) -> Any:
-    mv = self.data()
+  def tolist(self) -> Any: return self._as_list(self.data())
+  async def tolist_async(self) -> Any:
+    """`tolist()` through `data_async()`."""
+    return self._as_list(await self.data_async())
+  def _as_list(self, mv: memoryview) -> Any:
     if 0 in self.shape:
       def empty(s): return [] if len(s) == 1 else [empty(s[1:]) for _ in range(s[0])]
       return empty(self.shape)

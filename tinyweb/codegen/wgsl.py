@@ -32,7 +32,9 @@ class WGSLRenderer(CStyleRenderer):
                dtypes.uint16: "u32", dtypes.uint32: "u32", dtypes.float16: "f32", dtypes.bfloat16: "f32", dtypes.float32: "f32"}
   float_suffix = {dtypes.float32: "f", dtypes.float16: "f", dtypes.bfloat16: "f"}
   int_suffix = {dtypes.uint32: "u", dtypes.uint16: "u", dtypes.uint8: "u"}
-  infinity, nan = "bitcast<f32>(0x7f800000u)", "bitcast<f32>(0x7fc00000u)"   # WGSL has no inf/nan literals
+  # WGSL has no inf/nan literals, and a constant expression that evaluates to inf/NaN is an error in Chromium (Tint): the
+  # bits go through a function, which makes the value a runtime one
+  infinity, nan = "tw_f32_bits(0x7f800000u)", "tw_f32_bits(0x7fc00000u)"
 
   def __init__(self, has_f16: bool = False):
     self.has_f16 = has_f16
@@ -70,6 +72,10 @@ class WGSLRenderer(CStyleRenderer):
     Ops.CMPNE: lambda self, a, b, c, dt: f"({a}!={b})",
     Ops.SHL: lambda self, a, b, c, dt: f"({a}<<u32({b}))", Ops.SHR: lambda self, a, b, c, dt: f"({a}>>u32({b}))",
     Ops.WHERE: lambda self, a, b, c, dt: f"select({c}, {b}, {a})",
+    # WGSL leaves these indeterminate outside their domain (SwiftShader: log2(-1) = 0, exp2(NaN) = inf): NaN is made
+    # explicit, as in C
+    Ops.LOG2: lambda self, a, b, c, dt: f"tw_log2({a})", Ops.SQRT: lambda self, a, b, c, dt: f"tw_sqrt({a})",
+    Ops.SIN: lambda self, a, b, c, dt: f"tw_sin({a})", Ops.EXP2: lambda self, a, b, c, dt: f"tw_exp2({a})",
   }
   def render_alu(self, op: Ops, srcs: list[str], dt: DType, sdt: DType, src_uops: list[UOp]) -> str:
     if sdt is not None and sdt.is_bool and op in (Ops.CMPLT, Ops.XOR):   # WGSL has no < or ^ on bool
@@ -167,10 +173,19 @@ class WGSLRenderer(CStyleRenderer):
     if prog.group: return [f"let {name}: i32 = i32({flat});", f"if ({name} >= {prog.threads}) {{ return; }}"]
     return [f"let {name}: i32 = i32(({flat})*{prog.local_size}u + lid);", f"if ({name} >= {prog.threads}) {{ return; }}"]
 
-  prelude = """fn tw_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+  prelude = """fn tw_f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }
+fn tw_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn tw_log2(x: f32) -> f32 { return select(log2(x), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x)); }
+fn tw_sqrt(x: f32) -> f32 { return select(sqrt(x), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x)); }
+fn tw_exp2(x: f32) -> f32 { return select(exp2(x), x, tw_isnan(x)); }
+fn tw_sin(x: f32) -> f32 {   // whole turns are taken off first (2*pi in three parts): sin is accurate near 0 only
+  if ((bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u) { return tw_f32_bits(0x7fc00000u); }
+  let k = round(x * 0.15915494f);
+  return sin(((x - k * 6.28125f) - k * 0.0019354820251464844f) + k * 1.7484555314695172e-07f);
+}
 fn tw_mul0(x: f32, z: f32) -> f32 {
   let b = bitcast<u32>(x);
-  if ((b & 0x7f800000u) == 0x7f800000u) { return bitcast<f32>(0x7fc00000u); }
+  if ((b & 0x7f800000u) == 0x7f800000u) { return tw_f32_bits(0x7fc00000u); }
   return bitcast<f32>((b ^ bitcast<u32>(z)) & 0x80000000u);
 }
 fn tw_f32_to_bf16(f: f32) -> u32 {

@@ -1,0 +1,63 @@
+"""What the two WebGPU runtimes share: native (wgpu-py, backends/webgpu.py) and in the browser (navigator.gpu through
+Pyodide, backends/webgpu_browser.py). Both are a `WebGPUDeviceBase`: the adapter's limits and features configure the
+WGSL renderer here, buffer sizes and binding counts are checked here, and WGSL needs no compiler step of its own.
+
+Limits are named as wgpu-py names them, in kebab case ("max-storage-buffer-binding-size"); the browser's camelCase
+names ("maxStorageBufferBindingSize") are converted with `camel`.
+"""
+from __future__ import annotations
+import os, re
+from tinyweb.device import Compiler, Compiled
+from tinyweb.codegen.wgsl import WGSLRenderer
+
+# requested when the adapter has them (the subgroup feature is "subgroup" in wgpu-native, "subgroups" in browsers)
+OPTIONAL_FEATURES = ("shader-f16", "timestamp-query", "subgroup", "subgroups")
+# the limits tinyweb reads; a device is requested with the adapter's values for them (never the spec's defaults)
+LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size", "max-storage-buffers-per-shader-stage",
+          "max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x", "max-compute-workgroups-per-dimension",
+          "max-compute-workgroup-storage-size")
+
+def camel(limit: str) -> str:
+  """'max-buffer-size' -> 'maxBufferSize' (the name in the browser's GPUSupportedLimits)."""
+  first, *rest = limit.split("-")
+  return first + "".join(p[:1].upper() + p[1:] for p in rest)
+
+def padded_size(nbytes: int) -> int:
+  """WebGPU buffer sizes and copies are multiples of 4 bytes."""
+  return (max(nbytes, 4) + 3) // 4 * 4
+
+class WGSLCompiler(Compiler):
+  """WGSL is compiled by the driver when the pipeline is created; here the source is just passed on."""
+  def compile(self, src: str) -> bytes: return src.encode()
+
+class WebGPUDeviceBase(Compiled):
+  """Set up from an adapter's description: `limits` (kebab-case names -> values), `features` (names), `adapter_text`
+  (its names, to recognise drivers with known quirks) and whether it is a real GPU (it then ranks above CPU devices)."""
+  def setup(self, name: str, limits: dict, features, adapter_text: str, is_real_gpu: bool, allocator, program_cls):
+    self.limits, self.features, self.is_real_gpu = dict(limits), set(features), is_real_gpu
+    self.max_binding = self.limits["max-storage-buffer-binding-size"]
+    self.max_storage_buffers = self.limits["max-storage-buffers-per-shader-stage"]
+    renderer = WGSLRenderer(has_f16="shader-f16" in self.features and not os.environ.get("TINYWEB_WEBGPU_NO_F16"))
+    renderer.max_local_size = min(self.limits["max-compute-invocations-per-workgroup"], self.limits["max-compute-workgroup-size-x"])
+    renderer.max_groups = self.limits["max-compute-workgroups-per-dimension"]
+    renderer.max_buffers = self.max_storage_buffers   # the scheduler splits kernels that would bind more
+    # llvmpipe (lavapipe) stops the loops of one shader invocation after 65535 iterations in all, silently (Mesa's
+    # LP_MAX_TGSI_LOOP_ITERATIONS): the lowering splits large reductions across workgroup threads and refuses kernels
+    # that would still loop longer
+    if "llvmpipe" in adapter_text.lower(): renderer.max_loop_iterations = 65535
+    Compiled.__init__(self, name, allocator, renderer, WGSLCompiler(), program_cls)
+
+  def buffer_size(self, nbytes: int) -> int:
+    """The size to allocate for `nbytes`, or MemoryError when the adapter cannot bind a buffer that large."""
+    if (size := padded_size(nbytes)) > self.max_binding:
+      raise MemoryError(f"{self.name}: a buffer of {nbytes} bytes exceeds the adapter's maxStorageBufferBindingSize "
+                        f"({self.max_binding} bytes); split the tensor")
+    return size
+
+  def binding_count(self, name: str, src: str) -> int:
+    """How many storage buffers kernel `name` binds; RuntimeError when the adapter allows fewer per shader stage."""
+    n = len(re.findall(r"@binding\(", src))
+    if n > self.max_storage_buffers:
+      raise RuntimeError(f"{self.name}: kernel {name} uses {n} buffers; the adapter allows "
+                         f"{self.max_storage_buffers} storage buffers per shader stage")
+    return n

@@ -1,0 +1,150 @@
+"""The e2e harness: building and serving the site, launching Chromium, opening the playground, running snippets in the
+page and natively, comparing results. The fixtures that use it are in e2e/conftest.py (its docstring says how)."""
+from __future__ import annotations
+import ast, fcntl, hashlib, os, re, shutil, subprocess, tempfile, time
+from http.server import SimpleHTTPRequestHandler
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DIST = ROOT / "dist"
+CHROMIUM = os.environ.get("TINYWEB_CHROMIUM", "/usr/lib/chromium/chromium")
+# the flags measured to give headless Chromium a WebGPU adapter without network noise (see ENVIRONMENT.md)
+CHROMIUM_ARGS = ["--no-sandbox", "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-quic"]
+WEBGPU_FLAG = "--enable-unsafe-webgpu"
+BUILD_INPUTS = ["tinyweb", "backends", "web", "package.json", "package-lock.json", "vite.config.ts", "tsconfig.json", "pyproject.toml",
+                "README.md"]   # (the wheel's description)
+LOAD_TIMEOUT_MS = 120_000   # Pyodide + tinyweb on a busy 2-core machine
+
+def missing_requirement() -> str | None:
+  try: import playwright.sync_api  # noqa: F401
+  except ImportError: return "the playwright Python package (pip install 'playwright==1.65.2', extra [web])"
+  if not os.access(CHROMIUM, os.X_OK): return f"Chromium at {CHROMIUM} (apt-get install chromium)"
+  if shutil.which("npm") is None: return "npm (Node.js)"
+  if not (ROOT / "node_modules" / "vite").is_dir(): return "node_modules (run npm ci; scripts/setup.sh does)"
+  return None
+
+# ---------------------------------------------------------------------------------------------------------------
+# the site: build when stale, serve with Range support
+
+def sources_digest() -> str:
+  h = hashlib.sha256()
+  for name in BUILD_INPUTS:
+    p = ROOT / name
+    for f in sorted([p] if p.is_file() else p.rglob("*")):
+      if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
+        h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes() + b"\0")
+  return h.hexdigest()
+
+def build_site():
+  """npm run build, unless dist/ was built from the same sources (a digest is kept in dist/.sources)."""
+  lock = Path(tempfile.gettempdir()) / f"tinyweb-e2e-build-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}.lock"
+  with open(lock, "w") as lf:
+    fcntl.flock(lf, fcntl.LOCK_EX)   # xdist workers: one builds, the others wait and find it fresh
+    digest, stamp = sources_digest(), DIST / ".sources"
+    if stamp.exists() and stamp.read_text() == digest: return
+    p = subprocess.run(["npm", "run", "build"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0: raise RuntimeError(f"npm run build failed:\n{p.stdout}\n{p.stderr}")
+    stamp.write_text(digest)
+
+class RangeHandler(SimpleHTTPRequestHandler):
+  """Static files with single-range `Range: bytes=a-b` support (206 / 416), quiet; /e2e-data/ maps to the test data.
+  A URL with `?norange` is served like by a server without Range support (the whole file, 200)."""
+  data_dir: Path
+  def log_message(self, *args): pass
+  def translate_path(self, path):
+    if path.startswith("/e2e-data/"): return str(self.data_dir / path[len("/e2e-data/"):].split("?")[0])
+    return super().translate_path(path)
+  def send_head(self):
+    m = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range", ""))
+    path = self.translate_path(self.path)
+    if not m or not os.path.isfile(path) or self.path.endswith("?norange"): return super().send_head()
+    size = os.path.getsize(path)
+    start, end = (int(m[1]), int(m[2]) if m[2] else size - 1) if m[1] else (max(0, size - int(m[2])), size - 1)
+    end = min(end, size - 1)
+    if start > end:
+      self.send_error(416, "Range Not Satisfiable")
+      return None
+    f = open(path, "rb")
+    f.seek(start)
+    self.send_response(206)
+    self.send_header("Content-Type", self.guess_type(path))
+    self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+    self.send_header("Content-Length", str(end - start + 1))
+    self.end_headers()
+    self.range_left = end - start + 1
+    return f
+  def copyfile(self, source, outputfile):
+    if (left := getattr(self, "range_left", None)) is None: return super().copyfile(source, outputfile)
+    outputfile.write(source.read(left))
+  def end_headers(self):
+    if not self.path.endswith("?norange"): self.send_header("Accept-Ranges", "bytes")
+    self.send_header("Cache-Control", "no-cache")
+    super().end_headers()
+
+class Site:
+  def __init__(self, url: str, data_dir: Path): self.url, self.data_dir = url, data_dir
+
+# ---------------------------------------------------------------------------------------------------------------
+# the browser
+
+def launch_chromium(playwright, webgpu: bool = True):
+  return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS + ([WEBGPU_FLAG] if webgpu else []))
+
+def open_playground(browser, site: Site, on_request=None):
+  """A new page (own storage) on the playground with tinyweb loaded; returns (page, seconds to load).
+  on_request(url) is called for every request the page makes from the start."""
+  page = browser.new_context().new_page()
+  if on_request: page.on("request", lambda r: on_request(r.url))
+  console: list[str] = []
+  page.on("console", lambda m: console.append(m.text))
+  st = time.perf_counter()
+  page.goto(site.url + "index.html")
+  page.wait_for_function("window.tinyweb || window.tinywebError", timeout=LOAD_TIMEOUT_MS)
+  if (err := page.evaluate("window.tinywebError")): raise RuntimeError(f"tinyweb failed to load:\n{err}\nconsole:\n" + "\n".join(console))
+  page.console_messages = console
+  return page, time.perf_counter() - st
+
+RUN_JS = """async ([code, device]) => {
+  const tw = window.tinyweb, globals = tw.newGlobals();
+  globals.set("DEVICE", device);
+  try {
+    const r = await tw.runPython(code, {globals});
+    if (r && typeof r.toJs === "function") {
+      const v = r.toJs({dict_converter: Object.fromEntries, create_pyproxies: false});
+      r.destroy();
+      return v;
+    }
+    return r;
+  } finally { globals.destroy(); }
+}"""
+
+class BrowserRunner:
+  """Runs Python snippets in the page (see the module docstring)."""
+  def __init__(self, page): self.page = page
+  @property
+  def device(self) -> str: return self.page.evaluate("window.tinyweb.report.device")
+  def __call__(self, code: str, device: str | None = None):
+    return self.page.evaluate(RUN_JS, [code, device or self.device])
+  def compare(self, code: str) -> tuple:
+    """(result in the browser on its device, result natively on the CPU device)."""
+    return self(code), run_native(code, "CPU")
+
+def run_native(code: str, device: str):
+  """The snippet run in this process with DEVICE = device; its last expression (if any) is the result."""
+  tree = ast.parse(code)
+  last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+  g = {"DEVICE": device}
+  exec(compile(tree, "<snippet>", "exec"), g)
+  return eval(compile(ast.Expression(last.value), "<snippet>", "eval"), g) if last else None
+
+def assert_close(got, want, atol=1e-5, rtol=1e-5, path="result"):
+  """Nested lists/numbers equal within tolerance (NaN equals NaN), naming the first position that differs."""
+  if isinstance(want, (list, tuple)):
+    assert isinstance(got, (list, tuple)) and len(got) == len(want), f"{path}: got {got!r}, want {want!r}"
+    for i, (g, w) in enumerate(zip(got, want)): assert_close(g, w, atol, rtol, f"{path}[{i}]")
+  elif isinstance(want, float) or isinstance(got, float):
+    if got == want: return   # (also inf == inf)
+    if want != want: assert got != got, f"{path}: got {got}, want NaN"
+    else: assert abs(got - want) <= atol + rtol * abs(want), f"{path}: got {got}, want {want}"
+  else: assert got == want, f"{path}: got {got!r}, want {want!r}"

@@ -1,0 +1,65 @@
+"""End-to-end tests: the built site (npm run build -> dist/) served on 127.0.0.1, driven in headless Chromium by
+Playwright, with tinyweb running inside the page (Pyodide) on the browser's WebGPU (SwiftShader on machines without a GPU).
+
+Fixtures:
+- `site`: builds dist/ when its sources changed (under a lock, so xdist workers build once) and serves it on 127.0.0.1
+  with HTTP Range support; files under `site.data_dir` are served at `/e2e-data/` (tests write weights there).
+- `chromium`: one headless Chromium per test process (/usr/lib/chromium/chromium, never a downloaded browser).
+- `page`: the playground page with tinyweb loaded, opened once per test process (Pyodide's boot is the slow part;
+  snippets run in fresh Python namespaces).
+- `browser`: `browser(code)` runs a Python snippet inside that page and returns its last expression (JSON-able
+  values). `browser.compare(code)` runs the snippet natively on the CPU device too (the reference, computed in the same
+  run) and returns both results; snippets say `DEVICE` wherever a device name goes.
+Measurements a test records with `record_property("measure:<name>", value)` are printed at the end of the run.
+"""
+from __future__ import annotations
+import threading
+from http.server import ThreadingHTTPServer
+import pytest
+from browser_harness import DIST, BrowserRunner, RangeHandler, Site, build_site, launch_chromium, missing_requirement, open_playground
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory):
+  if (why := missing_requirement()): pytest.skip(f"e2e needs {why}")
+  build_site()
+  data_dir = tmp_path_factory.mktemp("e2e-data")
+  handler = type("Handler", (RangeHandler,), {"data_dir": data_dir})
+  server = ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(DIST)))
+  threading.Thread(target=server.serve_forever, daemon=True).start()
+  yield Site(f"http://127.0.0.1:{server.server_address[1]}/", data_dir)
+  server.shutdown()
+
+@pytest.fixture(scope="session")
+def playwright_instance():
+  if (why := missing_requirement()): pytest.skip(f"e2e needs {why}")
+  from playwright.sync_api import sync_playwright
+  with sync_playwright() as p: yield p
+
+@pytest.fixture(scope="session")
+def chromium(playwright_instance):
+  b = launch_chromium(playwright_instance)
+  yield b
+  b.close()
+
+@pytest.fixture(scope="session")
+def page(chromium, site):
+  p, _ = open_playground(chromium, site)
+  yield p
+  p.context.close()
+
+@pytest.fixture(scope="session")
+def browser(page): return BrowserRunner(page)
+
+# ---------------------------------------------------------------------------------------------------------------
+# measurements: recorded by tests as user properties (they travel from xdist workers), printed in the summary
+
+_measurements: list[tuple[str, object]] = []
+
+def pytest_runtest_logreport(report):
+  if report.when == "call":
+    _measurements.extend((k[len("measure:"):], v) for k, v in report.user_properties if k.startswith("measure:"))
+
+def pytest_terminal_summary(terminalreporter):
+  if _measurements:
+    terminalreporter.section("browser measurements (e2e)")
+    for k, v in _measurements: terminalreporter.write_line(f"{k}: {v}")

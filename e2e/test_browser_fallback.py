@@ -1,0 +1,34 @@
+"""Chromium without WebGPU (no --enable-unsafe-webgpu): tinyweb still loads, says why WEBGPU is unavailable, shows a
+notice, and Device.DEFAULT falls through to the next available device. The pure-Python `PYTHON` device (another branch)
+is that device: until it is registered, the test that runs ops on it is skipped, saying so."""
+import pytest
+from browser_harness import BrowserRunner, assert_close, launch_chromium, open_playground, run_native
+
+@pytest.fixture(scope="module")
+def no_webgpu_page(playwright_instance, site):
+  b = launch_chromium(playwright_instance, webgpu=False)
+  page, _ = open_playground(b, site)
+  yield page
+  b.close()
+
+def test_reports_why_webgpu_is_unavailable(no_webgpu_page):
+  report = no_webgpu_page.evaluate("window.tinyweb.report")
+  assert report["webgpu"] is None
+  assert "WEBGPU" in report["devices"] and "adapter" in report["devices"]["WEBGPU"] or "navigator.gpu" in report["devices"]["WEBGPU"]
+  assert report["device"] != "WEBGPU"
+  notice = no_webgpu_page.text_content("#notice")
+  assert no_webgpu_page.is_visible("#notice") and "WebGPU is not available" in notice, notice
+  # the page names the device it falls back to, or says that there is none
+  assert no_webgpu_page.text_content("#device") == (report["device"] or f"none ({report['error']})")
+
+def test_falls_back_to_the_python_device(no_webgpu_page):
+  report = no_webgpu_page.evaluate("window.tinyweb.report")
+  if "PYTHON" not in report["devices"]:
+    pytest.skip(f"no PYTHON device registered in this build (the pure-Python device is on branch pydev); devices: {report['devices']}")
+  assert report["device"] == "PYTHON"
+  code = """
+from tinyweb import Tensor
+a = Tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]], device=DEVICE)
+[(a @ a.T).tolist(), a.softmax(-1).tolist(), a.relu().sum(0).tolist(), a.max().item()]
+"""
+  assert_close(BrowserRunner(no_webgpu_page)(code, device="PYTHON"), run_native(code, "CPU"), atol=1e-5)

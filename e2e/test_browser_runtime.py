@@ -1,0 +1,149 @@
+"""The browser WEBGPU runtime itself: validation errors as Python exceptions, reading without JSPI, the typed-array
+helpers of web/tinyweb.ts, and the measurements (cold start, per-op overhead) printed at the end of the run."""
+import re, time
+from browser_harness import open_playground
+
+def test_invalid_wgsl_raises_naming_the_kernel(browser):
+  msg = browser("""
+from tinyweb import Device
+try: Device["WEBGPU"].get_program("broken_kernel", "@compute @workgroup_size(1) fn broken_kernel() { let x: f32 = 1u; }")
+except RuntimeError as e: msg = str(e)
+msg
+""")
+  assert "broken_kernel" in msg and "failed to compile" in msg and "f32" in msg, msg
+
+def test_launch_validation_error_raises_at_the_next_read(browser):
+  # a kernel launched with a buffer too few: WebGPU reports it only through an error scope
+  msg = browser("""
+from tinyweb import Tensor, Device
+x = Tensor([1.0, 2.0, 3.0], device="WEBGPU").realize()
+prog = Device["WEBGPU"].get_program("two_buffers", '''@group(0) @binding(0) var<storage, read_write> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> b: array<f32>;
+@compute @workgroup_size(1) fn two_buffers() { a[0] = b[0]; }''')
+prog(x.uop.base.arg[0].handle)
+try: x.tolist(); msg = "no error"
+except RuntimeError as e: msg = str(e)
+[msg, (x + 1).tolist()]
+""")
+  assert "validation error" in msg[0] and "two_buffers" in msg[0], msg[0]
+  assert msg[1] == [2.0, 3.0, 4.0]   # the device still works afterwards
+
+def test_debug_output_times_each_kernel(browser):
+  # DEBUG=2 waits for every kernel (synchronize through JSPI) and prints its time
+  out = browser("""
+import contextlib, io
+from tinyweb import Tensor, Context
+buf = io.StringIO()
+with contextlib.redirect_stdout(buf), Context(DEBUG=2):
+  y = (Tensor([1.0, 2.0, 3.0], device="WEBGPU") * 4).sum().item()
+[y, buf.getvalue()]
+""")
+  assert out[0] == 24.0
+  assert "WEBGPU" in out[1] and " ms " in out[1] and "GFLOP/s" in out[1], out[1]
+
+def test_reading_without_jspi_needs_the_async_variants(page):
+  # Python called from JavaScript as a plain (not promising) call cannot block: .tolist() says what to use instead.
+  # The async variants are then run with the runtime's run_sync replaced by one that fails, as in a browser without JSPI.
+  got = page.evaluate("""async () => {
+    const tw = window.tinyweb, g = tw.newGlobals();
+    tw.pyodide.runPython(`
+from pyodide.ffi import can_run_sync
+from tinyweb import Tensor
+from tinyweb.backends import webgpu_browser
+def read_sync(t):
+  try: t.tolist(); return [can_run_sync(), "no error"]
+  except RuntimeError as e: return [can_run_sync(), str(e)]
+async def read_async():
+  def no_jspi(*args): raise AssertionError("run_sync was called")
+  saved = webgpu_browser.run_sync, webgpu_browser.can_run_sync
+  webgpu_browser.run_sync, webgpu_browser.can_run_sync = no_jspi, lambda: False
+  try:
+    t = (Tensor([[1.0, 2.0], [3.0, 4.0]], device="WEBGPU") * 10).sum(0)   # (new kernels: their checks are deferred too)
+    return [await t.tolist_async(), list(await (t - 5).data_async())]
+  finally: webgpu_browser.run_sync, webgpu_browser.can_run_sync = saved`, {globals: g});
+    const t = tw.pyodide.runPython("Tensor([1.0, 2.0], device='WEBGPU') + 1", {globals: g});
+    const sync = g.get("read_sync")(t).toJs();
+    const r = await g.get("read_async")();
+    const v = r.toJs(); r.destroy(); t.destroy(); g.destroy();
+    return [sync, v];
+  }""")
+  (jspi, sync_error), (values, data) = got
+  assert jspi is False
+  assert "JSPI" in sync_error and "data_async" in sync_error, sync_error
+  assert values == [40.0, 60.0] and data == [35.0, 55.0]
+
+def test_typed_arrays_in_and_out(page):
+  got = page.evaluate("""async () => {
+    const tw = window.tinyweb;
+    const counter = tw.newGlobals();   // counts uploads that go straight from JavaScript memory to the GPU
+    await tw.runPython(`
+from tinyweb import Device
+alloc, direct = Device["WEBGPU"].allocator, []
+def counted(handle, array, upload=alloc.copyin_js): direct.append(array.length); upload(handle, array)
+alloc.copyin_js = counted`, {globals: counter});
+    const a = tw.tensor(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
+    const b = tw.tensor(new Int32Array([7, -8, 9]));
+    const c = tw.tensor(new Uint8Array([1, 2, 250, 4, 5]));   // 5 bytes: not a whole number of words, copied via Python
+    const g = tw.newGlobals(); g.set("a", a); g.set("b", b); g.set("c", c);
+    const prod = await tw.runPython("a @ a.T", {globals: g});
+    const sum = await tw.runPython("b * 2", {globals: g});
+    const bytes = await tw.runPython("c + 10", {globals: g});
+    const out = [await tw.toTypedArray(prod), await tw.toTypedArray(sum), await tw.toTypedArray(bytes)];
+    let err = null;
+    try { tw.tensor(new Float64Array([1, 2])); } catch (e) { err = e.message; }
+    const direct = (await tw.runPython("del alloc.copyin_js\\ndirect", {globals: counter})).toJs();
+    let shapeErr = null;
+    try { tw.tensor(new Float32Array(6), [4, 2]); } catch (e) { shapeErr = e.message; }
+    [a, b, c, prod, sum, bytes, g, counter].forEach((p) => p.destroy());
+    return {types: out.map((x) => x.constructor.name), values: out.map((x) => Array.from(x)), err, shapeErr, direct};
+  }""")
+  assert got["types"] == ["Float32Array", "Int32Array", "Uint8Array"]
+  assert got["values"] == [[14.0, 32.0, 32.0, 77.0], [14, -16, 18], [11, 12, 4, 14, 15]]   # [[1,2,3],[4,5,6]] @ its T; 260 wraps
+  assert got["direct"] == [6, 3]   # the Float32Array and the Int32Array; the 5 bytes took the other way
+  assert "(4, 2)" in got["shapeErr"] and "6" in got["shapeErr"], got["shapeErr"]
+  assert "float64" in got["err"] and "WEBGPU" in got["err"], got["err"]
+
+def test_cold_start_and_dispatch_overhead(chromium, site, record_property):
+  st, urls = time.perf_counter(), []
+  page, _ = open_playground(chromium, site, on_request=urls.append)   # a new context: nothing cached
+  try:
+    marks = dict(page.evaluate("performance.getEntriesByType('mark').map((m) => [m.name, m.startTime / 1000])"))
+    first = page.evaluate("window.tinyweb.runPython('from tinyweb import Tensor\\n(Tensor([1.0, 2.0]) + 1).tolist()')"
+                          ".then((r) => { const v = r.toJs(); r.destroy(); return v; })")
+    cold = time.perf_counter() - st
+    assert first == [2.0, 3.0]
+    n = 200
+    got = page.evaluate("""async (n) => {
+      const r = await window.tinyweb.runPython(`
+import time
+from tinyweb import Tensor, Device
+from tinyweb import engine
+x = Tensor.zeros(64, device="WEBGPU").contiguous().realize()
+for _ in range(5): x = (x + 1).realize()   # compiles the kernel
+x.tolist()
+st = time.perf_counter()
+for _ in range(${n}): x = (x + 1).realize()
+value = x.tolist()[0]
+per_realize = (time.perf_counter() - st) / ${n}
+engine.capturing.append(launches := [])
+x = (x + 1).realize()
+engine.capturing.pop()
+kernel, bufs = launches[0]
+handles = [b.handle for b in bufs]
+st = time.perf_counter()
+for _ in range(${n}): kernel.run(handles)
+Device["WEBGPU"].synchronize()
+per_launch = (time.perf_counter() - st) / ${n}
+[value, per_realize, per_launch, x.tolist()[0]]`);
+      const v = r.toJs(); r.destroy(); return v;
+    }""", n)
+  finally: page.context.close()
+  foreign = [u for u in urls if not (u.startswith(site.url) or re.match(r"(data|blob):", u))]
+  assert urls and foreign == [], foreign   # no CDN: Pyodide and the wheel come from the site itself
+  value, per_realize, per_launch, last = got
+  assert value == 5 + n and last == 6 + n   # (the raw launches recompute the same out = in + 1)
+  record_property("measure:cold start, page open to first result (s)", round(cold, 2))
+  record_property("measure:  of which: Pyodide boot / wheel fetch+unpack / tinyweb import+WebGPU device open (s)", " / ".join(
+    f"{marks['tinyweb:' + b] - marks['tinyweb:' + a]:.2f}" for a, b in [("pyodide", "tinyweb"), ("tinyweb", "device"), ("device", "ready")]))
+  record_property("measure:tiny op realize in the browser, graph+schedule+launch (ms)", round(per_realize * 1e3, 3))
+  record_property("measure:kernel launch in the browser, recorded into a batch (ms)", round(per_launch * 1e3, 3))

@@ -1,0 +1,106 @@
+"""Weights from the served site: safetensors by URL with Range requests, a sharded set with sha256 in its index, the
+Cache API on a second visit (no network fetch at all), and clear errors for a truncated file and a wrong sha256.
+The files are written here with the `safetensors` package (an independent writer) and served at /e2e-data/."""
+import hashlib, json
+import numpy as np
+import pytest
+from browser_harness import assert_close, open_playground
+
+safetensors_numpy = pytest.importorskip("safetensors.numpy", reason="the safetensors package writes the test files")
+
+def write(site, name: str, tensors: dict) -> bytes:
+  safetensors_numpy.save_file(tensors, str(site.data_dir / name))
+  return (site.data_dir / name).read_bytes()
+
+@pytest.fixture(scope="module")
+def weights(chromium, site):
+  rng = np.random.default_rng(0)
+  w = {"layer.weight": rng.standard_normal((4, 3)).astype(np.float32), "layer.bias": rng.standard_normal(4).astype(np.float32),
+       "steps": np.arange(5, dtype=np.int32)}
+  write(site, "single.safetensors", w)
+  shards = {"model-1.safetensors": {"a": rng.standard_normal((2, 2)).astype(np.float32)},
+            "model-2.safetensors": {"b": rng.standard_normal(3).astype(np.float32), "c": np.array([1, 2], dtype=np.uint8)}}
+  sha = {name: hashlib.sha256(write(site, name, t)).hexdigest() for name, t in shards.items()}
+  weight_map = {k: name for name, t in shards.items() for k in t}
+  (site.data_dir / "model.index.json").write_text(json.dumps({"weight_map": weight_map, "sha256": sha}))
+  bad_sha = {**sha, "model-2.safetensors": "0" * 64}
+  (site.data_dir / "bad-sha.index.json").write_text(json.dumps({"weight_map": weight_map, "sha256": bad_sha}))
+  full = write(site, "truncated.safetensors", w)
+  (site.data_dir / "truncated.safetensors").write_bytes(full[:-10])
+  page, _ = open_playground(chromium, site)
+  requests: list[tuple[str, str | None]] = []
+  page.on("request", lambda r: requests.append((r.url, r.headers.get("range"))))
+  yield page, requests, w, {k: v for t in shards.values() for k, v in t.items()}
+  page.context.close()
+
+LOAD_JS = """async (url) => {
+  const tw = window.tinyweb, progress = [];
+  const sd = await tw.loadWeights(url, {onProgress: (p) => progress.push(p)});
+  const g = tw.newGlobals(); g.set("sd", sd);
+  const r = await tw.runPython("{k: [v.device, v.dtype.name, list(v.shape), v.tolist()] for k, v in sd.items()}", {globals: g});
+  const out = r.toJs({dict_converter: Object.fromEntries}); r.destroy(); sd.destroy(); g.destroy();
+  return {tensors: out, progress};
+}"""
+
+def check_tensors(got: dict, want: dict):
+  assert set(got) == set(want)
+  for k, arr in want.items():
+    device, dtype, shape, values = got[k]
+    assert (device, dtype, shape) == ("WEBGPU", arr.dtype.name, list(arr.shape)), (k, got[k][:3])
+    assert_close(values, arr.tolist(), atol=0, rtol=0, path=k)
+
+def test_single_file_with_range_requests_then_from_the_cache(weights, site):
+  page, requests, w, _ = weights
+  url = site.url + "e2e-data/single.safetensors"
+  requests.clear()
+  got = page.evaluate(LOAD_JS, url)
+  check_tensors(got["tensors"], w)
+  fetched = [rng for u, rng in requests if u == url]
+  assert fetched == ["bytes=0-7", fetched[1], fetched[2]] and all(r and r.startswith("bytes=") for r in fetched), fetched
+  size = (site.data_dir / "single.safetensors").stat().st_size
+  last = got["progress"][-1]
+  assert last["loaded"] == last["total"] and not last["cached"] and last["total"] < size   # data only, after the header
+  # a second visit: a reloaded page loads the same weights from the Cache API, with no request for them at all
+  page.reload()
+  page.wait_for_function("window.tinyweb", timeout=120_000)
+  requests.clear()
+  again = page.evaluate(LOAD_JS, url)
+  check_tensors(again["tensors"], w)
+  assert [u for u, _ in requests if "e2e-data" in u] == []
+  assert again["progress"] and all(p["cached"] for p in again["progress"])
+  # after clearWeightsCache the file comes from the network again
+  page.evaluate("window.tinyweb.clearWeightsCache()")
+  requests.clear()
+  check_tensors(page.evaluate(LOAD_JS, url)["tensors"], w)
+  assert len([u for u, _ in requests if u == url]) == 3
+
+def test_a_server_without_range_support_sends_the_whole_file(weights, site):
+  page, requests, w, _ = weights
+  url = site.url + "e2e-data/single.safetensors?norange"
+  requests.clear()
+  got = page.evaluate(LOAD_JS, url)
+  check_tensors(got["tensors"], w)
+  assert [r for u, r in requests if u == url] == ["bytes=0-7"]   # asked for a range, got the whole file: no more requests
+  err = page.evaluate("(url) => window.tinyweb.loadWeights(url).then(() => 'no error', (e) => e.message)",
+                      site.url + "e2e-data/truncated.safetensors?norange")
+  assert "truncated" in err and "the file has only" in err, err
+
+def test_sharded_index_with_sha256(weights, site):
+  page, requests, _, shard_tensors = weights
+  requests.clear()
+  got = page.evaluate(LOAD_JS, site.url + "e2e-data/model.index.json")
+  check_tensors(got["tensors"], shard_tensors)
+  assert {u.rsplit("/", 1)[1] for u, _ in requests if "e2e-data" in u} == {"model.index.json", "model-1.safetensors", "model-2.safetensors"}
+
+def test_wrong_sha256_is_a_clear_error(weights, site):
+  page, _, _, _ = weights
+  err = page.evaluate("(url) => window.tinyweb.loadWeights(url, {cache: false}).then(() => 'no error', (e) => e.message)",
+                      site.url + "e2e-data/bad-sha.index.json")
+  assert "model-2.safetensors" in err and "sha256 mismatch" in err and "0" * 64 in err, err
+
+def test_truncated_file_is_a_clear_error(weights, site):
+  page, _, _, _ = weights
+  err = page.evaluate("(url) => window.tinyweb.loadWeights(url).then(() => 'no error', (e) => e.message)",
+                      site.url + "e2e-data/truncated.safetensors")
+  size = (site.data_dir / "truncated.safetensors").stat().st_size
+  assert "truncated.safetensors" in err and "truncated" in err and f"only {size} bytes" in err, err

@@ -1,0 +1,49 @@
+// The playground page: a text area with Python, a Run button, the output, and which device runs it.
+// The loaded API is also left at `window.tinyweb` (the e2e tests drive it from there).
+import { loadTinyweb, type Tinyweb } from "./tinyweb";
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+const status = $("status"), output = $("output"), runButton = $<HTMLButtonElement>("run");
+let sink: string[] | null = null;   // print() output of the run in progress
+const write = (s: string) => (sink ? sink.push(s) : console.log(s));
+
+declare global { interface Window { tinyweb?: Tinyweb; tinywebError?: string } }
+
+try {
+  const started = performance.now();
+  const tw = await loadTinyweb({ onProgress: (p) => (status.textContent = p.message), onStdout: write, onStderr: write });
+  const r = tw.report;
+  status.textContent = `ready in ${((performance.now() - started) / 1000).toFixed(1)} s`;
+  $("device").textContent = r.device ?? `none (${r.error})`;
+  const a = r.webgpu;
+  $("adapter").textContent = a ? [a.vendor, a.architecture, a.device, a.description].filter(Boolean).join(" ") +
+    (a.isFallbackAdapter ? " (fallback adapter, on the CPU)" : "") : "no WebGPU adapter";
+  if (r.device !== "WEBGPU") {
+    const notice = $("notice");
+    notice.hidden = false;
+    notice.textContent = `WebGPU is not available (${r.devices["WEBGPU"] || "unknown reason"}); ` +
+      (r.device ? `running on ${r.device} instead, which is much slower.` : "no device can run tinyweb here.");
+  }
+  const globals = tw.newGlobals();
+  runButton.disabled = false;
+  runButton.addEventListener("click", async () => {
+    runButton.disabled = true;
+    output.textContent = "running…";
+    sink = [];
+    try {
+      const result = await tw.runPython(($("code") as HTMLTextAreaElement).value, { globals });
+      if (result !== undefined) sink.push(String(result));
+      if (result && typeof result.destroy === "function") result.destroy();
+      output.textContent = sink.join("\n");
+    } catch (e) {
+      output.textContent = sink.join("\n") + (sink.length ? "\n" : "") + String((e as Error).message ?? e);
+    } finally {
+      sink = null;
+      runButton.disabled = false;
+    }
+  });
+  window.tinyweb = tw;
+} catch (e) {
+  window.tinywebError = String((e as Error).stack ?? e);
+  status.textContent = `failed: ${(e as Error).message ?? e}`;
+}
