@@ -171,9 +171,11 @@ class _DeviceRegistry:
     # a device on a real GPU (is_real_gpu: WEBGPU with a non-CPU adapter) ranks above the others
     for name in avail:
       if getattr(self._instances[name], "is_real_gpu", False): return name
-    if avail: return avail[0]
+    # a fallback device (PYTHON, the interpreter) only when nothing else works
+    if avail: return next((n for n in avail if not getattr(self._instances[n], "is_fallback", False)), avail[0])
     raise RuntimeError(f"no device is available: {self._failures}")
 
 Device = _DeviceRegistry()
 Device.register("CPU", "tinyweb.backends.cpu:CPUDevice")
 Device.register("WEBGPU", "tinyweb.backends.webgpu:WEBGPUDevice")   # after CPU: ranks first only on a real GPU adapter
+Device.register("PYTHON", "tinyweb.backends.python:PythonDevice")   # last: the pure-Python fallback, always available
