@@ -18,9 +18,9 @@ truncates toward zero, x/0 = x%0 = 0; NaN-propagating max/min; float -> int cast
 Gated loads and stores touch memory only where the gate is true.
 """
 from __future__ import annotations
-import ast, functools, math, operator, struct, time
+import functools, math, operator, struct, time
 from array import array
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Callable, Optional
 from tinyweb.device import Allocator, Compiler, Compiled
 from tinyweb.dtype import DType, dtypes, cast_scalar
@@ -151,15 +151,16 @@ COMPARE_OPS = {Ops.CMPLT: lift2(operator.lt), Ops.CMPNE: lift2(operator.ne), Ops
 # ops whose result may leave the dtype (float rounding, int overflow): the result is normalized
 ROUNDED = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.NEG, Ops.IDIV, Ops.SHL}
 
-def alu(op: Ops, dt: DType) -> Callable:
-  """The function computing `op` with result dtype `dt` on scalars or lists."""
+@functools.cache
+def alu(op: Ops, dt: DType, inrange: bool = False) -> Callable:
+  """The function computing `op` with result dtype `dt` on scalars or lists (`inrange`: known not to overflow)."""
   if op is Ops.WHERE: return _where
   if op in COMPARE_OPS: return COMPARE_OPS[op]
   if op in (Ops.SHL, Ops.SHR) and dt.is_int: fn = _shift(op is Ops.SHL, dt)
   elif op in (Ops.IDIV, Ops.MOD) and dt.is_int: fn = _int_div(op, dt.kind == "i")
   else: fn = (BOOL_OPS if dt.is_bool else FLOAT_OPS if dt.is_float else INT_OPS).get(op)
   if fn is None: raise NotImplementedError(f"PYTHON: no implementation of {op} for {dt.name}")
-  norm = normalizer(dt) if op in ROUNDED else None
+  norm = normalizer(dt) if op in ROUNDED and not inrange else None
   return fn if norm is None else (lambda *a: norm(fn(*a)))
 
 # ---- casts and bitcasts ----
@@ -178,6 +179,7 @@ def _round_int(x: int, bits: int = 24) -> int:
   if r > (1 << (s - 1)) or (r == (1 << (s - 1)) and q & 1): q += 1
   return (q << s) if x >= 0 else -(q << s)
 
+@functools.cache
 def cast(dt: DType, sdt: DType) -> Callable:
   if dt.is_bool: return lambda v: [x != 0 for x in v] if type(v) is list else v != 0   # NaN is true, like C
   norm = list_normalizer(dt)
@@ -222,6 +224,7 @@ def from_bits(dt: DType, v: list) -> list:
   if any(map(math.isnan, out)): out = [NaNBits(b) if x != x else x for x, b in zip(out, v)]
   return out
 
+@functools.cache
 def bitcast(dt: DType, sdt: DType) -> Callable:
   def lst(v: list) -> list:
     return from_bits(dt, list(struct.unpack(f"{len(v)}{bits_format(dt)}", struct.pack(f"{len(v)}{bits_format(sdt)}", *to_bits(sdt, v)))))
@@ -244,6 +247,9 @@ def _check_index(b: Buf, idx: list, gate=None, what: str = "load"):
   bad = [i for i, g in zip(idx, gate if type(gate) is list else repeat(gate is None or gate)) if g and not 0 <= i < b.size]
   if bad: raise IndexError(f"{what} of buffer {b.arg} ({b.size} x {b.dtype.name}) at index {bad[0]}")
 
+def _contiguous(idx: list) -> bool:   # the addresses of an elementwise kernel's lanes: a slice of memory
+  return idx[-1] - idx[0] == len(idx) - 1 and idx == list(range(idx[0], idx[-1] + 1))
+
 def load(b: Buf, idx, gate=None):
   mv, dt = b.mv, b.dtype
   if type(gate) is not list and gate is not None and not gate:   # masked off in every lane
@@ -252,7 +258,8 @@ def load(b: Buf, idx, gate=None):
   zero = False if dt.is_bool else 0 if b.bits or not dt.is_float else 0.0   # in the memory format
   if type(idx) is list:
     _check_index(b, idx, gate)
-    raw = [mv[i] for i in idx] if type(gate) is not list else [mv[i] if g else zero for i, g in zip(idx, gate)]
+    if type(gate) is list: raw = [mv[i] if g else zero for i, g in zip(idx, gate)]
+    else: raw = mv[idx[0]:idx[-1] + 1].tolist() if _contiguous(idx) else [mv[i] for i in idx]
   elif type(gate) is list:
     _check_index(b, [idx] * len(gate), gate)
     v = mv[idx] if any(gate) else zero
@@ -278,7 +285,9 @@ def store(b: Buf, idx, val, gate=None):
   if b.bits: vals = to_bits(b.dtype, vals)
   _check_index(b, idx, gate, "store")
   if gate is None or (type(gate) is not list and gate):
-    for i, v in zip(idx, vals): mv[i] = v
+    if mv.format != "?" and _contiguous(idx): mv[idx[0]:idx[-1] + 1] = array(mv.format, vals)
+    else:
+      for i, v in zip(idx, vals): mv[i] = v
   elif type(gate) is list:
     for i, v, g in zip(idx, vals, gate):
       if g: mv[i] = v
@@ -313,6 +322,7 @@ def _seq_fold(rop: Ops, dt: DType, step: Callable) -> Callable:
     return a
   return generic
 
+@functools.cache
 def make_fold(rop: Ops, dt: DType) -> Callable:
   step = alu(rop, dt)
   seq = _seq_fold(rop, dt, step)
@@ -350,14 +360,13 @@ class PythonProgram:
   def parse(self, src: str):
     uops, meta = [], {}
     for line in src.splitlines():
-      key, _, rest = line.partition(":")
-      if not rest.strip() or key.startswith("#"): continue
-      if key.isdigit():
-        if int(key) != len(uops): raise ValueError(f"PYTHON: kernel source line {key!r} is out of order")
-        op, dt, srcs, arg = ast.literal_eval(rest.strip())
-        uops.append((Ops[op], dtypes.from_name(dt) if dt else None, srcs, arg))
-      else: meta[key.strip()] = ast.literal_eval(rest.strip())
-    self.threads = meta["threads"]
+      f = line.split()
+      if len(f) == 2: meta[f[0]] = f[1]
+      elif f:
+        if len(f) != 5 or int(f[0]) != len(uops): raise ValueError(f"PYTHON: kernel {self.name}: bad source line {line!r}")
+        op, dt = Ops[f[1]], (dtypes.from_name(f[2]) if f[2] != "-" else None)
+        uops.append((op, dt, tuple(map(int, f[3].split(","))) if f[3] != "-" else (), parse_arg(op, dt, f[4])))
+    self.threads = int(meta["threads"])
     self.consts: dict[int, object] = {}
     self.globals: dict[int, tuple] = {}
     self.gid: Optional[int] = None
@@ -381,7 +390,7 @@ class PythonProgram:
       d = len(stack)
       body = stack[-1].body if stack else top
       if op is Ops.CONST:
-        self.consts[i] = float(arg) if isinstance(arg, str) else arg
+        self.consts[i] = arg
         depth[i] = 1 << 30   # the same everywhere: never broadcast
       elif op is Ops.DEFINE_GLOBAL:
         self.globals[i] = [arg[0], arg[1] * dt.itemsize, dt, dt in (dtypes.float16, dtypes.bfloat16)]
@@ -415,7 +424,7 @@ class PythonProgram:
         elif op is Ops.STORE: fn = store
         elif op is Ops.CAST: fn = cast(dt, uops[srcs[0]][1])
         elif op is Ops.BITCAST: fn = bitcast(dt, uops[srcs[0]][1])
-        else: fn = alu(op, dt)
+        else: fn = alu(op, dt, arg == "inrange")
         body.append((OP, i, fn, tuple(resolve(s, d) for s in srcs)))
         depth[i] = d
       if op is not Ops.CONST: prev = op   # constants have no position (a loop's bound may sit between two RANGEs)
@@ -445,6 +454,12 @@ class PythonProgram:
       except IndexError as e: raise RuntimeError(f"PYTHON: kernel {self.name}: out-of-bounds {e}") from None
     return time.perf_counter() - st if wait else None
 
+def parse_arg(op: Ops, dt: Optional[DType], a: str):
+  if op is Ops.CONST: return a == "True" if dt.is_bool else float(a) if dt.is_float else int(a)
+  if op is Ops.DEFINE_GLOBAL: return tuple(map(int, a.split(",")))
+  if op is Ops.RANGE: return int(a)
+  return None if a == "-" else a
+
 def _nests(items: list):
   for it in items:
     if it[0] == NEST:
@@ -465,16 +480,22 @@ def _run(items: list, env: list, lanes: int, n: int):
     elif kind == ACC: env[it[1]] = it[2](env[it[1]], env[it[3][0]], n, lanes // n)
     else: _run_nest(it[1], env, lanes)
 
+def loop_values(f0: int, n: int, size: int, stride: int) -> list:
+  """(f // stride) % size for f in range(f0, f0 + n): a loop variable over a chunk of its nest's flattened iterations."""
+  first, skip = divmod(f0, stride)
+  last = (f0 + n - 1) // stride
+  start = first % size
+  vals = list(range(start, start + last - first + 1)) if start + last - first < size else \
+         (list(range(size)) * ((start + last - first) // size + 1))[start:start + last - first + 1]
+  return vals if stride == 1 else list(chain.from_iterable(map(repeat, vals, repeat(stride))))[skip:skip + n]
+
 def _run_nest(nest: Nest, env: list, lanes: int):
   chunk = max(1, min(nest.total, LANES // lanes))
-  rep = range(lanes)
   for f0 in range(0, nest.total, chunk):
     n = min(chunk, nest.total - f0)
-    for slot, size, stride in nest.ranges:
+    for slot, size, stride in nest.ranges:   # iteration-major: each iteration's value repeated over the outer lanes
       if n == 1: env[slot] = (f0 // stride) % size
-      else:
-        per = [(f // stride) % size for f in range(f0, f0 + n)]
-        env[slot] = per if lanes == 1 else [v for v in per for _ in rep]
+      else: env[slot] = loop_values(f0 * lanes, n * lanes, size, stride * lanes)
     for outer, inner in nest.bcast:
       v = env[outer]
       env[inner] = v * n if type(v) is list and n > 1 else v
