@@ -188,6 +188,28 @@ def test_gated_load_and_store_do_not_touch_memory():
   with pytest.raises(RuntimeError, match="out-of-bounds load of buffer 1"):   # the same load without its gate
     run_source(src.replace("1,7,5", "1,7"), out, inp)
 
+class Stop(Exception): pass
+
+def test_work_hook_sees_each_kernel_before_it_runs():
+  """The device reports each kernel's cost (lane-operations) before running it, and an exception there stops the
+  realize: the test suite's budget for the interpreter (conftest) skips a test that way. The cost grows linearly with
+  the size of an elementwise kernel."""
+  dev, costs, stop = Device["PYTHON"], [], []
+  def hook(prog):
+    if stop: raise Stop(prog.name)
+    costs[-1] += prog.work
+  old, dev.work_hook = dev.work_hook, hook
+  try:
+    for n in (100, 200, 300):
+      costs.append(0)
+      x = Tensor.zeros(n, device="PYTHON", dtype=dtypes.int32).contiguous().realize()
+      x.assign(x + Tensor.arange(n, device="PYTHON") * 3).realize()
+      assert x.tolist() == [3 * i for i in range(n)]
+    stop.append(True)
+    with pytest.raises(Stop): x.assign(x + 1).realize()
+  finally: dev.work_hook = old
+  assert costs[0] > 0 and costs[1] - costs[0] == costs[2] - costs[1] == costs[0]
+
 def test_debug_source_is_the_program(capsys):
   from tinyweb import Context
   with Context(DEBUG=4): (Tensor([1.0, 2.0], device="PYTHON") * 7.5).realize()
