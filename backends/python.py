@@ -14,8 +14,11 @@ operation over many lanes instead of one interpreted step per element.
 Semantics are those of the CPU device (C): ints wrap to their width after every op; float32 results are rounded to
 float32 after every op, float16 and bfloat16 compute in float32 and round after every op (bfloat16 to nearest even
 on the bit pattern); float64 is Python's float. IEEE results (inf, nan) where Python would raise; integer division
-truncates toward zero, x/0 = x%0 = 0; NaN-propagating max/min; float -> int casts go through int64 like x86 C.
-Gated loads and stores touch memory only where the gate is true.
+truncates toward zero, x%0 = 0 and x/0 = 0 (unsigned) or -x (signed), as CStyleRenderer.render_int_div emits;
+NaN-propagating max/min; float -> int casts go through int64 like x86 C.
+Gated loads and stores touch memory only where the gate is true; an out-of-bounds address raises (a codegen bug).
+Known difference: values are Python floats (doubles), so a float32 signaling NaN read from memory becomes quiet (C
+copies its bits), except in kernels that bitcast to float32; NaN sign bits follow Python, not x86's default NaN.
 """
 from __future__ import annotations
 import functools, math, operator, struct, time
@@ -99,21 +102,19 @@ def guarded(fast, ieee, lift=lift1):
     except (ValueError, OverflowError, ZeroDivisionError): return ieee(*a)
   return g
 
-def _select(gt: bool, nan_first: bool):
-  """NaN-propagating max (gt) or min like C's ((a>b||a!=a)?a:b): the first operand wins ties."""
-  if gt: scalar = (lambda a, b: a if (a > b or a != a) else b) if nan_first else (lambda a, b: a if a > b else b)
-  else: scalar = (lambda a, b: a if (a < b or a != a) else b) if nan_first else (lambda a, b: a if a < b else b)
-  def g(a, b):
-    if type(a) is not list and type(b) is not list: return scalar(a, b)
-    A = a if type(a) is list else repeat(a)
-    B = b if type(b) is list else repeat(b)
-    if gt: return [x if (x > y or x != x) else y for x, y in zip(A, B)] if nan_first else [x if x > y else y for x, y in zip(A, B)]
-    return [x if (x < y or x != x) else y for x, y in zip(A, B)] if nan_first else [x if x < y else y for x, y in zip(A, B)]
-  return g
+def _lanes(v): return v if type(v) is list else repeat(v)
+
+# C's ((a>b||a!=a)?a:b) and ((a<b||a!=a)?a:b): NaN-propagating (for floats), the second operand wins ties
+def _max(a, b):
+  if type(a) is not list and type(b) is not list: return a if (a > b or a != a) else b
+  return [x if (x > y or x != x) else y for x, y in zip(_lanes(a), _lanes(b))]
+def _min(a, b):
+  if type(a) is not list and type(b) is not list: return a if (a < b or a != a) else b
+  return [x if (x < y or x != x) else y for x, y in zip(_lanes(a), _lanes(b))]
 
 def _where(c, x, y):
   if type(c) is not list: return x if c else y
-  return [p if k else q for k, p, q in zip(c, x if type(x) is list else repeat(x), y if type(y) is list else repeat(y))]
+  return [p if k else q for k, p, q in zip(c, _lanes(x), _lanes(y))]
 
 def _int_div(op: Ops, signed: bool):
   """C division/modulo as CStyleRenderer.render_int_div emits it: truncating; x%0 = 0; x/0 = 0 for unsigned and -x
@@ -138,18 +139,19 @@ FLOAT_OPS = {
   Ops.ADD: lift2(operator.add), Ops.MUL: lift2(operator.mul), Ops.NEG: lift1(operator.neg),
   Ops.FDIV: guarded(operator.truediv, _fdiv, lift2), Ops.RECIP: guarded(functools.partial(operator.truediv, 1.0), functools.partial(_fdiv, 1.0)),
   Ops.SQRT: guarded(math.sqrt, _sqrt), Ops.EXP2: guarded(functools.partial(pow, 2.0), _exp2), Ops.LOG2: guarded(math.log2, _log2),
-  Ops.SIN: guarded(math.sin, _sin), Ops.TRUNC: lift1(_trunc), Ops.MAX: _select(True, True), Ops.MIN: _select(False, True),
+  Ops.SIN: guarded(math.sin, _sin), Ops.TRUNC: lift1(_trunc), Ops.MAX: _max, Ops.MIN: _min,
 }
 INT_OPS = {
   Ops.ADD: lift2(operator.add), Ops.MUL: lift2(operator.mul), Ops.NEG: lift1(operator.neg),
-  Ops.MAX: _select(True, False), Ops.MIN: _select(False, False), Ops.AND: lift2(operator.and_),
+  Ops.MAX: _max, Ops.MIN: _min, Ops.AND: lift2(operator.and_),
   Ops.OR: lift2(operator.or_), Ops.XOR: lift2(operator.xor),
 }
 BOOL_OPS = {Ops.ADD: lift2(operator.or_), Ops.MUL: lift2(operator.and_), Ops.MAX: lift2(operator.or_), Ops.MIN: lift2(operator.and_),
             Ops.NEG: lift1(operator.not_), Ops.AND: lift2(operator.and_), Ops.OR: lift2(operator.or_), Ops.XOR: lift2(operator.xor)}
 COMPARE_OPS = {Ops.CMPLT: lift2(operator.lt), Ops.CMPNE: lift2(operator.ne), Ops.CMPEQ: lift2(operator.eq)}
 # ops whose result may leave the dtype (float rounding, int overflow): the result is normalized
-ROUNDED = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.NEG, Ops.IDIV, Ops.SHL}
+ROUNDED = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN}
+WRAPPED = {Ops.ADD, Ops.MUL, Ops.NEG, Ops.IDIV, Ops.SHL}
 
 @functools.cache
 def alu(op: Ops, dt: DType, inrange: bool = False) -> Callable:
@@ -160,7 +162,7 @@ def alu(op: Ops, dt: DType, inrange: bool = False) -> Callable:
   elif op in (Ops.IDIV, Ops.MOD) and dt.is_int: fn = _int_div(op, dt.kind == "i")
   else: fn = (BOOL_OPS if dt.is_bool else FLOAT_OPS if dt.is_float else INT_OPS).get(op)
   if fn is None: raise NotImplementedError(f"PYTHON: no implementation of {op} for {dt.name}")
-  norm = normalizer(dt) if op in ROUNDED and not inrange else None
+  norm = normalizer(dt) if op in (ROUNDED if dt.is_float else WRAPPED) and not inrange else None
   return fn if norm is None else (lambda *a: norm(fn(*a)))
 
 # ---- casts and bitcasts ----
@@ -506,7 +508,7 @@ def _run_nest(nest: Nest, env: list, lanes: int):
 class PythonAllocator(Allocator):
   """Buffers are bytearrays (or, wrapped, the caller's writable memory)."""
   def _alloc(self, nbytes: int): return bytearray(nbytes)
-  def copyin(self, handle, src: memoryview): memoryview(handle).cast("B")[:] = memoryview(src).cast("B")
+  def copyin(self, handle, src: memoryview): memoryview(handle).cast("B")[:src.nbytes] = memoryview(src).cast("B")
   def copyout(self, dst: memoryview, handle): memoryview(dst).cast("B")[:] = memoryview(handle).cast("B")[:dst.nbytes]
   def as_memoryview(self, handle, nbytes: int) -> memoryview: return memoryview(handle).cast("B")[:nbytes]
   def wrap(self, mv: memoryview): return memoryview(mv).cast("B")
