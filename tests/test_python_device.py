@@ -38,6 +38,8 @@ def test_runs_without_numpy_ctypes_and_webgpu():
   assert out.returncode == 0, out.stderr
   got = json.loads(out.stdout.strip().splitlines()[-1])
   assert got["device"] == "PYTHON" and got["x_device"] == "PYTHON" and got["native"] == []
+  # the notice that the default is the slow fallback, and why the others are missing
+  assert "default device is PYTHON, a slow fallback" in out.stderr and "blocked: ctypes" in out.stderr, out.stderr
   # the same computation by hand, in float64
   x = [[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]]
   w = [[0.1, 0.2], [-0.3, 0.4], [0.5, -0.6]]
@@ -59,7 +61,7 @@ def test_default_prefers_any_other_device(monkeypatch):
   monkeypatch.delenv("DEV", raising=False)
   reg = _DeviceRegistry()
   reg["PYTHON"] = Device["PYTHON"]
-  assert reg.DEFAULT == "PYTHON"   # alone: the fallback is the default
+  assert reg.DEFAULT == "PYTHON"   # alone (nothing failed either): the fallback is the default, without a notice
   reg = _DeviceRegistry()
   reg["PYTHON"] = Device["PYTHON"]
   reg["OTHER"] = object()

@@ -9,7 +9,7 @@ A runtime (one module in `tinyweb.backends`) provides a `Compiled` device made o
 Register a new device with `Device.register("NAME", "module.path:ClassName")` or `Device["NAME"] = instance`.
 """
 from __future__ import annotations
-import hashlib, importlib, os, functools, weakref
+import hashlib, importlib, os, functools, warnings, weakref
 from collections import defaultdict
 from typing import Any, Optional
 from tinyweb.dtype import DType
@@ -171,8 +171,12 @@ class _DeviceRegistry:
     # a device on a real GPU (is_real_gpu: WEBGPU with a non-CPU adapter) ranks above the others
     for name in avail:
       if getattr(self._instances[name], "is_real_gpu", False): return name
-    # a fallback device (PYTHON, the interpreter) only when nothing else works
-    if avail: return next((n for n in avail if not getattr(self._instances[n], "is_fallback", False)), avail[0])
+    # a fallback device (PYTHON, the interpreter) only when nothing else works, with a notice saying why
+    if avail:
+      name = next((n for n in avail if not getattr(self._instances[n], "is_fallback", False)), avail[0])
+      if getattr(self._instances[name], "is_fallback", False) and self._failures:
+        warnings.warn(f"tinyweb: the default device is {name}, a slow fallback: no other device works here ({self._failures})")
+      return name
     raise RuntimeError(f"no device is available: {self._failures}")
 
 Device = _DeviceRegistry()
