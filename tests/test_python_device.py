@@ -217,3 +217,20 @@ def test_debug_source_is_the_program(capsys):
   with Context(DEBUG=4): (Tensor([1.0, 2.0], device="PYTHON") * 7.5).realize()
   out = capsys.readouterr().out
   assert "threads 2" in out and " MUL float32 " in out and " STORE - " in out
+
+@pytest.mark.parametrize("kind,seed", [("float", s) for s in range(10)] + [("int", s) for s in range(6)])
+def test_random_chains_match_cpu_bitwise(kind, seed):
+  """The random op chains of test_random_chains (forward and, for floats, backward), built from the same draws on CPU
+  and on PYTHON: every value and gradient has the same bits (NaN patterns aside)."""
+  cpu_or_skip()
+  from test_random_chains import Chain, rng_draw
+  runs = []
+  for device in ("CPU", "PYTHON"):
+    c = Chain(rng_draw(3000 + seed), kind, kind == "float", device).build()
+    out = [bits(c.w)]
+    if kind == "float":
+      (c.w * Tensor(np.linspace(-1, 1, max(1, c.w.numel())).astype(np.float32).reshape(c.w.shape), device=device)).sum().backward()
+      out += [bits(w.grad) for _, _, w in c.leaves]
+    runs.append((out, c.describe()))
+  assert runs[0][1] == runs[1][1]   # the same chain
+  assert runs[1][0] == runs[0][0], runs[0][1]
