@@ -22,6 +22,7 @@ copies its bits), except in kernels that bitcast to float32; NaN sign bits follo
 """
 from __future__ import annotations
 import functools, math, operator, struct, time
+from operator import itemgetter
 from array import array
 from itertools import chain, repeat
 from typing import Callable, Optional
@@ -261,7 +262,8 @@ def load(b: Buf, idx, gate=None):
   if type(idx) is list:
     _check_index(b, idx, gate)
     if type(gate) is list: raw = [mv[i] if g else zero for i, g in zip(idx, gate)]
-    else: raw = mv[idx[0]:idx[-1] + 1].tolist() if _contiguous(idx) else [mv[i] for i in idx]
+    elif _contiguous(idx): raw = mv[idx[0]:idx[-1] + 1].tolist()
+    else: raw = list(itemgetter(*idx)(mv)) if len(idx) > 1 else [mv[idx[0]]]   # a C-level gather
   elif type(gate) is list:
     _check_index(b, [idx] * len(gate), gate)
     v = mv[idx] if any(gate) else zero

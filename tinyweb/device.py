@@ -7,6 +7,7 @@ A runtime (one module in `tinyweb.backends`) provides a `Compiled` device made o
 - a `Compiler`: compile(source) -> bytes (results cached by the base class on disk and in memory);
 - a program class: Program(device, name, lib) and program(*buffers, global_size=..., wait=bool) -> seconds or None.
 Register a new device with `Device.register("NAME", "module.path:ClassName")` or `Device["NAME"] = instance`.
+A device with `is_fallback = True` (PYTHON, the interpreter) is the default only where no other device works.
 """
 from __future__ import annotations
 import hashlib, importlib, os, functools, warnings, weakref
