@@ -56,8 +56,10 @@ def _f16s(v: list) -> list:   # C: float -> __fp16 (round to nearest even), afte
 
 def _f32_bits(v: list) -> list: return list(struct.unpack(f"{len(v)}I", struct.pack(f"{len(v)}f", *_f32s(v))))
 def _bf16_bits(v: list) -> list:   # like ClangRenderer's tw_f32_to_bf16: round to nearest even, NaN -> 0x7fc0
-  return [0x7fc0 if (b & 0x7fffffff) > 0x7f800000 else ((b + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff for b in _f32_bits(v)]
-def _bf16_floats(bits: list) -> list: return list(struct.unpack(f"{len(bits)}f", struct.pack(f"{len(bits)}I", *[b << 16 for b in bits])))
+  return [0x7fc0 if (b & 0x7fffffff) > 0x7f800000 else ((b + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff
+          for b in _f32_bits(v)]
+def _bf16_floats(bits: list) -> list:
+  return list(struct.unpack(f"{len(bits)}f", struct.pack(f"{len(bits)}I", *[b << 16 for b in bits])))
 def _bf16s(v: list) -> list: return _bf16_floats(_bf16_bits(v))
 
 def _int_wrapper(dt: DType) -> Callable[[list], list]:
@@ -125,9 +127,9 @@ def _int_div(op: Ops, signed: bool):
   else: c = (lambda a, b: _c_div(a, b) if b != 0 else -a) if signed else _c_div
   lf, lc = lift2(floor), lift2(c)
   def g(a, b):
-    if (b > 0 if type(b) is not list else (b and min(b) > 0)) and (a >= 0 if type(a) is not list else (not a or min(a) >= 0)):
-      return lf(a, b)
-    return lc(a, b)
+    b_pos = b > 0 if type(b) is not list else min(b) > 0
+    a_nonneg = a >= 0 if type(a) is not list else min(a) >= 0
+    return lf(a, b) if b_pos and a_nonneg else lc(a, b)
   return g
 
 def _trunc(x: float) -> float: return x if math.isinf(x) or x != x else math.copysign(float(math.trunc(x)), x)
@@ -138,8 +140,10 @@ def _shift(left: bool, dt: DType):
 
 FLOAT_OPS = {
   Ops.ADD: lift2(operator.add), Ops.MUL: lift2(operator.mul), Ops.NEG: lift1(operator.neg),
-  Ops.FDIV: guarded(operator.truediv, _fdiv, lift2), Ops.RECIP: guarded(functools.partial(operator.truediv, 1.0), functools.partial(_fdiv, 1.0)),
-  Ops.SQRT: guarded(math.sqrt, _sqrt), Ops.EXP2: guarded(functools.partial(pow, 2.0), _exp2), Ops.LOG2: guarded(math.log2, _log2),
+  Ops.FDIV: guarded(operator.truediv, _fdiv, lift2),
+  Ops.RECIP: guarded(functools.partial(operator.truediv, 1.0), functools.partial(_fdiv, 1.0)),
+  Ops.SQRT: guarded(math.sqrt, _sqrt), Ops.EXP2: guarded(functools.partial(pow, 2.0), _exp2),
+  Ops.LOG2: guarded(math.log2, _log2),
   Ops.SIN: guarded(math.sin, _sin), Ops.TRUNC: lift1(_trunc), Ops.MAX: _max, Ops.MIN: _min,
 }
 INT_OPS = {
@@ -147,8 +151,9 @@ INT_OPS = {
   Ops.MAX: _max, Ops.MIN: _min, Ops.AND: lift2(operator.and_),
   Ops.OR: lift2(operator.or_), Ops.XOR: lift2(operator.xor),
 }
-BOOL_OPS = {Ops.ADD: lift2(operator.or_), Ops.MUL: lift2(operator.and_), Ops.MAX: lift2(operator.or_), Ops.MIN: lift2(operator.and_),
-            Ops.NEG: lift1(operator.not_), Ops.AND: lift2(operator.and_), Ops.OR: lift2(operator.or_), Ops.XOR: lift2(operator.xor)}
+BOOL_OPS = {Ops.ADD: lift2(operator.or_), Ops.MUL: lift2(operator.and_), Ops.MAX: lift2(operator.or_),
+            Ops.MIN: lift2(operator.and_), Ops.NEG: lift1(operator.not_), Ops.AND: lift2(operator.and_),
+            Ops.OR: lift2(operator.or_), Ops.XOR: lift2(operator.xor)}
 COMPARE_OPS = {Ops.CMPLT: lift2(operator.lt), Ops.CMPNE: lift2(operator.ne), Ops.CMPEQ: lift2(operator.eq)}
 # ops whose result may leave the dtype (float rounding, int overflow): the result is normalized
 ROUNDED = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN}
@@ -209,7 +214,8 @@ class NaNBits(float):
 # register dtype -> (struct format of the value, of its bit pattern); bfloat16 is handled on its own (like the C code,
 # which gives every bfloat16 NaN the pattern 0x7fc0)
 _FLOAT_BITS = {dtypes.float16: ("e", "H"), dtypes.float32: ("f", "I"), dtypes.float64: ("d", "Q")}
-def bits_format(dt: DType) -> str: return "H" if dt == dtypes.bfloat16 else _FLOAT_BITS[dt][1] if dt in _FLOAT_BITS else dt.fmt
+def bits_format(dt: DType) -> str:
+  return "H" if dt == dtypes.bfloat16 else _FLOAT_BITS[dt][1] if dt in _FLOAT_BITS else dt.fmt
 
 def to_bits(dt: DType, v: list) -> list:
   """Register values of `dt` as the integers of their bit patterns (ints and bools: unchanged)."""
@@ -230,7 +236,8 @@ def from_bits(dt: DType, v: list) -> list:
 @functools.cache
 def bitcast(dt: DType, sdt: DType) -> Callable:
   def lst(v: list) -> list:
-    return from_bits(dt, list(struct.unpack(f"{len(v)}{bits_format(dt)}", struct.pack(f"{len(v)}{bits_format(sdt)}", *to_bits(sdt, v)))))
+    raw = struct.pack(f"{len(v)}{bits_format(sdt)}", *to_bits(sdt, v))
+    return from_bits(dt, list(struct.unpack(f"{len(v)}{bits_format(dt)}", raw)))
   return lambda v: lst(v) if type(v) is list else lst([v])[0]
 
 # ---- memory ----
@@ -421,7 +428,8 @@ class PythonProgram:
         depth[i] = d
       elif op is Ops.ACC_UPDATE:
         acc, val = srcs
-        if depth.get(acc) != d - 1: raise ValueError(f"PYTHON: kernel {self.name}: ACC_UPDATE outside its accumulator's loop")
+        if depth.get(acc) != d - 1:
+          raise ValueError(f"PYTHON: kernel {self.name}: ACC_UPDATE outside its accumulator's loop")
         body.append((ACC, acc, make_fold(Ops[arg], dt), (resolve(val, d),)))
       else:
         if op is Ops.LOAD: fn = load

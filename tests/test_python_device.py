@@ -14,7 +14,8 @@ BLOCK_NATIVE = textwrap.dedent("""
   import sys, importlib.abc
   class Block(importlib.abc.MetaPathFinder):   # what Pyodide lacks (numpy, a C compiler via ctypes) or may lack (WebGPU)
     def find_spec(self, name, path, target=None):
-      if name.split(".")[0] in ("numpy", "ctypes", "_ctypes", "wgpu", "cffi", "_cffi_backend"): raise ImportError(f"blocked: {name}")
+      if name.split(".")[0] in ("numpy", "ctypes", "_ctypes", "wgpu", "cffi", "_cffi_backend"):
+        raise ImportError(f"blocked: {name}")
   sys.meta_path.insert(0, Block())
 """)
 
@@ -49,7 +50,8 @@ def test_runs_without_numpy_ctypes_and_webgpu():
   flat = [v for row in y for v in row]
   top = flat.index(max(flat))
   loss = sum(v * v for v in flat) + max(flat)
-  gy = [[(2 * y[i][j] + (1.0 if i * 2 + j == top else 0.0)) * (1.0 if z[i][j] > 0 else 0.0) for j in range(2)] for i in range(2)]
+  gy = [[(2 * y[i][j] + (1.0 if i * 2 + j == top else 0.0)) * (1.0 if z[i][j] > 0 else 0.0) for j in range(2)]
+        for i in range(2)]
   gx = [[sum(gy[i][j] * w[k][j] for j in range(2)) for k in range(3)] for i in range(2)]
   gw = [[sum(x[i][k] * gy[i][j] for i in range(2)) for j in range(2)] for k in range(3)]
   gb = [sum(gy[i][j] for i in range(2)) for j in range(2)]
@@ -105,7 +107,8 @@ FLOAT_EXPRS = {
   "bitcast": lambda a, b: (a + b).bitcast(dtypes.int32),
 }
 
-@pytest.mark.parametrize("name,dt", [(n, dt) for n in FLOAT_EXPRS for dt in (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64)
+FLOAT_DTYPES = (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64)
+@pytest.mark.parametrize("name,dt", [(n, dt) for n in FLOAT_EXPRS for dt in FLOAT_DTYPES
                                      if n != "bitcast" or dt == dtypes.float32])   # (bitcast to int32: 32-bit floats)
 def test_float_ops_match_cpu_bitwise(name, dt):
   cpu_or_skip()
@@ -115,14 +118,16 @@ def test_float_ops_match_cpu_bitwise(name, dt):
   assert py == cpu, f"{name} on {dt.name}: PYTHON {py} vs CPU {cpu}"
 
 INT_EXPRS = {
-  "add": lambda a, b: a + b, "mul": lambda a, b: a * b, "neg": lambda a, b: -a, "trunc_div": lambda a, b: a.div(b, rounding_mode="trunc"),
-  "fmod": lambda a, b: a.fmod(b), "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "max": lambda a, b: a.maximum(b),
+  "add": lambda a, b: a + b, "mul": lambda a, b: a * b, "neg": lambda a, b: -a,
+  "trunc_div": lambda a, b: a.div(b, rounding_mode="trunc"), "fmod": lambda a, b: a.fmod(b), "floordiv": lambda a, b: a // b,
+  "mod": lambda a, b: a % b, "max": lambda a, b: a.maximum(b),
   "xor_and_or": lambda a, b: (a ^ b) + (a & b) - (a | b), "shifts": lambda a, b: (a << 3) + (a >> 2),
   "to_float": lambda a, b: a.cast(dtypes.float32) * 1.5, "to_half": lambda a, b: a.cast(dtypes.float16),
   "sum": lambda a, b: (a * b).sum(), "prod_rows": lambda a, b: (a + b).reshape(2, 5).prod(1),
 }
 
-@pytest.mark.parametrize("dt", [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64])
+@pytest.mark.parametrize("dt", [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.int32, dtypes.uint32, dtypes.int64,
+                                dtypes.uint64])
 @pytest.mark.parametrize("name", list(INT_EXPRS))
 def test_int_ops_match_cpu_bitwise(name, dt):
   cpu_or_skip()
@@ -136,7 +141,8 @@ def test_transcendentals_close_to_cpu():
   """exp2/log2/sin: libm's float32 functions and Python's (double, then rounded) may differ in the last bit."""
   cpu_or_skip()
   for fn in (lambda a: a.exp2(), lambda a: a.log2(), lambda a: a.sin(), lambda a: a.exp(), lambda a: a.log()):
-    cpu, py = [np.array([b & 0xffffffff for b in v], np.uint32).view(np.float32) for v in both(fn, SPECIAL_F + [200.0, -200.0, 0.7])]
+    res = both(fn, SPECIAL_F + [200.0, -200.0, 0.7])
+    cpu, py = [np.array([b & 0xffffffff for b in v], np.uint32).view(np.float32) for v in res]
     np.testing.assert_allclose(py, cpu, rtol=3e-7, atol=0)   # equal_nan: nan where log2 of a negative, etc.
 
 # ---- the interpreter's loops and memory ----
@@ -229,7 +235,8 @@ def test_random_chains_match_cpu_bitwise(kind, seed):
     c = Chain(rng_draw(3000 + seed), kind, kind == "float", device).build()
     out = [bits(c.w)]
     if kind == "float":
-      (c.w * Tensor(np.linspace(-1, 1, max(1, c.w.numel())).astype(np.float32).reshape(c.w.shape), device=device)).sum().backward()
+      cot = np.linspace(-1, 1, max(1, c.w.numel())).astype(np.float32).reshape(c.w.shape)
+      (c.w * Tensor(cot, device=device)).sum().backward()
       out += [bits(w.grad) for _, _, w in c.leaves]
     runs.append((out, c.describe()))
   assert runs[0][1] == runs[1][1]   # the same chain

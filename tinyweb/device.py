@@ -176,7 +176,8 @@ class _DeviceRegistry:
     if avail:
       name = next((n for n in avail if not getattr(self._instances[n], "is_fallback", False)), avail[0])
       if getattr(self._instances[name], "is_fallback", False) and self._failures:
-        warnings.warn(f"tinyweb: the default device is {name}, a slow fallback: no other device works here ({self._failures})")
+        warnings.warn(f"tinyweb: the default device is {name}, a slow fallback: no other device works here "
+                      f"({self._failures})")
       return name
     raise RuntimeError(f"no device is available: {self._failures}")
 

@@ -34,12 +34,14 @@ class PythonRenderer:
       for s in u.src:   # a loop's bound is not in the program when nothing else uses it
         if s.op is Ops.CONST and s not in index: emit(s, "CONST", (), repr(s.arg))
       if u.op is Ops.CONST: emit(u, "CONST", (), repr(u.arg))
-      elif u.op is Ops.SPECIAL and u.arg != "gid": raise NotImplementedError(f"PYTHON: no workgroups, got SPECIAL {u.arg!r}")
+      elif u.op is Ops.SPECIAL and u.arg != "gid":
+        raise NotImplementedError(f"PYTHON: no workgroups, got SPECIAL {u.arg!r}")
       elif u.op is Ops.DEFINE_ACC:   # the accumulator stands for its REDUCE from here on
         emit(u, "DEFINE_ACC", (), u.src[0].arg.name)
         index[u.src[0]] = index[u]
       else:
-        arg = f"{u.arg[0]},{u.arg[1]}" if u.op is Ops.DEFINE_GLOBAL else u.src[0].arg.name if u.op is Ops.ACC_UPDATE else u.arg
+        if u.op is Ops.DEFINE_GLOBAL: arg = f"{u.arg[0]},{u.arg[1]}"
+        else: arg = u.src[0].arg.name if u.op is Ops.ACC_UPDATE else u.arg
         if u.op in ALU and u.dtype.is_int and (u.vmin > u.dtype.min or u.vmax < u.dtype.max): arg = "inrange"
         if not (arg is None or isinstance(arg, (int, str))) or " " in str(arg):
           raise NotImplementedError(f"PYTHON: cannot serialize {u.op} arg {arg!r}")
