@@ -5,8 +5,24 @@ from tinyweb.device import Device
 # a device this machine lacks is skipped with the reason the device registry gives.
 ALL_DEVICES = [d.strip().upper() for d in os.getenv("TEST_DEVICES", ",".join(Device.known())).split(",") if d.strip()]
 
+# The PYTHON device interprets kernels in pure Python (a few million lane-operations per second): a test whose kernels
+# would run more than this many lane-operations on it in all is skipped there, saying so (CI runs small shapes on it).
+PYTHON_WORK_BUDGET = float(os.getenv("TINYWEB_PYTHON_WORK_BUDGET", "5e7"))
+
 @pytest.fixture(params=ALL_DEVICES)
 def device(request):
   ok, why = Device.check(request.param)
   if not ok: pytest.skip(f"{request.param} unavailable: {why}")
-  return request.param
+  if request.param != "PYTHON":
+    yield request.param
+    return
+  spent = 0
+  def budget(prog):   # called before each PYTHON kernel runs
+    nonlocal spent
+    spent += prog.work
+    if spent > PYTHON_WORK_BUDGET:
+      pytest.skip(f"PYTHON: this test's shapes need over {PYTHON_WORK_BUDGET:.0e} lane-operations (at kernel {prog.name}): "
+                  "too slow for the interpreter; the compiled devices run it")
+  Device["PYTHON"].work_hook = budget
+  try: yield request.param
+  finally: Device["PYTHON"].work_hook = None

@@ -8,9 +8,10 @@ A runtime (one module in `tinyweb.backends`) provides a `Compiled` device made o
 - a program class: Program(device, name, lib) and program(*buffers, global_size=..., wait=bool) -> seconds or None;
 - optionally flush(): start launches recorded so far (called at the end of each realize and TinyJit replay).
 Register a new device with `Device.register("NAME", "module.path:ClassName")` or `Device["NAME"] = instance`.
+A device with `is_fallback = True` (PYTHON, the interpreter) is the default only where no other device works.
 """
 from __future__ import annotations
-import hashlib, importlib, os, functools, sys, weakref
+import hashlib, importlib, os, functools, sys, warnings, weakref
 from collections import defaultdict
 from typing import Any, Optional
 from tinyweb.dtype import DType
@@ -184,7 +185,13 @@ class _DeviceRegistry:
     # a device on a real GPU (is_real_gpu: WEBGPU with a non-CPU adapter) ranks above the others
     for name in avail:
       if getattr(self._instances[name], "is_real_gpu", False): return name
-    if avail: return avail[0]
+    # a fallback device (PYTHON, the interpreter) only when nothing else works, with a notice saying why
+    if avail:
+      name = next((n for n in avail if not getattr(self._instances[n], "is_fallback", False)), avail[0])
+      if getattr(self._instances[name], "is_fallback", False) and self._failures:
+        warnings.warn(f"tinyweb: the default device is {name}, a slow fallback: no other device works here "
+                      f"({self._failures})")
+      return name
     raise RuntimeError(f"no device is available: {self._failures}")
 
 Device = _DeviceRegistry()
@@ -192,3 +199,4 @@ Device.register("CPU", "tinyweb.backends.cpu:CPUDevice")
 Device.register("WEBGPU", "tinyweb.backends.webgpu_browser:BrowserWebGPUDevice" if sys.platform == "emscripten" else
                 "tinyweb.backends.webgpu:WEBGPUDevice")   # after CPU: ranks first only on a real GPU adapter; in Pyodide: navigator.gpu
 Device.register("LLVM", "tinyweb.backends.llvm:LLVMDevice")       # LLVM IR through llvmlite's JIT; after CPU, never the default over it
+Device.register("PYTHON", "tinyweb.backends.python:PythonDevice")   # last: the pure-Python fallback, always available

@@ -1,0 +1,49 @@
+"""The PYTHON device's renderer: a kernel's "source" is its linear program itself, one uop per line, which the
+pure-Python runtime (backends/python.py) interprets.
+
+Kernels are lowered the GPU way (`has_threads`): the output loops become one flat thread index `gid`, and with a
+workgroup of one thread (`local_size = 1`, so lower.group_size is 0) no reduction is split across threads. Every
+thread then runs the same loops with the same trip counts, which lets the interpreter evaluate each uop for many
+threads at once.
+
+Format (text, so DEBUG=4 shows it): `name NAME`, `threads N`, then one line per uop with five fields:
+`index OP dtype sources arg`, where sources are comma-separated indices of earlier lines and `-` marks an empty field.
+DEFINE_GLOBAL's arg is `position,size`; DEFINE_ACC's and ACC_UPDATE's is the reduction op (a REDUCE is referred to by
+its DEFINE_ACC's index; ACC_UPDATE's sources are the accumulator and the value); CONST's is the value's repr; an
+integer ALU op whose value bounds (UOp.vmin/vmax) prove it cannot overflow has `inrange` (no wrap-around check).
+"""
+from __future__ import annotations
+from tinyweb.uop import UOp, Ops, ALU
+from tinyweb.codegen.lower import Program
+
+class PythonRenderer:
+  device = "PYTHON"
+  has_threads = True
+  local_size = max_local_size = 1
+  max_groups = 2**31 - 1   # the interpreter ignores the launch grid: one dimension always fits
+
+  def render(self, prog: Program) -> str:
+    index: dict[UOp, int] = {}
+    lines = [f"name {prog.name}", f"threads {prog.threads}"]
+    def emit(u: UOp, op: str, srcs: tuple, arg):
+      index[u] = len(lines) - 2
+      lines.append(f"{index[u]} {op} {u.dtype.name if u.dtype is not None else '-'} {','.join(map(str, srcs)) or '-'} "
+                   f"{'-' if arg is None else arg}")
+    for u in prog.uops:
+      if u.op in (Ops.SINK, Ops.REDUCE): continue
+      for s in u.src:   # a loop's bound is not in the program when nothing else uses it
+        if s.op is Ops.CONST and s not in index: emit(s, "CONST", (), repr(s.arg))
+      if u.op is Ops.CONST: emit(u, "CONST", (), repr(u.arg))
+      elif u.op is Ops.SPECIAL and u.arg != "gid":
+        raise NotImplementedError(f"PYTHON: no workgroups, got SPECIAL {u.arg!r}")
+      elif u.op is Ops.DEFINE_ACC:   # the accumulator stands for its REDUCE from here on
+        emit(u, "DEFINE_ACC", (), u.src[0].arg.name)
+        index[u.src[0]] = index[u]
+      else:
+        if u.op is Ops.DEFINE_GLOBAL: arg = f"{u.arg[0]},{u.arg[1]}"
+        else: arg = u.src[0].arg.name if u.op is Ops.ACC_UPDATE else u.arg
+        if u.op in ALU and u.dtype.is_int and (u.vmin > u.dtype.min or u.vmax < u.dtype.max): arg = "inrange"
+        if not (arg is None or isinstance(arg, (int, str))) or " " in str(arg):
+          raise NotImplementedError(f"PYTHON: cannot serialize {u.op} arg {arg!r}")
+        emit(u, u.op.name, tuple(index[s] for s in u.src), arg)
+    return "\n".join(lines) + "\n"
