@@ -10,3 +10,6 @@ def device(request):
   ok, why = Device.check(request.param)
   if not ok: pytest.skip(f"{request.param} unavailable: {why}")
   return request.param
+
+# without an NVIDIA GPU every kernel the tests build is also NVRTC-compiled as CUDA (see cuda_check.py)
+from cuda_check import cuda_compile_check, cuda_compile_errors_fail_the_test  # noqa: E402,F401

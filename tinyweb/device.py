@@ -176,4 +176,5 @@ class _DeviceRegistry:
 
 Device = _DeviceRegistry()
 Device.register("CPU", "tinyweb.backends.cpu:CPUDevice")
+Device.register("CUDA", "tinyweb.backends.cuda:CUDADevice")   # before WEBGPU: on an NVIDIA GPU both are real, CUDA is native
 Device.register("WEBGPU", "tinyweb.backends.webgpu:WEBGPUDevice")   # after CPU: ranks first only on a real GPU adapter
