@@ -97,8 +97,8 @@ class NVRTCCompiler(Compiler):
 class NVRTCCheck:
   """Without a GPU: lower a kernel AST for CUDA, render it and compile it for each arch (disk-cached like any kernel).
   Raises RuntimeError naming the kernel, with NVRTC's log, when the CUDA code is invalid."""
-  def __init__(self, archs: tuple[str, ...] = ("sm_80", "sm_90"), renderer: CUDARenderer | None = None):
-    self.renderer = renderer or CUDARenderer()
+  def __init__(self, archs: tuple[str, ...] = ("sm_80", "sm_90")):
+    self.renderer = CUDARenderer()
     self.compilers = [NVRTCCompiler(a) for a in archs]
   def __call__(self, ast) -> str:
     src = self.renderer.render(lower(ast, self.renderer))
@@ -109,7 +109,7 @@ class NVRTCCheck:
 
 P, I, U = c_void_p, c_int, c_uint
 DRIVER_API = {   # function -> argument types (every function returns a CUresult)
-  "cuInit": [U], "cuDeviceGetCount": [POINTER(I)], "cuDeviceGet": [POINTER(I), I], "cuDeviceGetName": [c_char_p, I, I],
+  "cuInit": [U], "cuDeviceGet": [POINTER(I), I], "cuDeviceGetName": [c_char_p, I, I],
   "cuDeviceGetAttribute": [POINTER(I), I, I], "cuDevicePrimaryCtxRetain": [POINTER(P), I], "cuCtxSetCurrent": [P],
   "cuCtxSynchronize": [], "cuMemAlloc_v2": [POINTER(c_uint64), c_size_t], "cuMemFree_v2": [c_uint64],
   "cuMemcpyHtoD_v2": [c_uint64, P, c_size_t], "cuMemcpyDtoH_v2": [P, c_uint64, c_size_t],
@@ -126,10 +126,12 @@ class CUDAError(RuntimeError):
     super().__init__(f"CUDA: {what} failed: {name} ({status})")
     self.status = status
 
+LIBCUDA = "libcuda.so.1"   # the driver library (tests point it at a fake one)
+
 class Driver:
   """libcuda through ctypes: `driver("cuMemAlloc_v2", ...)` calls the function and raises CUDAError on failure."""
   def __init__(self):
-    try: self.lib = ctypes.CDLL("libcuda.so.1")
+    try: self.lib = ctypes.CDLL(LIBCUDA)
     except OSError: raise RuntimeError("no NVIDIA driver (libcuda.so.1 not found)") from None
     for fn, args in DRIVER_API.items(): getattr(self.lib, fn).argtypes = args
   def __call__(self, fn: str, *args):

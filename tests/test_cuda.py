@@ -116,3 +116,49 @@ def test_device_unavailable_says_why():
   ok, why = Device.check("CUDA")
   if ok: pytest.skip("the CUDA device is available here")
   assert re.search(r"NVIDIA driver|no GPU|NVRTC", why), why
+
+@pytest.fixture
+def fake_driver(tmp_path, monkeypatch):
+  """tests/fake_libcuda.c built as the driver library: host memory for device memory, launches recorded, not run."""
+  import ctypes, shutil
+  from tinyweb.backends import cuda
+  if (clang := shutil.which("clang")) is None: pytest.skip("clang (to build the fake libcuda) not found")
+  so = str(tmp_path / "libcuda.so.1")
+  subprocess.run([clang, "-shared", "-fPIC", "-O1", "-o", so, os.path.join(os.path.dirname(__file__), "fake_libcuda.c")], check=True)
+  monkeypatch.setattr(cuda, "LIBCUDA", so)
+  return ctypes.CDLL(so)   # the same loaded library as the driver's: its globals hold what was recorded
+
+def test_runtime_calls_through_a_fake_driver(nvrtc, fake_driver):
+  """The ctypes plumbing of the runtime (argument types, pointers, the launch's parameter array) against a fake
+  libcuda: this machine has no GPU, so the fake checks the calls, not the kernel's results."""
+  import ctypes
+  from tinyweb.backends.cuda import CUDADevice
+  dev = CUDADevice("CUDA")
+  assert dev.is_real_gpu and dev.compiler.arch == "sm_86" and "Fake GPU" in dev.info["device"]   # the fake's GPU: 8.6
+  data = np.arange(6, dtype=np.float32)
+  h = dev.allocator.alloc(data.nbytes)
+  dev.allocator.copyin(h, memoryview(data).cast("B"))
+  out = np.zeros_like(data)
+  dev.allocator.copyout(memoryview(out).cast("B"), h)
+  np.testing.assert_array_equal(out, data)
+  # a kernel is compiled to a cubin for the GPU's arch, loaded by name and launched on the grid and block size the
+  # lowering chose, with the buffers' device pointers as its arguments
+  x = Tensor(np.ones((300, 5), np.float32), device="CPU")
+  r = dev.renderer
+  prog = lower(kernel_asts((x + x) * x)[-1], r)
+  p = dev.get_program(prog.name, r.render(prog))
+  assert bytes((ctypes.c_ubyte * 4).in_dll(fake_driver, "module_head")) == b"\x7fELF"
+  assert (ctypes.c_char * 256).in_dll(fake_driver, "function_name").value.decode() == prog.name
+  bufs = [dev.allocator.alloc(300 * 5 * 4) for _ in range(len(prog.globals))]
+  ctypes.c_int.in_dll(fake_driver, "launch_nargs").value = len(bufs)
+  assert p(*bufs, global_size=prog.grid, wait=True) == pytest.approx(1.5e-3)   # the fake's events say 1.5 ms
+  assert tuple((ctypes.c_uint * 3).in_dll(fake_driver, "launch_grid")) == prog.grid == (-(-1500 // prog.local_size), 1, 1)
+  assert tuple((ctypes.c_uint * 3).in_dll(fake_driver, "launch_block")) == (prog.local_size, 1, 1)
+  assert list((ctypes.c_uint64 * 8).in_dll(fake_driver, "launch_args"))[:len(bufs)] == bufs
+  assert p(*bufs, global_size=prog.grid) is None and ctypes.c_uint.in_dll(fake_driver, "launch_count").value == 2
+
+def test_driver_without_a_gpu_says_so(fake_driver):
+  import ctypes
+  from tinyweb.backends.cuda import CUDADevice
+  ctypes.c_int.in_dll(fake_driver, "fail_init").value = 100   # cuInit: CUDA_ERROR_NO_DEVICE
+  with pytest.raises(RuntimeError, match="NVIDIA driver is installed but finds no GPU"): CUDADevice("CUDA")
