@@ -42,4 +42,10 @@ if ! $PY -c "import sys, llvmlite; sys.exit(tuple(map(int, llvmlite.__version__.
   echo "setup: installing llvmlite>=0.50 with pip (the LLVM device)"
   $PY -m pip install -q --disable-pip-version-check "llvmlite>=0.50"
 fi
+# CUDA: NVRTC from pip (no GPU needed: the test suite NVRTC-compiles every kernel it builds for sm_80 and sm_90). NVRTC 12,
+# not 13: NVRTC 13's PTX needs a driver as new as it.
+if ! $PY -c "from tinyweb.backends.cuda import NVRTC; NVRTC.get()" >/dev/null 2>&1; then
+  echo "setup: installing nvidia-cuda-nvrtc-cu12 with pip"
+  $PY -m pip install -q --disable-pip-version-check "nvidia-cuda-nvrtc-cu12==12.9.*"
+fi
 echo "setup: ok ($($PY -c 'import tinyweb; print("tinyweb", tinyweb.__version__)'), $(clang --version | head -1))"

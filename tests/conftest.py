@@ -26,3 +26,6 @@ def device(request):
   Device["PYTHON"].work_hook = budget
   try: yield request.param
   finally: Device["PYTHON"].work_hook = None
+
+# without an NVIDIA GPU every kernel the tests build is also NVRTC-compiled as CUDA (see cuda_check.py)
+from cuda_check import cuda_compile_check, cuda_compile_errors_fail_the_test  # noqa: E402,F401

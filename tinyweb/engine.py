@@ -27,6 +27,7 @@ class CompiledKernel:
     return functools.partial(self.runner, *handles, **self.launch_args())
 
 _kernel_cache: dict[tuple[str, UOp, int, int], CompiledKernel] = {}   # (device, ast, BEAM, NOOPT)
+kernel_observers: list = []   # fn(device, ast), called when get_kernel builds a kernel (the tests' CUDA compile check)
 capturing: list[list] = []   # TinyJit appends a list here to record every launch as (kernel or None for a copy, buffers)
 
 INDEX_MAX = 2**31 - 1   # index arithmetic is 32-bit on every target (int in C, i32 in WGSL)
@@ -56,6 +57,7 @@ def get_kernel(device: str, ast: UOp) -> CompiledKernel:
     if DEBUG >= 3: print(f"{prog.name}: loops {[u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]} optimizations {prog.opts or 'none'}")
     if DEBUG >= 4: print(src)
     k = _kernel_cache[key] = CompiledKernel(prog, dev.get_program(prog.name, src), src)
+    for observe in kernel_observers: observe(device, ast)
   return k
 
 def run_schedule(items: list[ScheduleItem]):

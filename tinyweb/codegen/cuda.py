@@ -1,0 +1,98 @@
+"""CUDA C for NVIDIA GPUs (compiled by NVRTC, see backends/cuda.py): the C-style renderer plus CUDA's kernel syntax,
+thread indices and __shared__-memory workgroup reductions.
+
+Semantics are the CPU device's (ClangRenderer), dtype for dtype:
+- every dtype is supported; float16 and bfloat16 are stored as their 16-bit patterns, computed in float and rounded
+  after every op. The conversions need no header (the pip NVRTC ships no cuda_fp16.h / cuda_bf16.h): float16 uses the
+  PTX `cvt` instructions, bfloat16 the same bit arithmetic as the CPU device. NaN keeps the CPU's bit patterns.
+- float max/min propagate NaN, integer x/0 and x%0 give 0, INT_MIN/-1 wraps (CStyleRenderer).
+- float -> int casts go through 64 bits and wrap like the CPU device; where x86-64 has no answer (NaN, inf, beyond the
+  64-bit range) the result is the CPU's too (INT64_MIN, and all ones for uint64), not the GPU's saturation.
+- no fused multiply-add (NVRTC -fmad=false, like clang's -ffp-contract=off), IEEE division and square root.
+"""
+from __future__ import annotations
+from tinyweb.dtype import DType, dtypes
+from tinyweb.uop import UOp
+from tinyweb.codegen.cstyle import CStyleRenderer
+from tinyweb.codegen.lower import Program
+
+# 16-bit floats: (bits -> float, float -> bits) helpers of the prelude
+HALF = {dtypes.float16: ("tw_f16_to_f32", "tw_f32_to_f16"), dtypes.bfloat16: ("tw_bf16_to_f32", "tw_f32_to_bf16")}
+
+class CUDARenderer(CStyleRenderer):
+  device = "CUDA"
+  has_threads = True
+  local_size = 128        # threads per block (grouped reductions use up to 256)
+  max_local_size = 1024   # the runtime sets it from the GPU
+  max_groups = 65535      # blocks per grid dimension: gridDim.y/z's limit (x allows more; the lowering uses one limit)
+  buffer_qualifier = " __restrict__"
+  infinity, nan = "__int_as_float(0x7f800000)", "__int_as_float(0x7fc00000)"   # no math.h: no INFINITY/NAN macros
+  reg_types = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
+               dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
+               dtypes.uint64: "unsigned long long", dtypes.float16: "float", dtypes.bfloat16: "float", dtypes.float32: "float",
+               dtypes.float64: "double"}
+  mem_types = {dtypes.float16: "unsigned short", dtypes.bfloat16: "unsigned short"}
+  prelude = r"""__device__ __forceinline__ float tw_f16_to_f32(unsigned short h) {
+  if ((h & 0x7fffu) > 0x7c00u) return __uint_as_float(((h & 0x8000u) << 16) | 0x7fc00000u | ((h & 0x3ffu) << 13));
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ unsigned short tw_f32_to_f16(float f) {
+  unsigned int u = __float_as_uint(f);
+  if (f != f) return (unsigned short)(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x3ffu));   // NaN: as x86's F16C
+  unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ float tw_bf16_to_f32(unsigned short b) { return __uint_as_float(((unsigned int)b) << 16); }
+__device__ __forceinline__ unsigned short tw_f32_to_bf16(float f) {
+  unsigned int u = __float_as_uint(f);
+  if (f != f) return 0x7fc0;
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ long long tw_f2i64(double x) {   // x86-64 cvttsd2si: INT64_MIN where there is no answer
+  return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (long long)x : (-9223372036854775807ll - 1);
+}
+__device__ __forceinline__ unsigned long long tw_f2u64(double x) {   // x86-64 (AVX-512) vcvttsd2usi: all ones
+  return (x > -1.0 && x < 18446744073709551616.0) ? (unsigned long long)x : ~0ull;
+}
+"""
+
+  def round_result(self, expr: str, dt: DType) -> str:
+    if dt in HALF: return f"{HALF[dt][0]}({HALF[dt][1]}({expr}))"
+    return expr
+  def render_cast(self, x: str, dt: DType, sdt: DType) -> str:
+    if dt.is_int and sdt.is_float: return f"(({self.reg(dt)})tw_f2{'u' if dt == dtypes.uint64 else 'i'}64({x}))"
+    return self.round_result(super().render_cast(x, dt, sdt), dt)
+  def render_bitcast(self, x: str, dt: DType, sdt: DType) -> str:
+    if sdt in HALF: x = f"{HALF[sdt][1]}({x})"
+    if dt in HALF: return f"{HALF[dt][0]}(__builtin_bit_cast(unsigned short, {x}))"
+    return f"__builtin_bit_cast({self.reg(dt)}, {x})"
+  def render_load(self, buf: str, idx: str, dt: DType) -> str:
+    return f"{HALF[dt][0]}({buf}[{idx}])" if dt in HALF else f"{buf}[{idx}]"
+  def render_store(self, buf: str, idx: str, val: str, dt: DType) -> str:
+    st = f"{buf}[{idx}] = {f'{HALF[dt][1]}({val})' if dt in HALF else val};"
+    return f"if (threadIdx.x == 0) {{ {st} }}" if self._group else st   # grouped: the block's threads hold one value
+
+  def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
+    if u.arg == "lidx": return [f"const int {name} = threadIdx.x;"]
+    if isinstance(u.arg, tuple):   # ("group", op, G): combine the G threads' partial results in shared memory
+      _, rop, g = u.arg
+      mem, t = f"tw_{name}", "threadIdx.x"
+      out = [f"__shared__ {self.reg(u.dtype)} {mem}[{g}];", f"{mem}[{t}] = {srcs[0]};", "__syncthreads();"]
+      s = g // 2
+      while s >= 1:
+        upd = self.round_result(self.render_alu(rop, [f"{mem}[{t}]", f"{mem}[{t}+{s}]"], u.dtype, u.dtype, [u, u]), u.dtype)
+        out += [f"if ({t} < {s}) {{ {mem}[{t}] = {upd}; }}", "__syncthreads();"]
+        s //= 2
+      return out + [f"const {self.reg(u.dtype)} {name} = {mem}[0];"]
+    x, y, _ = prog.grid
+    block = "blockIdx.x" + (f" + blockIdx.y*{x}u" if prog.grid[1] > 1 or prog.grid[2] > 1 else "") + \
+            (f" + blockIdx.z*{x * y}u" if prog.grid[2] > 1 else "")
+    # grouped reductions: all threads of a block work on one output (the early return is uniform in the block)
+    flat = f"({block})" if prog.group else f"({block})*{prog.local_size}u + threadIdx.x"
+    return [f"const int {name} = (int)({flat});", f"if ({name} >= {prog.threads}) return;"]
+
+  def render(self, prog: Program) -> str:
+    self._group = prog.group
+    return super().render(prog)
+  def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
+    return (self.prelude + f'extern "C" __global__ void __launch_bounds__({prog.local_size or 1}) {name}({", ".join(params)}) {{\n'
+            + "\n".join(body) + "\n}\n")
