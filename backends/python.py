@@ -14,7 +14,7 @@ operation over many lanes instead of one interpreted step per element.
 Semantics are those of the CPU device (C): ints wrap to their width after every op; float32 results are rounded to
 float32 after every op, float16 and bfloat16 compute in float32 and round after every op (bfloat16 to nearest even
 on the bit pattern); float64 is Python's float. IEEE results (inf, nan) where Python would raise; integer division
-truncates toward zero, x%0 = 0 and x/0 = 0 (unsigned) or -x (signed), as CStyleRenderer.render_int_div emits;
+truncates toward zero, x/0 = x%0 = 0 and INT_MIN/-1 wraps, as CStyleRenderer.render_int_div emits;
 NaN-propagating max/min; float -> int casts go through int64 like x86 C.
 Gated loads and stores touch memory only where the gate is true; an out-of-bounds address raises (a codegen bug).
 Known difference: values are Python floats (doubles), so a float32 signaling NaN read from memory becomes quiet (C
@@ -119,12 +119,11 @@ def _where(c, x, y):
   if type(c) is not list: return x if c else y
   return [p if k else q for k, p, q in zip(c, _lanes(x), _lanes(y))]
 
-def _int_div(op: Ops, signed: bool):
-  """C division/modulo as CStyleRenderer.render_int_div emits it: truncating; x%0 = 0; x/0 = 0 for unsigned and -x
-  for signed ints (its special case for INT_MIN/-1 also covers 0). Python's floor versions where no sign is negative."""
+def _int_div(op: Ops):
+  """C division/modulo as CStyleRenderer.render_int_div emits it: truncating; x/0 = x%0 = 0; INT_MIN/-1 wraps (the result
+  is wrapped to the dtype afterwards). Python's floor versions where no sign is negative."""
   floor = operator.floordiv if op is Ops.IDIV else operator.mod
-  if op is Ops.MOD: c = _c_mod
-  else: c = (lambda a, b: _c_div(a, b) if b != 0 else -a) if signed else _c_div
+  c = _c_mod if op is Ops.MOD else _c_div
   lf, lc = lift2(floor), lift2(c)
   def g(a, b):
     b_pos = b > 0 if type(b) is not list else min(b) > 0
@@ -165,7 +164,7 @@ def alu(op: Ops, dt: DType, inrange: bool = False) -> Callable:
   if op is Ops.WHERE: return _where
   if op in COMPARE_OPS: return COMPARE_OPS[op]
   if op in (Ops.SHL, Ops.SHR) and dt.is_int: fn = _shift(op is Ops.SHL, dt)
-  elif op in (Ops.IDIV, Ops.MOD) and dt.is_int: fn = _int_div(op, dt.kind == "i")
+  elif op in (Ops.IDIV, Ops.MOD) and dt.is_int: fn = _int_div(op)
   else: fn = (BOOL_OPS if dt.is_bool else FLOAT_OPS if dt.is_float else INT_OPS).get(op)
   if fn is None: raise NotImplementedError(f"PYTHON: no implementation of {op} for {dt.name}")
   norm = normalizer(dt) if op in (ROUNDED if dt.is_float else WRAPPED) and not inrange else None

@@ -376,3 +376,21 @@ def test_mixed_dtype_elementwise(device):
   h = rand_np((3, 4), dtype=np.float16, seed=5)
   out = check_op(None, lambda x, y: x + y, device=device, vals=[h, f], grad=False)
   assert out.dtype == dtypes.float32
+
+@pytest.mark.parametrize("dt", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32])
+def test_integer_division_by_zero_and_int_min_by_minus_one(device, dt):
+  # documented choice (README): x/0 and x%0 give 0 instead of trapping; INT_MIN / -1 wraps to INT_MIN, INT_MIN % -1 = 0.
+  # Checked against plain Python ints: truncating division, then wrapped to the dtype.
+  from helpers import expect_unsupported
+  info = np.iinfo(dt)
+  a = [info.min, info.min, info.max, 7, -7 if info.min < 0 else 9, 0, 5, info.min]
+  b = [0, -1 if info.min < 0 else 3, 0, 2, 2, 0, 1, 1]
+  def wrap(v): return (v - info.min) % (1 << (8 * np.dtype(dt).itemsize)) + info.min
+  def trunc_div(x, y): return 0 if y == 0 else wrap(abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1))
+  want_q = [trunc_div(x, y) for x, y in zip(a, b)]
+  want_r = [0 if y == 0 else wrap(x - trunc_div(x, y) * y) for x, y in zip(a, b)]
+  tdt = getattr(dtypes, np.dtype(dt).name)
+  with expect_unsupported(device, tdt):
+    ta, tb = Tensor(np.array(a, dt), device=device), Tensor(np.array(b, dt), device=device)
+    assert ta.div(tb, rounding_mode="trunc").tolist() == want_q
+    assert ta.fmod(tb).tolist() == want_r

@@ -6,6 +6,8 @@ from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.lower import Program, reduce_identity
 
+UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
+
 class CStyleRenderer:
   device: str = ""
   kernel_prefix = "void"
@@ -62,9 +64,11 @@ class CStyleRenderer:
   def render_int_div(self, op: Ops, a: str, b: str, dt: DType, divisor: UOp) -> str:
     sym = "/" if op is Ops.IDIV else "%"
     if divisor.op is Ops.CONST and divisor.arg not in (0, -1): return f"({a}{sym}{b})"
-    # integer division by zero (or INT_MIN / -1) would trap: it yields 0 (and -a) instead
+    # division or modulo by zero (which would trap) gives 0; INT_MIN / -1 (which would trap too) wraps to INT_MIN
     if dt.kind != "i": return f"({b}==0?0:({a}{sym}{b}))"
-    return f"({b}==0||({b}==-1&&{a}=={self.render_const(dt.min, dt)})?({'0' if op is Ops.MOD else f'(-({a}))'}):({a}{sym}{b}))"
+    if op is Ops.MOD: return f"(({b}==0||{b}==-1)?0:({a}%{b}))"
+    wrapping_neg = f"(({self.reg(dt)})(0-({self.reg(UNSIGNED[dt])})({a})))"
+    return f"({b}==0?0:({b}==-1?{wrapping_neg}:({a}/{b})))"
 
   def render_cast(self, x: str, dt: DType, sdt: DType) -> str: return f"(({self.reg(dt)})({x}))"
   def render_bitcast(self, x: str, dt: DType, sdt: DType) -> str: raise NotImplementedError

@@ -193,7 +193,9 @@ class LLVMRenderer:
       overflow = f.op(f"and i1 {self.compare(f, '==', b, '-1', dt)}, {self.compare(f, '==', a, const(dt.min, dt), dt)}")
       special = f.op(f"or i1 {special}, {overflow}")
     q = f.op(f"{ins} {t} {a}, {f.op(f'select i1 {special}, {t} 1, {t} {b}')}")
-    fallback = f.op(f"sub {t} 0, {a}") if signed and op is Ops.IDIV else "0"
+    # x/0 = x%0 = 0; INT_MIN/-1 wraps to INT_MIN (= 0 - INT_MIN), INT_MIN%-1 = 0
+    fallback = f.op(f"select i1 {self.compare(f, '==', b, '0', dt)}, {t} 0, {t} {f.op(f'sub {t} 0, {a}')}") \
+      if signed and op is Ops.IDIV else "0"
     return f.op(f"select i1 {special}, {t} {fallback}, {t} {q}")
 
   def round_result(self, f: _Function, v: str, dt: DType) -> str:

@@ -94,7 +94,8 @@ class WGSLRenderer(CStyleRenderer):
     if dt.kind != "i": return f"select(({a}{sym}{b}), {zero}, {b}=={zero})"
     # like the CPU device: x/0 = x%0 = 0, INT_MIN/-1 = INT_MIN (wraps), INT_MIN%-1 = 0 (WGSL: x/0 = x)
     special = f"({b}==0||({b}==-1&&{a}=={self.render_const(dt.min, dt)}))"
-    return f"select(({a}{sym}{b}), {zero if op is Ops.MOD else f'(0-({a}))'}, {special})"
+    fallback = zero if op is Ops.MOD else f"select((0-({a})), {zero}, {b}==0)"
+    return f"select(({a}{sym}{b}), {fallback}, {special})"
 
   def round_result(self, expr: str, dt: DType) -> str:
     if dt == dtypes.float16: return f"f32(f16({expr}))"
