@@ -51,7 +51,8 @@ CPU_OPTS = [[], [Opt("UPCAST", 1, 4)], [Opt("UPCAST", 0, 4), Opt("UPCAST", 1, 8)
 GPU_OPTS = [[Opt("LOCAL", 0, 16)], [Opt("UPCAST", 1, 4), Opt("LOCAL", 0, 8)], [Opt("GROUP", 0, 8)], [Opt("GROUP", 0, 32)]]
 
 def test_actions_change_code_not_results(device):
-  gpu = getattr(Device[device].renderer, "has_threads", False)
+  r = Device[device].renderer   # LOCAL/GROUP need workgroups of several threads (PYTHON runs one thread per group)
+  gpu = getattr(r, "has_threads", False) and getattr(r, "max_local_size", 1) > 1
   cases = [  # (tensor, numpy reference, action lists)
     (lambda: Tensor(A, device=device) @ Tensor(B, device=device), A @ B, CPU_OPTS + (GPU_OPTS if gpu else [])),
     (lambda: Tensor(X, device=device).conv2d(Tensor(W, device=device), padding=1), conv_ref(X, W),
