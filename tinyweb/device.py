@@ -177,3 +177,4 @@ class _DeviceRegistry:
 Device = _DeviceRegistry()
 Device.register("CPU", "tinyweb.backends.cpu:CPUDevice")
 Device.register("WEBGPU", "tinyweb.backends.webgpu:WEBGPUDevice")   # after CPU: ranks first only on a real GPU adapter
+Device.register("CL", "tinyweb.backends.cl:CLDevice")                # likewise: PoCL (OpenCL on the CPU) never ranks first
