@@ -145,7 +145,8 @@ class CStyleRenderer:
         names[u] = new_name("val")
         line(self.render_decl(u.dtype, names[u], ld))
       elif op is Ops.STORE:
-        line(self.render_store(r(u.src[0]), r(u.src[1]), r(u.src[2]), u.src[2].dtype))
+        st = self.render_store(r(u.src[0]), r(u.src[1]), r(u.src[2]), u.src[2].dtype)
+        line(f"if (lid == 0u) {{ {st} }}" if prog.group else st)   # grouped: the workgroup's threads hold the same value
       else:
         srcs = [r(s) for s in u.src]
         if op is Ops.CAST: expr = self.render_cast(srcs[0], u.dtype, u.src[0].dtype)

@@ -22,7 +22,7 @@ class OpenCLRenderer(CStyleRenderer):
   has_threads = True
   local_size = 64        # threads per workgroup (capped by max_local_size)
   max_local_size = 256   # the runtime sets it from the device's max work-group size
-  max_groups = 2**31 - 1   # OpenCL has no per-dimension group limit; flat thread indices are int32
+  max_groups = 2**31 - 1   # OpenCL has no limit on the number of workgroups; flat thread indices are int32
   reg_types = {dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short", dtypes.uint16: "ushort",
                dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long", dtypes.uint64: "ulong",
                dtypes.float16: "float", dtypes.bfloat16: "float", dtypes.float32: "float", dtypes.float64: "double"}
@@ -59,8 +59,7 @@ class OpenCLRenderer(CStyleRenderer):
   def render_load(self, buf: str, idx: str, dt: DType) -> str:
     return f"{self.half_fn[dt][0]}({buf}[{idx}])" if dt in HALF16 else f"{buf}[{idx}]"
   def render_store(self, buf: str, idx: str, val: str, dt: DType) -> str:
-    st = f"{buf}[{idx}] = {self.half_fn[dt][1]}({val});" if dt in HALF16 else f"{buf}[{idx}] = {val};"
-    return f"if (lid == 0u) {{ {st} }}" if self._group else st   # grouped: the workgroup's threads hold the same value
+    return f"{buf}[{idx}] = {self.half_fn[dt][1]}({val});" if dt in HALF16 else f"{buf}[{idx}] = {val};"
   # ---- declarations, threads ----
   def render_param(self, g: UOp, name: str, is_output: bool) -> str:
     self.check_dtype(g.dtype, "buffer")
@@ -69,12 +68,10 @@ class OpenCLRenderer(CStyleRenderer):
   def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
     if u.arg == "lidx": return [f"int {name} = (int)lid;"]
     if isinstance(u.arg, tuple): return self.render_group_reduce(u, name, srcs[0])   # ("group", op, G)
-    x, y, _ = prog.grid
-    flat = "get_group_id(0)" + (f" + get_group_id(1)*{x}" if prog.grid[1] > 1 or prog.grid[2] > 1 else "") + \
-           (f" + get_group_id(2)*{x * y}" if prog.grid[2] > 1 else "")
-    # grouped reductions: all threads of a workgroup work on one output (the early return is uniform in the workgroup)
-    if prog.group: return [f"int {name} = (int)({flat});", f"if ({name} >= {prog.threads}) return;"]
-    return [f"int {name} = (int)(({flat})*{prog.local_size} + lid);", f"if ({name} >= {prog.threads}) return;"]
+    # the grid is 1-D (max_groups exceeds any int32 thread count). Grouped reductions: all threads of a workgroup work
+    # on one output, gid is the workgroup's index (so the early return is uniform in the workgroup)
+    flat = "get_group_id(0)" if prog.group else "get_global_id(0)"
+    return [f"int {name} = (int){flat};", f"if ({name} >= {prog.threads}) return;"]
 
   prelude = """#pragma OPENCL FP_CONTRACT OFF
 static inline float tw_bf16_to_f32(ushort x) { return as_float(((uint)x) << 16); }
@@ -99,12 +96,9 @@ static inline long __attribute__((overloadable)) tw_f2l(float x) { return fabs(x
   fp64_prelude = """#pragma OPENCL EXTENSION cl_khr_fp64 : enable
 static inline long __attribute__((overloadable)) tw_f2l(double x) { return fabs(x) < 0x1p63 ? (long)x : (-9223372036854775807L-1); }
 """
-  def render(self, prog: Program) -> str:
-    self._group = prog.group
-    return super().render(prog)
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
     # the work-group size is fixed at compile time; the runtime reads it back from the kernel to launch it
     return (self.prelude + (self.fp64_prelude if self.has_fp64 else "") +
             f"__kernel __attribute__((reqd_work_group_size({prog.local_size or 1}, 1, 1)))\n"
-            f"void {name}({', '.join(params)}) {{\n  uint lid = get_local_id(0);\n" +
+            f"void {name}({', '.join(params)}) {{\n" + ("  uint lid = get_local_id(0);\n" if prog.group else "") +
             "".join(f"  {d}\n" for d in self._local_decls) + "\n".join(body) + "\n}\n")

@@ -124,9 +124,6 @@ class WGSLRenderer(CStyleRenderer):
     if buf in self._atomic: word = f"atomicLoad(&{word})"
     return self.from_bits(f"(({word}>>{sh})&{(1 << PACKED[dt]) - 1}u)", dt)
   def render_store(self, buf: str, idx: str, val: str, dt: DType) -> str:
-    st = self._render_store(buf, idx, val, dt)
-    return f"if (lid == 0u) {{ {st} }}" if self._group else st   # grouped: the workgroup's threads hold the same value
-  def _render_store(self, buf: str, idx: str, val: str, dt: DType) -> str:
     if dt == dtypes.float16: return f"{buf}[{idx}] = f16({val});"
     if dt not in PACKED: return f"{buf}[{idx}] = {val};"
     word, sh = self._word(buf, idx, dt)
@@ -176,7 +173,6 @@ fn tw_f2u(f: f32) -> u32 { return bitcast<u32>(tw_f2i(f)); }
 """
   def render(self, prog: Program) -> str:
     self._atomic: set[str] = set()
-    self._group = prog.group
     return super().render(prog)
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
     return (("enable f16;\n" if self.has_f16 else "") + self.prelude + "\n".join(params + self._local_decls) + "\n" +
