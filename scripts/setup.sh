@@ -2,9 +2,10 @@
 # Installs what tinyweb needs and is missing; safe to run again (it skips what is already there).
 #   apt: clang (the CPU device compiles kernels with it), dataset-fashion-mnist (real data, offline),
 #        mesa-vulkan-drivers libvulkan1 (lavapipe: the WEBGPU device runs on Vulkan on the CPU when there is no GPU)
+#        pocl-opencl-icd ocl-icd-libopencl1 ocl-icd-opencl-dev (PoCL: the CL device runs OpenCL on the CPU)
 #        chromium (the e2e tests run tinyweb in headless Chromium on WebGPU)
-#   pip: tinyweb itself (editable) with the test, demo, webgpu, bench and web extras (pytest, numpy, torch==2.13.0 CPU,
-#        hypothesis, safetensors; tqdm; wgpu==0.32.0; the benchmarks' peer tinygrad==0.14.0; playwright==1.65.2)
+#   pip: tinyweb itself (editable) with the test, demo, webgpu, opencl, bench and web extras (pytest, numpy, torch==2.13.0 CPU,
+#        hypothesis, safetensors; tqdm; wgpu==0.32.0; the benchmarks' peer tinygrad==0.14.0; pyopencl; playwright==1.65.2)
 #   npm: the site's build tools and Pyodide (package-lock.json), with `npm ci` when node_modules is missing or stale
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,9 @@ command -v clang >/dev/null 2>&1 || missing_apt+=(clang)
 for pkg in mesa-vulkan-drivers libvulkan1; do   # the WEBGPU device (wgpu-py) on lavapipe
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing_apt+=("$pkg")
 done
+for pkg in pocl-opencl-icd ocl-icd-libopencl1 ocl-icd-opencl-dev; do   # the CL device (pyopencl) on PoCL
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing_apt+=("$pkg")
+done
 if [ ${#missing_apt[@]} -gt 0 ]; then
   echo "setup: installing ${missing_apt[*]} with apt"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -25,10 +29,10 @@ fi
 
 PY=${PYTHON:-python3}
 # (reinstall also when the tinyweb that Python finds is another checkout's editable install)
-if ! $PY -c "import os, sys, tinyweb.backends, pytest, numpy, torch, hypothesis, xdist, safetensors, tqdm, tinygrad, wgpu, playwright, setuptools
+if ! $PY -c "import os, sys, tinyweb.backends, pytest, numpy, torch, hypothesis, xdist, safetensors, tqdm, tinygrad, wgpu, pyopencl, playwright, setuptools
 sys.exit(os.path.realpath(tinyweb.backends.__file__) != os.path.realpath('backends/__init__.py'))" >/dev/null 2>&1; then
-  echo "setup: installing tinyweb[test,demo,webgpu,bench,web] with pip"
-  $PY -m pip install -q --disable-pip-version-check -e ".[test,demo,webgpu,bench,web]"
+  echo "setup: installing tinyweb[test,demo,webgpu,opencl,bench,web] with pip"
+  $PY -m pip install -q --disable-pip-version-check -e ".[test,demo,webgpu,opencl,bench,web]"
 fi
 
 # the browser build (vite, typescript, pyodide): npm ci when node_modules is missing or older than the lock file

@@ -199,5 +199,6 @@ Device.register("CPU", "tinyweb.backends.cpu:CPUDevice")
 Device.register("CUDA", "tinyweb.backends.cuda:CUDADevice")   # before WEBGPU: on an NVIDIA GPU both are real, CUDA is native
 Device.register("WEBGPU", "tinyweb.backends.webgpu_browser:BrowserWebGPUDevice" if sys.platform == "emscripten" else
                 "tinyweb.backends.webgpu:WEBGPUDevice")   # after CPU: ranks first only on a real GPU adapter; in Pyodide: navigator.gpu
+Device.register("CL", "tinyweb.backends.cl:CLDevice")                # likewise: PoCL (OpenCL on the CPU) never ranks first
 Device.register("LLVM", "tinyweb.backends.llvm:LLVMDevice")       # LLVM IR through llvmlite's JIT; after CPU, never the default over it
 Device.register("PYTHON", "tinyweb.backends.python:PythonDevice")   # last: the pure-Python fallback, always available

@@ -20,7 +20,11 @@ class CStyleRenderer:
   max_buffers = None   # most buffers one kernel may bind (WebGPU); the scheduler splits kernels that would read more
   float_suffix = {dtypes.float32: "f", dtypes.float16: "f", dtypes.bfloat16: "f", dtypes.float64: ""}
   int_suffix = {dtypes.int64: "ll", dtypes.uint64: "ull", dtypes.uint32: "u"}
+  unsupported: dict[DType, str] = {}   # dtype -> why this target refuses it (checked at buffer creation and rendering)
 
+  def check_dtype(self, dt: DType, what: str = ""):
+    if dt in self.unsupported:
+      raise TypeError(f"{dt.name} is not supported on {self.device}{' (' + what + ')' if what else ''}: {self.unsupported[dt]}")
   def reg(self, dt: DType) -> str: return self.reg_types[dt]
   def mem(self, dt: DType) -> str: return self.mem_types.get(dt, self.reg_types[dt])
 
@@ -83,8 +87,24 @@ class CStyleRenderer:
   def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
     raise NotImplementedError(f"{type(self).__name__} has no thread indices")
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str: raise NotImplementedError
+  # ---- GPU targets: a grouped reduction (SPECIAL ("group", op, G)) combines the partial results of the G threads of a
+  # workgroup (thread index `lid`, unsigned) in workgroup memory, halving the active threads each step ----
+  barrier = ""   # the workgroup barrier statement
+  def render_local(self, name: str, dt: DType, n: int) -> str: raise NotImplementedError   # a workgroup-memory array
+  def render_group_reduce(self, u: UOp, name: str, partial: str) -> list[str]:
+    _, rop, g = u.arg
+    mem = f"tw_{name}"
+    self._local_decls.append(self.render_local(mem, u.dtype, g))
+    out = [f"{mem}[lid] = {partial};", self.barrier]
+    s = g // 2
+    while s >= 1:
+      upd = self.round_result(self.render_alu(rop, [f"{mem}[lid]", f"{mem}[lid + {s}u]"], u.dtype, u.dtype, [u, u]), u.dtype)
+      out += [f"if (lid < {s}u) {{ {mem}[lid] = {upd}; }}", self.barrier]
+      s //= 2
+    return out + [self.render_decl(u.dtype, name, f"{mem}[0]")]
 
   def render(self, prog: Program) -> str:
+    self._local_decls: list[str] = []   # workgroup-memory declarations the kernel needs (render_local)
     names: dict[UOp, str] = {}
     counters: dict[str, int] = {}
     def new_name(prefix: str) -> str:
@@ -130,7 +150,8 @@ class CStyleRenderer:
         names[u] = new_name("val")
         line(self.render_decl(u.dtype, names[u], ld))
       elif op is Ops.STORE:
-        line(self.render_store(r(u.src[0]), r(u.src[1]), r(u.src[2]), u.src[2].dtype))
+        st = self.render_store(r(u.src[0]), r(u.src[1]), r(u.src[2]), u.src[2].dtype)
+        line(f"if (lid == 0u) {{ {st} }}" if prog.group else st)   # grouped: the workgroup's threads hold the same value
       else:
         srcs = [r(s) for s in u.src]
         if op is Ops.CAST: expr = self.render_cast(srcs[0], u.dtype, u.src[0].dtype)

@@ -44,10 +44,6 @@ class WGSLRenderer(CStyleRenderer):
       dtypes.float64: "WGSL has no 64-bit floats; use float32"}
     if not has_f16: self.unsupported[dtypes.float16] = "the adapter lacks the shader-f16 feature; use float32 or bfloat16"
 
-  def check_dtype(self, dt: DType, what: str = ""):
-    if dt in self.unsupported:
-      raise TypeError(f"{dt.name} is not supported on {self.device}{' (' + what + ')' if what else ''}: {self.unsupported[dt]}")
-
   def reg(self, dt: DType) -> str:
     self.check_dtype(dt)
     return self.reg_types[dt]
@@ -136,9 +132,6 @@ class WGSLRenderer(CStyleRenderer):
     if buf in self._atomic: word = f"atomicLoad(&{word})"
     return self.from_bits(f"(({word}>>{sh})&{(1 << PACKED[dt]) - 1}u)", dt)
   def render_store(self, buf: str, idx: str, val: str, dt: DType) -> str:
-    st = self._render_store(buf, idx, val, dt)
-    return f"if (lid == 0u) {{ {st} }}" if self._group else st   # grouped: the workgroup's threads hold the same value
-  def _render_store(self, buf: str, idx: str, val: str, dt: DType) -> str:
     if dt == dtypes.float16: return f"{buf}[{idx}] = f16({val});"
     if dt not in PACKED: return f"{buf}[{idx}] = {val};"
     word, sh = self._word(buf, idx, dt)
@@ -155,19 +148,11 @@ class WGSLRenderer(CStyleRenderer):
     return f"{'var' if mutable else 'let'} {name}: {self.reg(dt)} = {expr};"
   def render_range(self, name: str, lo: str, hi: str) -> str:
     return f"for (var {name}: i32 = {lo}; {name} < {hi}; {name}++) {{"
+  barrier = "workgroupBarrier();"
+  def render_local(self, name: str, dt: DType, n: int) -> str: return f"var<workgroup> {name}: array<{self.reg(dt)}, {n}>;"
   def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
     if u.arg == "lidx": return [f"let {name}: i32 = i32(lid);"]
-    if isinstance(u.arg, tuple):   # ("group", op, G): combine the G threads' partial results in workgroup memory
-      _, rop, g = u.arg
-      mem = f"tw_{name}"
-      self._wg_decls.append(f"var<workgroup> {mem}: array<{self.reg(u.dtype)}, {g}>;")
-      out = [f"{mem}[lid] = {srcs[0]};", "workgroupBarrier();"]
-      s = g // 2
-      while s >= 1:
-        upd = self.round_result(self.render_alu(rop, [f"{mem}[lid]", f"{mem}[lid + {s}u]"], u.dtype, u.dtype, [u, u]), u.dtype)
-        out += [f"if (lid < {s}u) {{ {mem}[lid] = {upd}; }}", "workgroupBarrier();"]
-        s //= 2
-      return out + [f"let {name}: {self.reg(u.dtype)} = {mem}[0];"]
+    if isinstance(u.arg, tuple): return self.render_group_reduce(u, name, srcs[0])   # ("group", op, G)
     x, y, _ = prog.grid
     flat = "wg.x" + (f" + wg.y*{x}u" if prog.grid[1] > 1 or prog.grid[2] > 1 else "") + (f" + wg.z*{x * y}u" if prog.grid[2] > 1 else "")
     # grouped reductions: all threads of a workgroup work on one output (the early return is uniform in the workgroup)
@@ -205,11 +190,9 @@ fn tw_f2u(f: f32) -> u32 { return bitcast<u32>(tw_f2i(f)); }
 """
   def render(self, prog: Program) -> str:
     self._atomic: set[str] = set()
-    self._wg_decls: list[str] = []
-    self._group = prog.group
     return super().render(prog)
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
-    return (("enable f16;\n" if self.has_f16 else "") + self.prelude + "\n".join(params + self._wg_decls) + "\n" +
+    return (("enable f16;\n" if self.has_f16 else "") + self.prelude + "\n".join(params + self._local_decls) + "\n" +
             f"@compute @workgroup_size({prog.local_size or 1})\n"
             f"fn {name}(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n" +
             "\n".join(body) + "\n}\n")
