@@ -17,6 +17,7 @@ class CStyleRenderer:
   mem_types: dict[DType, str] = {}
   infinity, nan = "INFINITY", "NAN"
   core_split = False   # C on the CPU: the outermost output loop runs [core_lo, core_hi) so threads can share it
+  local_id = "lid"     # GPU targets: the thread's index within its workgroup (in grouped reductions thread 0 stores)
   max_buffers = None   # most buffers one kernel may bind (WebGPU); the scheduler splits kernels that would read more
   float_suffix = {dtypes.float32: "f", dtypes.float16: "f", dtypes.bfloat16: "f", dtypes.float64: ""}
   int_suffix = {dtypes.int64: "ll", dtypes.uint64: "ull", dtypes.uint32: "u"}
@@ -151,7 +152,7 @@ class CStyleRenderer:
         line(self.render_decl(u.dtype, names[u], ld))
       elif op is Ops.STORE:
         st = self.render_store(r(u.src[0]), r(u.src[1]), r(u.src[2]), u.src[2].dtype)
-        line(f"if (lid == 0u) {{ {st} }}" if prog.group else st)   # grouped: the workgroup's threads hold the same value
+        line(f"if ({self.local_id} == 0u) {{ {st} }}" if prog.group else st)   # grouped: the workgroup's threads hold one value
       else:
         srcs = [r(s) for s in u.src]
         if op is Ops.CAST: expr = self.render_cast(srcs[0], u.dtype, u.src[0].dtype)

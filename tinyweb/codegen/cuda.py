@@ -24,6 +24,7 @@ class CUDARenderer(CStyleRenderer):
   has_threads = True
   local_size = 128        # threads per block (grouped reductions use up to 256)
   max_local_size = 1024   # the runtime sets it from the GPU
+  local_id = "threadIdx.x"   # the thread's index in its block (grouped reductions: thread 0 stores)
   max_groups = 65535      # blocks per grid dimension: gridDim.y/z's limit (x allows more; the lowering uses one limit)
   buffer_qualifier = " __restrict__"
   infinity, nan = "__int_as_float(0x7f800000)", "__int_as_float(0x7fc00000)"   # no math.h: no INFINITY/NAN macros
@@ -68,8 +69,7 @@ __device__ __forceinline__ unsigned long long tw_f2u64(double x) {   // x86-64 (
   def render_load(self, buf: str, idx: str, dt: DType) -> str:
     return f"{HALF[dt][0]}({buf}[{idx}])" if dt in HALF else f"{buf}[{idx}]"
   def render_store(self, buf: str, idx: str, val: str, dt: DType) -> str:
-    st = f"{buf}[{idx}] = {f'{HALF[dt][1]}({val})' if dt in HALF else val};"
-    return f"if (threadIdx.x == 0) {{ {st} }}" if self._group else st   # grouped: the block's threads hold one value
+    return f"{buf}[{idx}] = {f'{HALF[dt][1]}({val})' if dt in HALF else val};"
 
   def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
     if u.arg == "lidx": return [f"const int {name} = threadIdx.x;"]
@@ -90,9 +90,6 @@ __device__ __forceinline__ unsigned long long tw_f2u64(double x) {   // x86-64 (
     flat = f"({block})" if prog.group else f"({block})*{prog.local_size}u + threadIdx.x"
     return [f"const int {name} = (int)({flat});", f"if ({name} >= {prog.threads}) return;"]
 
-  def render(self, prog: Program) -> str:
-    self._group = prog.group
-    return super().render(prog)
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
     return (self.prelude + f'extern "C" __global__ void __launch_bounds__({prog.local_size or 1}) {name}({", ".join(params)}) {{\n'
             + "\n".join(body) + "\n}\n")
