@@ -88,9 +88,10 @@ class CLDevice(Compiled):
     self.info = {"device": d.name, "platform": d.platform.name, "adapter_type": next((k for k in ("GPU", "CPU", "ACCELERATOR") if d.type & getattr(cl.device_type, k)), "other")}
     # a real GPU ranks above the CPU device in Device.DEFAULT; a CPU device (PoCL) does not
     self.is_real_gpu = bool(d.type & cl.device_type.GPU)
-    # division and sqrt correctly rounded like the CPU's, where the device can (OpenCL's default allows 2.5-3 ulp)
-    self.build_options = ["-cl-fp32-correctly-rounded-divide-sqrt"] if \
-      d.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT else []
+    # -w: generated code trips harmless warnings (e.g. '||' with a constant operand) that pyopencl would re-raise.
+    # Division and sqrt correctly rounded like the CPU's, where the device can (OpenCL's default allows 2.5-3 ulp)
+    self.build_options = ["-w"] + (["-cl-fp32-correctly-rounded-divide-sqrt"] if
+                                   d.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT else [])
     renderer = OpenCLRenderer(has_fp64=d.double_fp_config != 0)
     renderer.max_local_size = min(d.max_work_group_size, d.max_work_item_sizes[0])
     super().__init__(name, CLAllocator(self), renderer, CLCompiler(self), CLProgram)

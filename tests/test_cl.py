@@ -12,8 +12,10 @@ pytestmark = pytest.mark.skipif(not ok, reason=f"CL unavailable: {why}")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run_py(code: str, **env) -> str:
-  """Runs `code` in a fresh interpreter (device choice and caches are per process); returns its stdout."""
-  out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**os.environ, **env}, cwd=ROOT,
+  """Runs `code` in a fresh interpreter (device choice and caches are per process) with `env` added (None: removed);
+  returns its stdout."""
+  env = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
+  out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
   assert out.returncode == 0, out.stderr
   return out.stdout
@@ -50,7 +52,7 @@ def test_second_process_builds_from_the_disk_cache(tmp_path):
     out = ((x * 2).relu().sum(1) + x.max()).tolist()
     print(json.dumps([len(builds), out]))
   """
-  env = {"TINYWEB_CACHE_DIR": str(tmp_path)}
+  env = {"TINYWEB_CACHE_DIR": str(tmp_path), "DISABLE_COMPILER_CACHE": None}
   (n1, out1), (n2, out2) = json.loads(run_py(code, **env)), json.loads(run_py(code, **env))
   assert out1 == out2 == [9.0 + 5.0, 18.0 + 5.0]
   assert n1 >= 1 and n2 == 0, (n1, n2)
