@@ -89,18 +89,19 @@ class CStyleRenderer:
     raise NotImplementedError(f"{type(self).__name__} has no thread indices")
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str: raise NotImplementedError
   # ---- GPU targets: a grouped reduction (SPECIAL ("group", op, G)) combines the partial results of the G threads of a
-  # workgroup (thread index `lid`, unsigned) in workgroup memory, halving the active threads each step ----
+  # workgroup (thread index `local_id`, unsigned) in workgroup memory, halving the active threads each step ----
   barrier = ""   # the workgroup barrier statement
   def render_local(self, name: str, dt: DType, n: int) -> str: raise NotImplementedError   # a workgroup-memory array
   def render_group_reduce(self, u: UOp, name: str, partial: str) -> list[str]:
     _, rop, g = u.arg
     mem = f"tw_{name}"
     self._local_decls.append(self.render_local(mem, u.dtype, g))
-    out = [f"{mem}[lid] = {partial};", self.barrier]
+    t = self.local_id
+    out = [f"{mem}[{t}] = {partial};", self.barrier]
     s = g // 2
     while s >= 1:
-      upd = self.round_result(self.render_alu(rop, [f"{mem}[lid]", f"{mem}[lid + {s}u]"], u.dtype, u.dtype, [u, u]), u.dtype)
-      out += [f"if (lid < {s}u) {{ {mem}[lid] = {upd}; }}", self.barrier]
+      upd = self.round_result(self.render_alu(rop, [f"{mem}[{t}]", f"{mem}[{t} + {s}u]"], u.dtype, u.dtype, [u, u]), u.dtype)
+      out += [f"if ({t} < {s}u) {{ {mem}[{t}] = {upd}; }}", self.barrier]
       s //= 2
     return out + [self.render_decl(u.dtype, name, f"{mem}[0]")]
 

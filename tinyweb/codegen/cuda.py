@@ -73,16 +73,7 @@ __device__ __forceinline__ unsigned long long tw_f2u64(double x) {   // x86-64 (
 
   def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
     if u.arg == "lidx": return [f"const int {name} = threadIdx.x;"]
-    if isinstance(u.arg, tuple):   # ("group", op, G): combine the G threads' partial results in shared memory
-      _, rop, g = u.arg
-      mem, t = f"tw_{name}", "threadIdx.x"
-      out = [f"__shared__ {self.reg(u.dtype)} {mem}[{g}];", f"{mem}[{t}] = {srcs[0]};", "__syncthreads();"]
-      s = g // 2
-      while s >= 1:
-        upd = self.round_result(self.render_alu(rop, [f"{mem}[{t}]", f"{mem}[{t}+{s}]"], u.dtype, u.dtype, [u, u]), u.dtype)
-        out += [f"if ({t} < {s}) {{ {mem}[{t}] = {upd}; }}", "__syncthreads();"]
-        s //= 2
-      return out + [f"const {self.reg(u.dtype)} {name} = {mem}[0];"]
+    if isinstance(u.arg, tuple): return self.render_group_reduce(u, name, srcs[0])   # ("group", op, G), in __shared__ memory
     x, y, _ = prog.grid
     block = "blockIdx.x" + (f" + blockIdx.y*{x}u" if prog.grid[1] > 1 or prog.grid[2] > 1 else "") + \
             (f" + blockIdx.z*{x * y}u" if prog.grid[2] > 1 else "")
@@ -90,6 +81,8 @@ __device__ __forceinline__ unsigned long long tw_f2u64(double x) {   // x86-64 (
     flat = f"({block})" if prog.group else f"({block})*{prog.local_size}u + threadIdx.x"
     return [f"const int {name} = (int)({flat});", f"if ({name} >= {prog.threads}) return;"]
 
+  barrier = "__syncthreads();"
+  def render_local(self, name: str, dt: DType, n: int) -> str: return f"__shared__ {self.reg(dt)} {name}[{n}];"
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
     return (self.prelude + f'extern "C" __global__ void __launch_bounds__({prog.local_size or 1}) {name}({", ".join(params)}) {{\n'
-            + "\n".join(body) + "\n}\n")
+            + "".join(f"  {d}\n" for d in self._local_decls) + "\n".join(body) + "\n}\n")
