@@ -158,7 +158,7 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
       assigns.append(it)
       result[u], producer[u] = buffer_uop(tbuf, u.shape, tbase.arg[1] + 1), it
       continue
-    src = u.src[0] if u.op is Ops.CONTIGUOUS else u
+    src = _kernel_value(u)
     buf = Buffer(u.device, u.size, u.dtype)
     if u.size == 0:   # nothing to compute
       result[u] = buffer_uop(buf, u.shape)
@@ -178,10 +178,9 @@ def _split_for_buffer_limit(graph: list[UOp], realize: set):
   """A device may bind only so many buffers to one kernel (WebGPU's maxStorageBuffersPerShaderStage: 8 in most
   browsers). While a kernel would read more, the part of it that reads the most inputs that still fit gets a buffer of
   its own (preferring the smallest such value), so one kernel becomes several."""
-  limits = {}
-  for u in realize:
-    if u.op is not Ops.COPY and (dev := u.device) not in limits:
-      limits[dev] = getattr(getattr(Device[dev], "renderer", None), "max_buffers", None)
+  # the devices in the graph, found in one pass (u.device walks the graph: only paid once some device has a limit)
+  devices = {u.arg if u.op in (Ops.DEVICE, Ops.COPY) else u.arg[0].device for u in graph if u.op in (Ops.DEVICE, Ops.COPY, Ops.BUFFER)}
+  limits = {d: getattr(getattr(Device[d], "renderer", None), "max_buffers", None) for d in devices}
   if not any(limits.values()): return
   while True:
     reads: dict[UOp, frozenset] = {}   # node -> the buffers a kernel computing it reads (realized values count as one)
