@@ -150,6 +150,22 @@ def test_an_assign_reached_through_other_graphs_runs_once():
   b.realize(); c.realize()
   assert (a.item(), b.item(), c.item()) == (1.0, 2.0, 3.0)
 
+def test_a_computed_value_is_not_served_after_its_buffer_is_assigned_in_place():
+  x = Tensor([1.0, 2.0]).realize()
+  later = (x + 1) * 2                  # keeps the graph x + 1 alive (lazy)
+  a = (x + 1).realize()                # a's buffer holds x + 1 ...
+  a.assign(a * 10).realize()           # ... until this in-place update
+  assert later.tolist() == [4.0, 6.0] and a.tolist() == [20.0, 30.0]
+
+def test_constants_stay_constants_after_a_constant_tensor_is_realized_and_updated():
+  # Tensor(0).realize() once made every later graph holding the constant 0 read that tensor's buffer instead, so
+  # after s.assign(7) floor division (which compares with 0) gave wrong results
+  s = Tensor(0).realize()
+  s.assign(Tensor(7)).realize()
+  vals = [8, 0, 15, -20, -49, 7, -7, -1]
+  assert (Tensor(vals) // 7).tolist() == [v // 7 for v in vals]
+  assert s.item() == 7
+
 def test_device_listing_names_every_device_and_why():
   out = subprocess.run([sys.executable, "-m", "tinyweb.devices"], capture_output=True, text=True, check=True).stdout
   for name in Device._specs:   # the registered devices (not ones a test added to this process only)

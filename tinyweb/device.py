@@ -88,9 +88,12 @@ class Buffer:
     if (check := getattr(getattr(Device[device], "renderer", None), "check_dtype", None)) is not None: check(dtype, "buffer")
     self.device, self.size, self.dtype = device, size, dtype
     self._handle = None
-    # times the contents were overwritten behind the graph's back (copyin, TinyJit replays): cached values read from this
-    # buffer compare it. Writes by scheduled kernels need no count: an assign gives the tensor a new BUFFER version.
+    # times the contents were overwritten behind the graph's back (copyin, TinyJit replays): cached values that read this
+    # buffer compare it. Writes by scheduled kernels need no count there: an assign gives the tensor a new BUFFER version.
     self.writes = 0
+    # times the contents were written by anything (kernels and copies included): a cached value that lives in this
+    # buffer compares it, since an in-place assign into the buffer replaces that value
+    self.stores = 0
     self.holders = IdWeakSet()   # the Tensors whose value this buffer is (see Tensor._owns)
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
@@ -124,6 +127,7 @@ class Buffer:
     if src.nbytes != self.nbytes: raise ValueError(f"copyin: {src.nbytes} bytes into a buffer of {self.nbytes}")
     if self.nbytes: Device[self.device].allocator.copyin(self.handle, src)
     self.writes += 1
+    self.stores += 1
     return self
   def as_memoryview(self) -> memoryview:
     """Host-visible bytes of the buffer: zero-copy where the device allows, otherwise a copy."""

@@ -81,6 +81,7 @@ def run_schedule(items: list[ScheduleItem]):
     k = get_kernel(device, it.ast)
     devices.add(device)
     et = k.run([b.handle for b in it.bufs], wait=DEBUG >= 2)
+    it.bufs[0].stores += 1
     for cap in capturing: cap.append((k, it.bufs))
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += k.program.flops

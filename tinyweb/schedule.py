@@ -27,10 +27,12 @@ class ScheduleItem:
 
 class RealizedCache:
   """value uop -> uop of the buffer (view) holding its computed value, so a value is computed once even when it is
-  reached again through another graph. Keys are weak: an entry lives while some graph still uses the uop.
-  An entry remembers `writes` of each input buffer; if one was overwritten since (a TinyJit replay, a copyin), the entry
-  is stale and dropped. (In-place assigns need no check: they give the tensor a new BUFFER version, so later graphs
-  differ from the cached ones.) `start_capture()` (TinyJit) hides every entry made before it, so values
+  reached again through another graph (values that read no buffer are not kept). Keys are weak: an entry lives while
+  some graph still uses the uop. An entry remembers `writes` of each input buffer; if one was overwritten since (a TinyJit replay, a copyin), the entry
+  is stale and dropped. (In-place assigns into an input need no check: they give the tensor a new BUFFER version, so
+  later graphs differ from the cached ones, and older graphs keep the value computed before the assign.) It also
+  remembers `stores` of the buffer holding the value: any write into that buffer (an in-place assign, a replay) replaces
+  the value, so the entry is dropped. `start_capture()` (TinyJit) hides every entry made before it, so values
   are recomputed and their kernels recorded; values computed during the capture are reused as usual."""
   def __init__(self):
     self.entries: "weakref.WeakKeyDictionary[UOp, tuple]" = weakref.WeakKeyDictionary()
@@ -41,12 +43,15 @@ class RealizedCache:
   def end_capture(self): self.oldest_visible = 0
   def put(self, key: UOp, result: UOp):
     deps = tuple((u.arg[0], u.arg[0].writes) for u in key.toposort() if u.op is Ops.BUFFER)
-    self.entries[key] = (result, deps, self.generation)
+    if not deps: return   # a value made of constants only: recomputing it is cheap, and a buffer in its place would
+                          # turn those constants into loads in every later kernel that uses them
+    holder = result.base.arg[0]
+    self.entries[key] = (result, deps, (holder, holder.stores), self.generation)
   def get(self, key: UOp) -> Optional[UOp]:
     if (e := self.entries.get(key)) is None: return None
-    result, deps, gen = e
+    result, deps, (holder, stores), gen = e
     if gen < self.oldest_visible: return None
-    if any(b.writes != w for b, w in deps):
+    if holder.stores != stores or any(b.writes != w for b, w in deps):
       del self.entries[key]
       return None
     return result
