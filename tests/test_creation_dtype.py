@@ -389,6 +389,27 @@ def test_float_to_int_truncates(device, src):
   # the truncation also applies to computed values
   np.testing.assert_array_equal((x * 2).cast(dtypes.int32).numpy(), (torch.tensor(vals).to(DT[src][2]) * 2).to(torch.int32).numpy())
 
+def test_casts_of_out_of_range_floats_fold_to_what_kernels_compute(device):
+  # no language defines these; every device computes x86-64's answer (through int64: INT64_MIN, whose low bits are 0
+  # for narrower ints; uint64: all ones), and constant folding must give the same, or results would depend on fusion
+  vals = [float("nan"), float("inf"), -float("inf"), 1e10, -1e10, 3e9, 1e19, 3e19, -1.5, 300.75]
+  expect_nan = {"int8": 0, "uint8": 0, "int16": 0, "uint16": 0, "int32": 0, "uint32": 0, "int64": -2**63, "uint64": 2**64 - 1}
+  x = Tensor(np.array(vals, np.float32), device=device)
+  for name, nan_value in expect_nan.items():
+    dt = DT[name][0]
+    if refused(device, dt): continue
+    kernel = x.cast(dt).tolist()
+    folded = [Tensor.full((1,), v, device=device).cast(dt).item() for v in np.array(vals, np.float32).tolist()]
+    assert kernel == folded, f"{name}: kernel {kernel} != folded {folded}"
+    assert kernel[0] == nan_value, f"NaN -> {name}: {kernel[0]}"
+    assert kernel[-2:] == [int(np.array(-1.5).astype(DT[name][1])), 300 % (1 << DT[name][1]().itemsize * 8)]
+
+def test_folded_trunc_keeps_the_sign_of_zero(device):
+  vals = [-0.5, -0.0, 0.25, -2.5]
+  want = np.signbit(np.trunc(np.array(vals, np.float32))).tolist()
+  assert np.signbit(Tensor(vals, device=device).trunc().numpy()).tolist() == want
+  assert [np.signbit(Tensor.full((1,), v, device=device).trunc().item()) for v in vals] == want
+
 def test_float_to_bool(device):
   vals = np.array([0.0, -0.0, 0.5, -2.0, np.nan, np.inf, -np.inf, 1e-30], np.float32)
   got = Tensor(vals, device=device).cast(dtypes.bool).numpy()

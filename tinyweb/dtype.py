@@ -105,8 +105,11 @@ def cast_scalar(x: Any, dt: DType) -> Any:
   if dt.is_bool: return bool(x)
   if dt.is_int:
     if isinstance(x, float):
-      if math.isnan(x) or math.isinf(x): return 0 if dt.is_unsigned else dt.min
-      x = int(x)  # truncation toward zero, like C
+      # what every device computes (x86-64's conversions): truncation toward zero through int64; a float outside
+      # int64's range (or NaN) gives INT64_MIN, whose low bits are 0 for narrower ints. uint64 converts directly
+      # from (-1, 2^64) and gives all ones outside it.
+      if dt.is_unsigned and dt.bits == 64: return int(x) if -1.0 < x < 2.0**64 else (1 << 64) - 1
+      x = int(x) if -2.0**63 <= x < 2.0**63 else -(1 << 63)
     x = int(x) & ((1 << dt.bits) - 1)
     return x - (1 << dt.bits) if dt.kind == "i" and x >= (1 << (dt.bits - 1)) else x
   x = float(x)

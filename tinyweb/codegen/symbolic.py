@@ -28,7 +28,7 @@ def _fmax(a, b): return a if (a != a or a > b) else b
 
 PYTHON_ALU = {
   Ops.NEG: lambda a: (not a) if isinstance(a, bool) else -a, Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.SQRT: _sqrt,
-  Ops.RECIP: lambda a: _fdiv(1.0, a), Ops.TRUNC: lambda a: a if math.isinf(a) or math.isnan(a) else float(math.trunc(a)),
+  Ops.RECIP: lambda a: _fdiv(1.0, a), Ops.TRUNC: lambda a: a if math.isinf(a) or math.isnan(a) else math.copysign(float(math.trunc(a)), a),   # trunc(-0.5) = -0.0
   Ops.ADD: operator.add, Ops.MUL: operator.mul, Ops.FDIV: _fdiv, Ops.IDIV: _c_div, Ops.MOD: _c_mod, Ops.MAX: _fmax, Ops.MIN: lambda a, b: a if (a != a or a < b) else b,
   Ops.CMPLT: operator.lt, Ops.CMPNE: operator.ne, Ops.CMPEQ: operator.eq, Ops.AND: operator.and_, Ops.OR: operator.or_,
   Ops.XOR: operator.xor, Ops.SHL: lambda a, b: a << b, Ops.SHR: lambda a, b: a >> b, Ops.WHERE: lambda c, a, b: a if c else b,
