@@ -66,6 +66,7 @@ UNARY = [
 ]
 UNARY_BY_NAME = {u[0]: u for u in UNARY}
 
+@pytest.mark.browser(name=["exp", "log", "sigmoid", "gelu", "round"])
 @pytest.mark.parametrize("name,tfn,wfn,low,high", UNARY, ids=[u[0] for u in UNARY])
 def test_unary(device, name, tfn, wfn, low, high):
   check_op([(3, 4)], tfn, wfn, device=device, low=low, high=high, atol=1e-5, rtol=1e-4, grad_atol=1e-4, grad_rtol=1e-3)
