@@ -11,7 +11,7 @@ The objects a test created stay alive in the test process until the page closes.
 
 This file holds both halves: `Server` runs in the test process, `install` in the page (with only the standard library)."""
 from __future__ import annotations
-import base64, builtins, importlib, json, operator, sys
+import base64, builtins, contextvars, importlib, json, operator, sys
 
 # ---------------------------------------------------------------------------------------------------------------
 # the wire format (both sides): JSON; scalars as themselves, everything else tagged; objects that stay on the other
@@ -52,10 +52,13 @@ OPS.update(len=len, bool=bool, float=float, int=int, hash=hash, repr=repr, str=s
 
 class Server:
   """Answers the page's requests (a JSON string in, a JSON string out); `modules` are the top-level names it may import."""
-  def __init__(self, modules: tuple[str, ...]): self.modules, self.objects = modules, {}
+  def __init__(self, modules: tuple[str, ...]):
+    # every request runs in one context (Playwright calls each in its own): numpy's errstate sets a ContextVar on
+    # __enter__ and resets it on __exit__, two requests
+    self.modules, self.objects, self.context = modules, {}, contextvars.Context()
 
   def __call__(self, message: str) -> str:
-    try: return json.dumps({"value": encode(self.run(**json.loads(message)), self.ref)})
+    try: return json.dumps({"value": encode(self.context.run(self.run, **json.loads(message)), self.ref)})
     except Exception as e: return json.dumps({"error": [type(e).__module__, type(e).__name__, str(e)]})
 
   def ref(self, obj) -> dict:

@@ -63,7 +63,7 @@ def run_test(nodeid):
   failed = [x for x in r.reports if x.failed]
   skipped = [x for x in r.reports if x.skipped]
   if failed: out = ("failed", "\\n".join(x.longreprtext for x in failed))
-  elif skipped: out = ("skipped", skipped[0].longrepr[2] if isinstance(skipped[0].longrepr, tuple) else skipped[0].longreprtext)
+  elif skipped: out = ("skipped", skipped[0].longrepr[2].removeprefix("Skipped: "))   # ((path, line, reason))
   elif any(x.when == "call" and x.passed for x in r.reports): out = ("passed", "")
   else: out = ("failed", f"{{nodeid}} was not collected in the page")
   return json.dumps(dict(zip(["outcome", "text"], out)))
@@ -101,3 +101,35 @@ def test_in_browser(suite, nodeid):
   outcome, text = suite(nodeid)
   if outcome == "skipped": pytest.skip(f"in the browser: {text}")
   if outcome != "passed": pytest.fail(f"{nodeid} failed in the browser (Pyodide, WEBGPU):\n{text}", pytrace=False)
+
+MECHANICS = '''
+import numpy as np, pytest, torch
+from tinyweb import Tensor
+
+def test_fails(device): np.testing.assert_allclose(Tensor([1.0, 2.0], device=device).numpy(), np.array([1.0, 2.5]))
+
+def test_skips(): pytest.skip("not in this test")
+
+def test_proxies(device):
+  a = np.arange(6, dtype=np.float32).reshape(2, 3)
+  assert type(a).__module__ == "numpy" and type(a).__name__ == "ndarray" and isinstance(a, np.ndarray) and not isinstance(a, torch.Tensor)
+  assert a.shape == (2, 3) and a.dtype == np.float32 and np.float32 is np.float32 and a.tolist() == [[0, 1, 2], [3, 4, 5]]
+  t = Tensor(a, device=device)
+  assert t.device == device and (t * 2).tolist() == (a * 2).tolist() == (2 * a).tolist()
+  assert isinstance(a + t, Tensor) and (a + t).tolist() == [[0, 2, 4], [6, 8, 10]]   # (numpy defers to tinyweb's __radd__)
+  assert [float(x) for x in a[1, ::-1]] == [5.0, 4.0, 3.0] and len(a) == 2 and 4.0 in a and f"{a[0, 1]:.2f}" == "1.00"
+  with pytest.raises(IndexError): a[5]
+  with torch.no_grad(): assert not (torch.ones(2, requires_grad=True) * 2).requires_grad
+  with np.errstate(divide="ignore"): assert np.isinf(np.float32(1) / np.float32(0))
+'''
+
+def test_outcomes_and_proxies(suite):
+  """The mechanism itself, on a test file written into the page: a failure comes back with the test's assertion, a skip
+  with its reason, and proxies behave like the numpy/torch objects they stand for."""
+  suite.page.evaluate("(code) => window.tinyweb.pyodide.FS.writeFile('/browser-suite/tests/test_suite_mechanics.py', code)", MECHANICS)
+  outcome, text = suite("tests/test_suite_mechanics.py::test_fails[WEBGPU]")
+  assert outcome == "failed" and "test_fails" in text and "Not equal to tolerance" in text and "2.5" in text, text
+  assert suite("tests/test_suite_mechanics.py::test_skips") == ("skipped", "not in this test")
+  assert suite("tests/test_suite_mechanics.py::test_proxies[WEBGPU]") == ("passed", "")
+  outcome, text = suite("tests/test_suite_mechanics.py::test_missing")
+  assert outcome == "failed" and "was not collected" in text, text
