@@ -38,7 +38,8 @@ export interface Tinyweb {
    * the GPU's mapped buffer on WebGPU, from the device's memory elsewhere. bool: 0/1 bytes; float16/bfloat16: bit patterns. */
   toTypedArray(tensor: PyProxy): Promise<TypedArray>;
   /** Fetch safetensors weights by URL (a .safetensors file or a sharded index .json): HTTP Range requests, sha256 from
-   * the index, Cache API so a second visit downloads nothing. Returns {name: Tensor} as a Python dict. */
+   * the index, Cache API so a second visit downloads nothing; `tensors: [names]` fetches only those tensors' bytes.
+   * Returns {name: Tensor} as a Python dict. */
   loadWeights(url: string, options?: WeightsOptions & { device?: string }): Promise<PyProxy>;
   /** Forget the cached weights files (the Cache API entries loadWeights made). */
   clearWeightsCache(cache?: string): Promise<void>;
