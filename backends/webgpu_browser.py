@@ -117,13 +117,20 @@ class BrowserWebGPUAllocator(Allocator):
                          "runPythonAsync in a browser that has it, e.g. Chromium); here use `await t.data_async()` or "
                          "`await t.tolist_async()`")
     run_sync(self.copyout_async(dst, handle))
-  async def copyout_async(self, dst: memoryview, handle):
+  async def copyout_async(self, dst: memoryview, handle): await self._read(handle, dst.nbytes, lambda m: m.assign_to(dst))
+  async def copyout_js(self, handle, nbytes: int):
+    """The first nbytes of the buffer as a new JavaScript ArrayBuffer, copied once, out of the mapped range (the host's
+    typed arrays: no detour through Python's memory)."""
+    return await self._read(handle, nbytes, lambda m: m.slice().buffer)
+  async def _read(self, handle, nbytes: int, take):
+    """take(a Uint8Array of the buffer's first nbytes, mapped) copies them out before they are unmapped."""
     await self.dev.check_errors()
-    staging = _js.stage(self.dev.device, handle, padded_size(dst.nbytes))
+    staging = _js.stage(self.dev.device, handle, padded_size(nbytes))
     try:
       await staging.mapAsync(MAP_MODE_READ)
-      js.Uint8Array.new(staging.getMappedRange()).subarray(0, dst.nbytes).assign_to(dst)
+      out = take(js.Uint8Array.new(staging.getMappedRange()).subarray(0, nbytes))
       staging.unmap()
+      return out
     finally: staging.destroy()
 
 class BrowserWebGPUProgram:

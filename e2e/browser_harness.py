@@ -1,7 +1,7 @@
 """The e2e harness: building and serving the site, launching Chromium, opening the playground, running snippets in the
 page and natively, comparing results. The fixtures that use it are in e2e/conftest.py (its docstring says how)."""
 from __future__ import annotations
-import ast, fcntl, hashlib, os, re, shutil, subprocess, tempfile, time
+import ast, contextlib, fcntl, hashlib, os, re, shutil, subprocess, tempfile, time
 from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 
@@ -27,20 +27,29 @@ def missing_requirement() -> str | None:
 # ---------------------------------------------------------------------------------------------------------------
 # the site: build when stale, serve with Range support
 
-def sources_digest() -> str:
+def sources_digest(names: list[str] = BUILD_INPUTS) -> str:
   h = hashlib.sha256()
-  for name in BUILD_INPUTS:
+  for name in names:
     p = ROOT / name
     for f in sorted([p] if p.is_file() else p.rglob("*")):
       if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
         h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes() + b"\0")
   return h.hexdigest()
 
+def scratch_path(name: str) -> Path:
+  """A file in the temp folder that belongs to this checkout."""
+  return Path(tempfile.gettempdir()) / f"tinyweb-e2e-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}-{name}"
+
+@contextlib.contextmanager
+def locked(name: str):
+  """An exclusive lock across processes (xdist workers: one does the work, the others wait and find it done)."""
+  with open(scratch_path(name + ".lock"), "w") as f:
+    fcntl.flock(f, fcntl.LOCK_EX)
+    yield
+
 def build_site():
   """npm run build, unless dist/ was built from the same sources (a digest is kept in dist/.sources)."""
-  lock = Path(tempfile.gettempdir()) / f"tinyweb-e2e-build-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}.lock"
-  with open(lock, "w") as lf:
-    fcntl.flock(lf, fcntl.LOCK_EX)   # xdist workers: one builds, the others wait and find it fresh
+  with locked("build"):
     digest, stamp = sources_digest(), DIST / ".sources"
     if stamp.exists() and stamp.read_text() == digest: return
     p = subprocess.run(["npm", "run", "build"], cwd=ROOT, capture_output=True, text=True, timeout=600)

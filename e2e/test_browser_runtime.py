@@ -147,3 +147,34 @@ per_launch = (time.perf_counter() - st) / ${n}
     f"{marks['tinyweb:' + b] - marks['tinyweb:' + a]:.2f}" for a, b in [("pyodide", "tinyweb"), ("tinyweb", "device"), ("device", "ready")]))
   record_property("measure:tiny op realize in the browser, graph+schedule+launch (ms)", round(per_realize * 1e3, 3))
   record_property("measure:kernel launch in the browser, recorded into a batch (ms)", round(per_launch * 1e3, 3))
+
+def test_typed_arrays_out_of_each_dtype_copied_once(page):
+  # toTypedArray copies a WEBGPU tensor once, from the mapped GPU buffer into the new array (never through Python's
+  # memory: copyout_async is not called), and a PYTHON tensor once, from the interpreter's memory
+  got = page.evaluate("""async () => {
+    const tw = window.tinyweb, g = tw.newGlobals();
+    await tw.runPython(`
+from tinyweb import Tensor, Device, dtypes
+alloc, calls = Device["WEBGPU"].allocator, []
+def counted(name, f):
+  def call(*args): calls.append(name); return f(*args)
+  return call
+alloc.copyout_js, alloc.copyout_async = counted("js", alloc.copyout_js), counted("async", alloc.copyout_async)
+x = Tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], device="WEBGPU").T * 1   # (a view: made contiguous first)
+tensors = [x, Tensor([-128, -1, 0, 5, 127], dtype=dtypes.int8, device="WEBGPU"),
+           Tensor([True, False, True], device="WEBGPU"), Tensor([65535, 1, 2], dtype=dtypes.uint16, device="WEBGPU"),
+           Tensor([1.0, -2.0, 3.0], device="WEBGPU").cast(dtypes.bfloat16), Tensor.zeros(0, 3, device="WEBGPU"),
+           Tensor([1.5, 2.5], device="PYTHON") * 2]`, {globals: g});
+    const tensors = g.get("tensors"), out = [];
+    for (let i = 0; i < tensors.length; i++) { const t = tensors.get(i); out.push(await tw.toTypedArray(t)); t.destroy(); }
+    const first = await tw.toTypedArray(g.get("x"));
+    first[0] = 99;   // an array of its own: neither the tensor nor a later read sees the write
+    const again = Array.from(await tw.toTypedArray(g.get("x")));
+    const calls = (await tw.runPython("del alloc.copyout_js, alloc.copyout_async\\ncalls", {globals: g})).toJs();
+    tensors.destroy(); g.destroy();
+    return {types: out.map((a) => a.constructor.name), values: out.map((a) => Array.from(a)), again, calls};
+  }""")
+  assert got["types"] == ["Float32Array", "Int8Array", "Uint8Array", "Uint16Array", "Uint16Array", "Float32Array", "Float32Array"]
+  assert got["values"] == [[1, 4, 2, 5, 3, 6], [-128, -1, 0, 5, 127], [1, 0, 1], [65535, 1, 2], [0x3F80, 0xC000, 0x4040], [], [3, 5]]
+  assert got["again"] == [1, 4, 2, 5, 3, 6]
+  assert got["calls"] == ["js"] * 7   # 5 WEBGPU tensors with values, then x twice; the empty and the PYTHON one: no GPU read

@@ -25,17 +25,28 @@ def weights(chromium, site):
   (site.data_dir / "model.index.json").write_text(json.dumps({"weight_map": weight_map, "sha256": sha}))
   bad_sha = {**sha, "model-2.safetensors": "0" * 64}
   (site.data_dir / "bad-sha.index.json").write_text(json.dumps({"weight_map": weight_map, "sha256": bad_sha}))
+  # tensors loaded by name: a file with a big tensor the subset leaves out, and shards with per-tensor digests
+  subset = {"big": rng.standard_normal((64, 64)).astype(np.float32), "small": np.arange(7, dtype=np.uint8),
+            "mid": rng.integers(-9, 9, 100).astype(np.int32)}
+  write(site, "subset.safetensors", subset)
+  subset_shards = {"part-1.safetensors": {"big": subset["big"]}, "part-2.safetensors": {"small": subset["small"], "mid": subset["mid"]}}
+  part_sha = {name: hashlib.sha256(write(site, name, t)).hexdigest() for name, t in subset_shards.items()}
+  tensor_sha = {k: hashlib.sha256(v.tobytes()).hexdigest() for k, v in subset.items()}
+  part_map = {k: name for name, t in subset_shards.items() for k in t}
+  (site.data_dir / "parts.index.json").write_text(json.dumps({"weight_map": part_map, "sha256": part_sha, "tensor_sha256": tensor_sha}))
+  (site.data_dir / "parts-bad.index.json").write_text(json.dumps({"weight_map": part_map, "sha256": part_sha,
+                                                                  "tensor_sha256": {**tensor_sha, "mid": "0" * 64}}))
   full = write(site, "truncated.safetensors", w)
   (site.data_dir / "truncated.safetensors").write_bytes(full[:-10])
   page, _ = open_playground(chromium, site)
   requests: list[tuple[str, str | None]] = []
   page.on("request", lambda r: requests.append((r.url, r.headers.get("range"))))
-  yield page, requests, w, {k: v for t in shards.values() for k, v in t.items()}
+  yield page, requests, w, {k: v for t in shards.values() for k, v in t.items()}, subset
   page.context.close()
 
-LOAD_JS = """async (url) => {
+LOAD_JS = """async ([url, options]) => {
   const tw = window.tinyweb, progress = [];
-  const sd = await tw.loadWeights(url, {onProgress: (p) => progress.push(p)});
+  const sd = await tw.loadWeights(url, {...options, onProgress: (p) => progress.push(p)});
   const g = tw.newGlobals(); g.set("sd", sd);
   const r = await tw.runPython("{k: [v.device, v.dtype.name, list(v.shape), v.tolist()] for k, v in sd.items()}", {globals: g});
   const out = r.toJs({dict_converter: Object.fromEntries}); r.destroy(); sd.destroy(); g.destroy();
@@ -50,10 +61,10 @@ def check_tensors(got: dict, want: dict):
     assert_close(values, arr.tolist(), atol=0, rtol=0, path=k)
 
 def test_single_file_with_range_requests_then_from_the_cache(weights, site):
-  page, requests, w, _ = weights
+  page, requests, w, _, _ = weights
   url = site.url + "e2e-data/single.safetensors"
   requests.clear()
-  got = page.evaluate(LOAD_JS, url)
+  got = page.evaluate(LOAD_JS, [url, {}])
   check_tensors(got["tensors"], w)
   fetched = [rng for u, rng in requests if u == url]
   assert fetched == ["bytes=0-7", fetched[1], fetched[2]] and all(r and r.startswith("bytes=") for r in fetched), fetched
@@ -64,43 +75,102 @@ def test_single_file_with_range_requests_then_from_the_cache(weights, site):
   page.reload()
   page.wait_for_function("window.tinyweb", timeout=120_000)
   requests.clear()
-  again = page.evaluate(LOAD_JS, url)
+  again = page.evaluate(LOAD_JS, [url, {}])
   check_tensors(again["tensors"], w)
   assert [u for u, _ in requests if "e2e-data" in u] == []
   assert again["progress"] and all(p["cached"] for p in again["progress"])
   # after clearWeightsCache the file comes from the network again
   page.evaluate("window.tinyweb.clearWeightsCache()")
   requests.clear()
-  check_tensors(page.evaluate(LOAD_JS, url)["tensors"], w)
+  check_tensors(page.evaluate(LOAD_JS, [url, {}])["tensors"], w)
   assert len([u for u, _ in requests if u == url]) == 3
 
 def test_a_server_without_range_support_sends_the_whole_file(weights, site):
-  page, requests, w, _ = weights
+  page, requests, w, _, _ = weights
   url = site.url + "e2e-data/single.safetensors?norange"
   requests.clear()
-  got = page.evaluate(LOAD_JS, url)
+  got = page.evaluate(LOAD_JS, [url, {}])
   check_tensors(got["tensors"], w)
   assert [r for u, r in requests if u == url] == ["bytes=0-7"]   # asked for a range, got the whole file: no more requests
+  requests.clear()
+  got = page.evaluate(LOAD_JS, [url, {"tensors": ["steps"], "cache": False}])   # a subset: taken from that whole file
+  check_tensors(got["tensors"], {"steps": w["steps"]})
+  assert [r for u, r in requests if u == url] == ["bytes=0-7"]
   err = page.evaluate("(url) => window.tinyweb.loadWeights(url).then(() => 'no error', (e) => e.message)",
                       site.url + "e2e-data/truncated.safetensors?norange")
   assert "truncated" in err and "the file has only" in err, err
 
 def test_sharded_index_with_sha256(weights, site):
-  page, requests, _, shard_tensors = weights
+  page, requests, _, shard_tensors, _ = weights
   requests.clear()
-  got = page.evaluate(LOAD_JS, site.url + "e2e-data/model.index.json")
+  got = page.evaluate(LOAD_JS, [site.url + "e2e-data/model.index.json", {}])
   check_tensors(got["tensors"], shard_tensors)
   assert {u.rsplit("/", 1)[1] for u, _ in requests if "e2e-data" in u} == {"model.index.json", "model-1.safetensors", "model-2.safetensors"}
 
 def test_wrong_sha256_is_a_clear_error(weights, site):
-  page, _, _, _ = weights
-  err = page.evaluate("(url) => window.tinyweb.loadWeights(url, {cache: false}).then(() => 'no error', (e) => e.message)",
-                      site.url + "e2e-data/bad-sha.index.json")
-  assert "model-2.safetensors" in err and "sha256 mismatch" in err and "0" * 64 in err, err
+  # also with the cache on, after model.index.json put the same file there under its right digest: the digest is part
+  # of the cache key (as a query parameter: the Cache API ignores URL fragments)
+  page, _, _, _, _ = weights
+  page.evaluate("(url) => window.tinyweb.loadWeights(url).then((sd) => sd.destroy())", site.url + "e2e-data/model.index.json")
+  for cache in (False, True):
+    err = page.evaluate("([url, cache]) => window.tinyweb.loadWeights(url, cache ? {} : {cache: false}).then(() => 'no error', (e) => e.message)",
+                        [site.url + "e2e-data/bad-sha.index.json", cache])
+    assert "model-2.safetensors" in err and "sha256 mismatch" in err and "0" * 64 in err, err
 
 def test_truncated_file_is_a_clear_error(weights, site):
-  page, _, _, _ = weights
+  page, _, _, _, _ = weights
   err = page.evaluate("(url) => window.tinyweb.loadWeights(url).then(() => 'no error', (e) => e.message)",
                       site.url + "e2e-data/truncated.safetensors")
   size = (site.data_dir / "truncated.safetensors").stat().st_size
   assert "truncated.safetensors" in err and "truncated" in err and f"only {size} bytes" in err, err
+
+def data_ranges(path) -> dict[str, str]:
+  """The Range header values of the header, of all the data and of each tensor, read from the file's own header."""
+  raw = path.read_bytes()
+  n = int.from_bytes(raw[:8], "little")
+  header = json.loads(raw[8:8 + n])
+  return {"header": f"bytes=8-{8 + n - 1}", "data": f"bytes={8 + n}-{len(raw) - 1}",
+          **{k: f"bytes={8 + n + a}-{8 + n + b - 1}" for k, v in header.items()
+                                               if k != "__metadata__" for a, b in [v["data_offsets"]]}}
+
+def test_tensors_by_name_fetch_only_their_bytes(weights, site):
+  page, requests, _, _, subset = weights
+  url = site.url + "e2e-data/subset.safetensors"
+  requests.clear()
+  got = page.evaluate(LOAD_JS, [url, {"tensors": ["small", "mid"]}])
+  check_tensors(got["tensors"], {k: subset[k] for k in ("small", "mid")})
+  ranges = data_ranges(site.data_dir / "subset.safetensors")
+  fetched = [r for u, r in requests if u == url]
+  assert fetched[:2] == ["bytes=0-7", ranges["header"]] and sorted(fetched[2:]) == sorted([ranges["small"], ranges["mid"]]), fetched
+  assert got["progress"][-1]["loaded"] == 7 + 400   # the 16 KiB tensor left out was never requested
+  # the same subset again: header and tensors come from the cache
+  requests.clear()
+  check_tensors(page.evaluate(LOAD_JS, [url, {"tensors": ["mid"]}])["tensors"], {"mid": subset["mid"]})
+  assert [u for u, _ in requests if "e2e-data" in u] == []
+  err = page.evaluate("(url) => window.tinyweb.loadWeights(url, {tensors: ['small', 'nope']}).then(() => 'no error', (e) => e.message)", url)
+  assert "no tensor named nope" in err and "big" in err, err
+
+def test_tensors_by_name_from_shards_checked_per_tensor(weights, site):
+  page, requests, _, _, subset = weights
+  requests.clear()
+  got = page.evaluate(LOAD_JS, [site.url + "e2e-data/parts.index.json", {"tensors": ["mid"], "cache": False}])
+  check_tensors(got["tensors"], {"mid": subset["mid"]})
+  ranges = data_ranges(site.data_dir / "part-2.safetensors")
+  assert [(u.rsplit("/", 1)[1], r) for u, r in requests if "part-" in u] == \
+    [("part-2.safetensors", "bytes=0-7"), ("part-2.safetensors", ranges["header"]), ("part-2.safetensors", ranges["mid"])]
+  err = page.evaluate("(url) => window.tinyweb.loadWeights(url, {tensors: ['mid'], cache: false}).then(() => 'no error', (e) => e.message)",
+                      site.url + "e2e-data/parts-bad.index.json")
+  assert "part-2.safetensors (tensor mid)" in err and "sha256 mismatch" in err and "0" * 64 in err, err
+  err = page.evaluate("(url) => window.tinyweb.loadWeights(url, {tensors: ['zz']}).then(() => 'no error', (e) => e.message)",
+                      site.url + "e2e-data/parts.index.json")
+  assert "parts.index.json" in err and "no tensor named zz" in err, err
+
+def test_tensors_by_name_of_a_file_with_only_its_whole_sha256_fetch_it_whole(weights, site):
+  # model.index.json gives each file's sha256 but no tensor_sha256: the shard is fetched whole (and checked), the other not
+  page, requests, _, shard_tensors, _ = weights
+  requests.clear()
+  got = page.evaluate(LOAD_JS, [site.url + "e2e-data/model.index.json", {"tensors": ["c"], "cache": False}])
+  check_tensors(got["tensors"], {"c": shard_tensors["c"]})
+  ranges = data_ranges(site.data_dir / "model-2.safetensors")
+  assert [(u.rsplit("/", 1)[1], r) for u, r in requests if "model-" in u] == \
+    [("model-2.safetensors", "bytes=0-7"), ("model-2.safetensors", ranges["header"]), ("model-2.safetensors", ranges["data"])]

@@ -27,5 +27,15 @@ def device(request):
   try: yield request.param
   finally: Device["PYTHON"].work_hook = None
 
+@pytest.hookimpl(tryfirst=True)   # (before `-m browser` selects by the marks)
+def pytest_collection_modifyitems(items):
+  """`@pytest.mark.browser(name=[values], ...)` marks only the parametrizations whose parameters have those values."""
+  for item in items:
+    if not (m := item.get_closest_marker("browser")) or not m.kwargs: continue
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    if (unknown := set(m.kwargs) - set(params)):
+      raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.browser names {sorted(unknown)}, not parameters of it ({list(params)})")
+    if not all(params[k] in v for k, v in m.kwargs.items()): item.own_markers = [x for x in item.own_markers if x.name != "browser"]
+
 # without an NVIDIA GPU every kernel the tests build is also NVRTC-compiled as CUDA (see cuda_check.py)
 from cuda_check import cuda_compile_check, cuda_compile_errors_fail_the_test  # noqa: E402,F401

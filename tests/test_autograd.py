@@ -51,6 +51,7 @@ def test_tensor_used_twice(device):
 def test_tensor_used_in_many_ops(device):
   scalar_loss_grads(lambda x: (x.exp() * x.sin() / (x * x + 1) - x.tanh() * x).sum(), [rnd((4, 3))], device)
 
+@pytest.mark.browser
 def test_diamond_graph(device):
   def f(x):
     a = x.tanh()
@@ -68,6 +69,7 @@ def test_deep_chain_with_reuse(device):
 def test_matmul_with_own_transpose(device):
   scalar_loss_grads(lambda x: ((x @ x.T) * (x @ x.T)).sum(), [rnd((3, 4), 0, -1, 1)], device, rtol=1e-4, atol=1e-4)
 
+@pytest.mark.browser
 def test_two_layer_reuse_of_weight(device):
   scalar_loss_grads(lambda x, w: ((x @ w).relu() @ w.T).sum(), [rnd((2, 3)), rnd((3, 3), 1)], device, atol=1e-4)
 
@@ -86,6 +88,7 @@ COMPOSITES = {
 }
 
 @pytest.mark.parametrize("name", list(COMPOSITES))
+@pytest.mark.browser(name=["pow_tensor_exponent"])
 def test_composite_vs_torch(device, name):
   shapes, fn = COMPOSITES[name]
   check_op(shapes, fn, device=device, atol=1e-5, rtol=1e-4, grad_atol=1e-4, grad_rtol=1e-3)
@@ -109,6 +112,7 @@ def test_layernorm_grad(device):
 BCAST = [((3, 1), (1, 4)), ((4,), (3, 4)), ((), (2, 3)), ((2, 1, 3), (4, 1)), ((1,), (2, 3, 1)), ((2, 3), (2, 3))]
 
 @pytest.mark.parametrize("sa,sb", BCAST, ids=[f"{a}x{b}" for a, b in BCAST])
+@pytest.mark.browser(sa=[(2, 1, 3)])
 def test_broadcast_grad_shapes(device, sa, sb):
   va, vb = rnd(sa, 0), rnd(sb, 1)
   (ta, wa), (tb, wb) = pair(va, device), pair(vb, device)
@@ -225,6 +229,7 @@ def test_comparisons_and_argmax_do_not_require_grad(device):
   assert not (x == x).requires_grad
   assert not x.argmax(axis=1).requires_grad
 
+@pytest.mark.browser
 def test_no_grad_context(device):
   vx = rnd((2, 3))
   x = Tensor(vx, device=device, requires_grad=True)
@@ -347,6 +352,7 @@ def test_backward_explicit_gradient_broadcast_input(device):
 
 # ---------------------------------------------------------------- getitem / cat / stack / split
 
+@pytest.mark.browser
 def test_grad_through_getitem(device):
   def f(x):
     return (x[1:3, ::2] * 2).sum() + x[-1, 0] * 3 + x[0].sin().sum() + x[:, -1].exp().sum() + x[::-1, 1].tanh().sum()
@@ -370,6 +376,7 @@ def test_grad_through_fancy_index_repeated(device):
   (wx[Tensor(np.array([0, 2, 0, 3], dtype=np.int32), device=device)] * Tensor(rnd((4, 3), 5), device=device)).sum().backward()
   close(wx.grad, tx.grad)
 
+@pytest.mark.browser
 def test_grad_through_cat(device):
   vx, vy = rnd((4, 3)), rnd((2, 3), 1)
   (tx, wx), (ty, wy) = pair(vx, device), pair(vy, device)
@@ -423,6 +430,7 @@ def _torch_loss(x, params, y):
   return F.nll_loss(F.log_softmax(logits, -1), y.long())
 
 @pytest.mark.parametrize("kind", ["gather", "one_hot", "cross_entropy", "sparse_cce"])
+@pytest.mark.browser(kind=["gather", "cross_entropy"])
 def test_mlp_param_grads(device, kind):
   vx, vparams, vy = _mlp_data()
   tp = [torch.tensor(p, requires_grad=True) for p in vparams]
@@ -445,6 +453,7 @@ def test_mlp_input_grad_via_gradient(device):
   (wg,) = wl.gradient(wx)
   close(wg, tg, atol=1e-5)
 
+@pytest.mark.browser
 def test_mlp_sgd_steps_match_torch(device):
   vx, vparams, vy = _mlp_data(2)
   tx, ty = torch.tensor(vx), torch.tensor(vy)

@@ -95,6 +95,7 @@ def test_tensor_from_bytes(device):
 
 NP_DTYPES = [n for n in ALL if DT[n][1] is not None]
 
+@pytest.mark.browser
 def test_tensor_from_numpy(device):
   for dname in NP_DTYPES:
     npdt = DT[dname][1]
@@ -161,6 +162,7 @@ def dtypes_is_int(dt): return dt in (dtypes.int32, dtypes.int64)
 
 ARANGE = [(5,), (2, 10, 3), (10, 0, -2), (3, -3, -1), (0, 1, 0.25), (-1.0, 1.0, 0.3), (5, 5), (5.0,), (1, 2, 0.1), (7, 0, -3)]
 
+@pytest.mark.browser
 def test_arange(device):
   for args in ARANGE:
     with case(f"arange{args}"):
@@ -216,6 +218,7 @@ def _corr_lag1(x):
   x = x.astype(np.float64).ravel()
   return abs(np.corrcoef(x[:-1], x[1:])[0, 1])
 
+@pytest.mark.browser
 def test_rand_stats(device):
   t = Tensor.rand(100, 1000, device=device)
   assert t.shape == (100, 1000) and t.dtype == dtypes.float32
@@ -333,6 +336,7 @@ def test_manual_seed_reproducible(device, name, gen):
 CAST_VALS = [0, 1, 2, 5, 100, 1, 0, 64]   # representable in every dtype of DT
 
 @pytest.mark.parametrize("src", ALL)
+@pytest.mark.browser(src=["float32", "uint8", "float16"])
 def test_cast_all_pairs(device, src):
   bad = []
   with expect_unsupported(device, DT[src][0]): x = make(CAST_VALS, src, device)
@@ -372,6 +376,7 @@ def test_cast_negative_values(device):
   assert not bad, "cast mismatches:\n" + "\n".join(bad)
 
 @pytest.mark.parametrize("src", ["float32", "float16", "bfloat16"])
+@pytest.mark.browser(src=["float32"])
 def test_float_to_int_truncates(device, src):
   vals = [-2.75, -1.5, -0.5, -0.0, 0.5, 1.5, 2.75, 99.5, -99.5]
   pos = [0.25, 0.5, 1.5, 2.75, 99.5, 126.5]
@@ -446,6 +451,7 @@ BITCASTS = [
 ]
 
 @pytest.mark.parametrize("src,dst,vals", BITCASTS, ids=[f"{b[0]}->{b[1]}" for b in BITCASTS])
+@pytest.mark.browser(src=["float32", "uint32"])
 def test_bitcast(device, src, dst, vals):
   a = np.array(vals, DT[src][1])
   y = Tensor(a, device=device).bitcast(DT[dst][0])
@@ -553,6 +559,7 @@ def test_tolist(device):
   assert Tensor([1, 2, 3], device=device).sum().tolist() == 6
   assert (Tensor([[1.0, 2.0]], device=device) * 2).T.tolist() == [[2.0], [4.0]]
 
+@pytest.mark.browser
 def test_item(device):
   for v in (3.5, -7, True, False):
     with case(f"item {v!r}"):

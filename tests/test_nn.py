@@ -63,6 +63,7 @@ def test_conv1d(device, kw):
   dict(kernel_size=3, dilation=2, groups=2, bias=False), dict(kernel_size=(3, 4), padding="same"), dict(kernel_size=3, padding="valid"),
   dict(kernel_size=3, padding=1, padding_mode="reflect"), dict(kernel_size=3, padding=2, padding_mode="replicate"),
   dict(kernel_size=(2, 3), padding="same", padding_mode="circular", dilation=2)])
+@pytest.mark.browser(kw=[dict(kernel_size=3, stride=2, padding=1)])
 def test_conv2d(device, kw):
   check_layer(nn.Conv2d(4, 6, device=device, **kw), torch.nn.Conv2d(4, 6, **kw), _rand((2, 4, 9, 8), 3), device)
 
@@ -84,6 +85,7 @@ def test_conv_errors(device):
 # normalization
 
 @pytest.mark.parametrize("case", ["2d", "1d_flat", "1d_seq", "momentum_none", "no_affine"])
+@pytest.mark.browser(case=["2d"])
 def test_batchnorm_train_then_eval(device, case):
   shape, kw = {"2d": ((4, 3, 5, 5), {}), "1d_flat": ((8, 3), {}), "1d_seq": ((4, 3, 6), {"momentum": 0.3}),
                "momentum_none": ((4, 3, 5, 5), {"momentum": None}), "no_affine": ((4, 3, 2, 2), {"affine": False, "eps": 1e-3})}[case]
@@ -163,6 +165,7 @@ def test_norm_shape_errors(device):
 # ---------------------------------------------------------------------------------------------------------------
 # embedding and LSTM
 
+@pytest.mark.browser
 def test_embedding(device):
   idx = np.random.default_rng(14).integers(0, 10, size=(3, 5)).astype(np.int32)
   idx[0, :3] = 7   # repeated indices: their gradients add up

@@ -66,6 +66,7 @@ UNARY = [
 ]
 UNARY_BY_NAME = {u[0]: u for u in UNARY}
 
+@pytest.mark.browser(name=["exp", "log", "sigmoid", "gelu"])
 @pytest.mark.parametrize("name,tfn,wfn,low,high", UNARY, ids=[u[0] for u in UNARY])
 def test_unary(device, name, tfn, wfn, low, high):
   check_op([(3, 4)], tfn, wfn, device=device, low=low, high=high, atol=1e-5, rtol=1e-4, grad_atol=1e-4, grad_rtol=1e-3)
@@ -135,6 +136,7 @@ BIN_SHAPES = [((3, 4), (3, 4)), ((3, 1), (1, 4)), ((4,), (2, 3, 4)), ((), (3, 4)
               ((0, 3), (1, 3)), ((2, 1, 4), (3, 1))]
 
 @pytest.mark.parametrize("name,tfn,wfn,prep", BINARY, ids=[b[0] for b in BINARY])
+@pytest.mark.browser(name=["add", "div"])
 def test_binary(device, name, tfn, wfn, prep):
   for i, shapes in enumerate(BIN_SHAPES):
     vals = [rand_np(s, seed=10 * i + j) for j, s in enumerate(shapes)]
@@ -177,6 +179,7 @@ CMP = [("eq", lambda a, b: a == b), ("ne", lambda a, b: a != b), ("lt", lambda a
        ("le", lambda a, b: a <= b), ("gt", lambda a, b: a > b), ("ge", lambda a, b: a >= b)]
 
 @pytest.mark.parametrize("name,fn", CMP, ids=[c[0] for c in CMP])
+@pytest.mark.browser(name=["eq"])
 def test_compare(device, name, fn):
   for dtype in (np.float32, np.int32, np.uint8):
     # small integer values so that ties occur
@@ -193,6 +196,7 @@ def test_compare(device, name, fn):
     check_op(None, lambda x: fn(x, -0.5), device=device, vals=[v])
     check_op(None, lambda x: fn(x[:, :1], x.T[:1]), device=device, vals=[v[:, :3]])
 
+@pytest.mark.browser
 def test_where(device):
   check_op([(3, 4), (3, 4)], lambda x, y: torch.where(x > 0, x, y), lambda x, y: (x > 0).where(x, y), device=device)
   m = rand_np((3, 1), dtype=np.bool_, seed=5)
@@ -224,6 +228,7 @@ BIT_DTYPES = [("int32", np.int32, -100, 100, -7), ("uint8", np.uint8, 0, 256, 0x
 BIT_OPS = [("and", lambda a, b: a & b), ("or", lambda a, b: a | b), ("xor", lambda a, b: a ^ b)]
 
 @pytest.mark.parametrize("dname,dt,lo,hi,scalar", BIT_DTYPES, ids=[d[0] for d in BIT_DTYPES])
+@pytest.mark.browser(dname=["uint8"])
 def test_bitwise(device, dname, dt, lo, hi, scalar):
   a, b = rand_np((3, 4), lo, hi, dt, seed=1), rand_np((4,), lo, hi, dt, seed=2)
   for oname, fn in BIT_OPS:
@@ -251,6 +256,7 @@ SHIFT_DTYPES = [("int32", np.int32, -50, 50), ("uint8", np.uint8, 0, 32)]
 
 @pytest.mark.parametrize("dname,dt,lo,hi", SHIFT_DTYPES, ids=[s[0] for s in SHIFT_DTYPES])
 @pytest.mark.parametrize("oname,fn", [("lshift", lambda a, b: a << b), ("rshift", lambda a, b: a >> b)], ids=["lshift", "rshift"])
+@pytest.mark.browser(dname=["int32"], oname=["rshift"])
 def test_shift(device, oname, fn, dname, dt, lo, hi):
   a = rand_np((3, 4), lo, hi, dt, seed=1)
   s = rand_np((3, 4), 0, 4, dt, seed=2)  # shift amounts 0..3
@@ -262,6 +268,7 @@ def test_shift(device, oname, fn, dname, dt, lo, hi):
 
 # ---------------------------------------------------------------- division / modulo
 @pytest.mark.parametrize("dt", [np.int32, np.int8], ids=["int32", "int8"])
+@pytest.mark.browser(dt=[np.int8])
 def test_int_floordiv_mod(device, dt):
   """Integer // and % follow Python/torch floor semantics, including negative operands."""
   a = rand_np((3, 4), -20, 21, dt, seed=1)
@@ -312,6 +319,7 @@ def test_isnan_isinf(device):
   big = np.array([1e30, -1e30, 1.0, 0.0], np.float32)
   check_op(None, lambda x: (x * x * x).isinf(), device=device, vals=[big])
 
+@pytest.mark.browser
 def test_special_value_propagation(device):
   v = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 2.0], np.float32)
   for name, tfn, wfn in [("exp", torch.exp, lambda x: x.exp()), ("neg", lambda x: -x, None), ("abs", torch.abs, lambda x: x.abs()),

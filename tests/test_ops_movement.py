@@ -21,6 +21,7 @@ def LI(a):
   ((2, 3, 4), (6, 4)), ((2, 3, 4), (-1,)), ((2, 3, 4), (4, -1, 2)), ((24,), (2, 3, 4)), ((2, 3, 4), (3, 1, 8, 1)),
   ((5,), (1, 5, 1)), ((), (1, 1)), ((1, 1), ()), ((), (-1,)), ((0, 3), (3, 0)), ((2, 0, 3), (-1,)), ((0, 4), (2, 0, 2)),
 ])
+@pytest.mark.browser(shape=[(2, 3, 4)], new=[(4, -1, 2)])
 def test_reshape(device, shape, new):
   # tuple form (torch accepts both reshape(a, b) and reshape((a, b))); needed anyway for a 0-d target
   check_op([shape], lambda x: x.reshape(new), device=device)
@@ -68,6 +69,7 @@ PADS = [
 ]
 
 @pytest.mark.parametrize("shape,twpad,thpad,mode,value", PADS)
+@pytest.mark.browser(shape=[(2, 3, 7)])
 def test_pad(device, shape, twpad, thpad, mode, value):
   if mode == "constant":
     check_op([shape], lambda x: F.pad(x, thpad, mode="constant", value=value),
@@ -84,6 +86,7 @@ def test_shrink(device):
   check_op([(4, 5)], lambda x: x[2:2, :], lambda x: x.shrink(((2, 2), None)), device=device)
 
 @pytest.mark.parametrize("axis", [0, -1, (0, 2), (0, 1, 2)])
+@pytest.mark.browser(axis=[(0, 2)])
 def test_flip(device, axis):
   dims = axis if isinstance(axis, tuple) else (axis,)
   check_op([(3, 4, 5)], lambda x: torch.flip(x, dims), lambda x: x.flip(axis), device=device)
@@ -125,6 +128,7 @@ def test_repeat(device, shape, reps):
   ([(1, 3), (4, 3)], 0),
   ([(2, 2, 4), (2, 0, 4), (2, 3, 4)], -2),
 ])
+@pytest.mark.browser(dim=[1])
 def test_cat(device, shapes, dim):
   check_op(shapes, lambda *xs: torch.cat(xs, dim=dim), lambda *xs: Tensor.cat(*xs, dim=dim), device=device)
   check_op(shapes, lambda *xs: torch.cat(xs, dim=dim), lambda x, *rest: x.cat(*rest, dim=dim), device=device)
@@ -185,6 +189,7 @@ BASIC = [
 ]
 
 @pytest.mark.parametrize("idx", BASIC, ids=[repr(i) for i in BASIC])
+@pytest.mark.browser(idx=[(1, Ellipsis, S(None, None, -2), None)])
 def test_getitem_basic(device, idx):
   check_index_np((4, 5, 6), idx, device)
 
@@ -207,6 +212,7 @@ FANCY = {
 }
 
 @pytest.mark.parametrize("name", list(FANCY))
+@pytest.mark.browser(name=["separated"])
 def test_getitem_fancy(device, name):
   mk = FANCY[name]
   check_op([(4, 5, 6)], lambda x: x[mk(LI)], lambda x: x[mk(lambda a: TI(a, device))], device=device)
@@ -230,6 +236,7 @@ def _set_row(a, T): a[-1] = T(np.full((6,), 9.5, dtype=np.float32))
 SETS = [_set_scalar, _set_tensor_step, _set_bcast_row, _set_ellipsis, _set_neg_step, _set_element, _set_row]
 
 @pytest.mark.parametrize("fn", SETS, ids=[f.__name__ for f in SETS])
+@pytest.mark.browser(fn=[_set_neg_step])
 def test_setitem(device, fn):
   a = rand_np((4, 6))
   x = Tensor(a.copy(), device=device)
@@ -264,6 +271,7 @@ def test_assign(device):
 # ---------------------------------------------------------------- gather / scatter / masked_fill / one_hot / triu / tril
 
 @pytest.mark.parametrize("dim,ishape", [(0, (3, 4, 5)), (1, (3, 6, 5)), (-1, (2, 4, 7)), (2, (3, 4, 2)), (1, (2, 2, 3))])
+@pytest.mark.browser(dim=[1], ishape=[(3, 6, 5)])
 def test_gather(device, dim, ishape):
   xshape = (3, 4, 5)
   idx = rand_np(ishape, 0, xshape[dim], np.int32, seed=7)
@@ -283,6 +291,7 @@ def test_scatter_scalar_src(device):
   idx = _perm_index(3, 6, 2, 3)
   check_op([(3, 6)], lambda x: x.scatter(1, LI(idx), 2.5), lambda x: x.scatter(1, TI(idx, device), 2.5), device=device)
 
+@pytest.mark.browser
 def test_scatter_add(device):
   idx = rand_np((4, 7), 0, 5, np.int32, seed=4)      # duplicates get summed
   check_op([(4, 5), (4, 7)], lambda x, s: x.scatter_add(1, LI(idx), s),
@@ -297,6 +306,7 @@ def test_scatter_multiply(device):
            lambda x, s: x.scatter(1, TI(idx, device), s, reduce="multiply"), device=device, low=0.5, high=1.5, grad=False)
 
 @pytest.mark.parametrize("mshape", [(4, 5), (1, 5), (4, 1)])
+@pytest.mark.browser(mshape=[(1, 5)])
 def test_masked_fill(device, mshape):
   mask = rand_np(mshape, dtype=np.bool_, seed=3)
   check_op([(4, 5)], lambda x: x.masked_fill(torch.tensor(mask), 3.0),
@@ -310,11 +320,13 @@ def test_one_hot(device, shape, n):
 
 @pytest.mark.parametrize("fn", ["triu", "tril"])
 @pytest.mark.parametrize("shape,diag", [((4, 5), 0), ((4, 5), 1), ((5, 4), -1), ((2, 3, 4), 2)])
+@pytest.mark.browser(fn=["triu"], diag=[1])
 def test_triu_tril(device, fn, shape, diag):
   check_op([shape], lambda x: getattr(x, fn)(diagonal=diag), device=device)
 
 # ---------------------------------------------------------------- chains of movement ops (view composition)
 
+@pytest.mark.browser
 def test_chain_reshape_permute_pad_shrink_flip_expand(device):
   check_op([(2, 3, 4), (3, 4, 7)],
     lambda x, y: ((F.pad(x.reshape(6, 4).permute(1, 0), (2, 1, 1, 0), value=0.5)[0:4, 1:8].flip(0)
@@ -356,6 +368,7 @@ def test_chain_pad_of_pad_and_cat(device):
     lambda a, b: a.pad((1, 0), value=-3.0).reshape(5, 3).pad((0, 0, 1, 1)).cat(b.T.flip(1).repeat(1, 1)[:, :3].squeeze(), dim=0)
                  .max(axis=1), device=device)
 
+@pytest.mark.browser
 def test_chain_getitem_stack_gather(device):
   idx = np.array([[2, 0], [1, 1], [0, 2]], dtype=np.int32)
   check_op([(3, 4), (3, 4)],

@@ -19,6 +19,7 @@ MM = [((3,), (3,)), ((3,), (3, 4)), ((4, 3), (3,)), ((1, 1), (1, 1)), ((5, 7), (
       ((2, 3, 4), (2, 4, 5)), ((2, 1, 3, 4), (3, 4, 5)), ((3, 4), (2, 4, 6)), ((2, 3, 4), (4,)), ((4,), (2, 4, 3))]
 
 @pytest.mark.parametrize("sa,sb", MM)
+@pytest.mark.browser(sa=[(65, 33), (2, 1, 3, 4)])
 def test_matmul_operator(device, sa, sb):
   check_op([sa, sb], lambda a, b: a @ b, device=device, **TOL)
 
@@ -36,6 +37,7 @@ EINSUM = [("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5
           ("ij,ij->i", [(3, 4), (3, 4)]), ("i,i->", [(5,), (5,)])]
 
 @pytest.mark.parametrize("formula,shapes", EINSUM, ids=[e[0] for e in EINSUM])
+@pytest.mark.browser(formula=["bhqd,bhkd->bhqk"])
 def test_einsum(device, formula, shapes):
   check_op(shapes, lambda *xs: torch.einsum(formula, *xs), lambda *xs: Tensor.einsum(formula, *xs), device=device, **TOL)
 
@@ -65,6 +67,7 @@ def _conv_check(device, torch_conv, xs, ws, bias, kw, tw_name="conv2d"):
            lambda x, w, *b: getattr(x, tw_name)(w, b[0] if b else None, **kw), device=device, **TOL)
 
 @pytest.mark.parametrize("xs,ws,bias,kw", CONV2D)
+@pytest.mark.browser(xs=[(2, 3, 8, 8), (2, 4, 7, 7)])
 def test_conv2d(device, xs, ws, bias, kw):
   _conv_check(device, F.conv2d, xs, ws, bias, kw)
 
@@ -89,6 +92,7 @@ CONVT = [  # input, weight (in, out/groups, kh, kw), has bias, kwargs
 ]
 
 @pytest.mark.parametrize("xs,ws,bias,kw", CONVT)
+@pytest.mark.browser(xs=[(2, 3, 4, 4)])
 def test_conv_transpose2d(device, xs, ws, bias, kw):
   _conv_check(device, F.conv_transpose2d, xs, ws, bias, kw, tw_name="conv_transpose2d")
 
@@ -99,6 +103,7 @@ AVG = [dict(kernel_size=(2, 2)), dict(kernel_size=3, stride=1), dict(kernel_size
        dict(kernel_size=(3, 2), stride=(1, 2), padding=(1, 0))]
 
 @pytest.mark.parametrize("kw", AVG)
+@pytest.mark.browser(kw=[dict(kernel_size=3, stride=2, padding=1, count_include_pad=False)])
 def test_avg_pool2d(device, kw):
   check_op([(2, 3, 7, 8)], lambda x: F.avg_pool2d(x, **kw), lambda x: x.avg_pool2d(**kw), device=device, **TOL)
 
@@ -109,6 +114,7 @@ MAXP = [dict(kernel_size=(2, 2)), dict(kernel_size=3, stride=2, padding=1), dict
         dict(kernel_size=3, stride=1, dilation=2), dict(kernel_size=3, stride=1, padding=1)]
 
 @pytest.mark.parametrize("kw", MAXP)
+@pytest.mark.browser(kw=[dict(kernel_size=3, stride=2, padding=1)])
 def test_max_pool2d(device, kw):
   shape = (2, 3, 7, 8)
   # distinct values: no ties, so the gradient is well defined
@@ -123,6 +129,7 @@ INTERP = [((1, 2, 4, 5), (8, 10), "nearest", None), ((1, 2, 6, 6), (4, 9), "near
           ((2, 3, 5), (9,), "linear", False), ((2, 3, 5), (3,), "linear", True)]
 
 @pytest.mark.parametrize("xs,size,mode,ac", INTERP)
+@pytest.mark.browser(mode=["bilinear"], ac=[True], xs=[(1, 2, 4, 5)])
 def test_interpolate(device, xs, size, mode, ac):
   if mode == "nearest":
     check_op([xs], lambda x: F.interpolate(x, size=size, mode="nearest"), lambda x: x.interpolate(size, mode="nearest"),
@@ -133,6 +140,7 @@ def test_interpolate(device, xs, size, mode, ac):
 
 # ---------------------------------------------------------------- normalisation / dropout
 
+@pytest.mark.browser
 def test_layernorm(device):
   check_op([(2, 3, 8)], lambda x: F.layer_norm(x, (8,)), lambda x: x.layernorm(), device=device, **TOL)
   check_op([(2, 3, 8)], lambda x: F.layer_norm(x, (3, 8)), lambda x: x.layernorm(axis=(-2, -1)), device=device, **TOL)
@@ -140,6 +148,7 @@ def test_layernorm(device):
            low=-0.1, high=0.1, **TOL)   # small values: eps matters
 
 @pytest.mark.parametrize("xs", [(2, 3, 4, 4), (5, 3)])
+@pytest.mark.browser(xs=[(2, 3, 4, 4)])
 def test_batchnorm(device, xs):
   vals = [rand_np(xs, seed=0), rand_np((3,), seed=1), rand_np((3,), seed=2), rand_np((3,), seed=3),
           rand_np((3,), 0.5, 2.0, seed=4)]
@@ -176,6 +185,7 @@ def test_dropout_train(device, p):
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("ls", [0.0, 0.1])
+@pytest.mark.browser(reduction=["mean"], ls=[0.1])
 def test_cross_entropy_indices(device, reduction, ls):
   y = rand_np((6,), 0, 5, np.int32, seed=3)
   check_op([(6, 5)], lambda x: F.cross_entropy(x, LI(y), reduction=reduction, label_smoothing=ls),
@@ -206,6 +216,7 @@ def test_binary_crossentropy(device, reduction):
            low=0.05, high=0.95, **TOL)
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.browser(reduction=["mean"])
 def test_binary_crossentropy_logits(device, reduction):
   y = rand_np((4, 5), 0.0, 1.0, seed=6)
   y[1] = np.round(y[1])
@@ -231,6 +242,7 @@ SDPA = {  # name: (q, k, v shapes, mask builder or None, is_causal)
 }
 
 @pytest.mark.parametrize("name", list(SDPA))
+@pytest.mark.browser(name=["bool_mask"])
 def test_scaled_dot_product_attention(device, name):
   qs, ks, vs, mk, causal = SDPA[name]
   m = mk() if mk else None

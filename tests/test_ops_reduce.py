@@ -42,6 +42,7 @@ AXES = [None, 1, -1, (-1, 0)]
 
 @pytest.mark.parametrize("keepdim", [False, True], ids=["nokeep", "keep"])
 @pytest.mark.parametrize("op", OPS)
+@pytest.mark.browser(op=["sum", "max", "std"], keepdim=[False])
 def test_reduce(device, op, keepdim):
   low, high = (-1.5, 1.5) if op == "prod" else (-2.0, 2.0)
   for axis in AXES:
@@ -58,6 +59,7 @@ def test_var_std_correction(device, op, correction):
                lambda x: w_reduce(op, x, axis, keepdim, correction), device=device, grad_atol=1e-4, grad_rtol=1e-3)
 
 @pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.browser(op=["argmax"])
 def test_argmax_argmin(device, op):
   tf = getattr(torch, op)
   out = check_op([(3, 4, 5)], lambda x: tf(x), lambda x: getattr(x, op)(), device=device)
@@ -92,6 +94,7 @@ ANY_ALL_INPUTS = {
 
 @pytest.mark.parametrize("dname", list(ANY_ALL_INPUTS))
 @pytest.mark.parametrize("op", ["any", "all"])
+@pytest.mark.browser(op=["all"], dname=["float32"])
 def test_any_all(device, op, dname):
   v = ANY_ALL_INPUTS[dname]
   tf = getattr(torch, op)
@@ -117,6 +120,7 @@ CUMSUM_CASES = [
 ]
 
 @pytest.mark.parametrize("name,shape,axis,dt", CUMSUM_CASES, ids=[c[0] for c in CUMSUM_CASES])
+@pytest.mark.browser(name=["long"])
 def test_cumsum(device, name, shape, axis, dt):
   low, high = (-5, 5) if dt == np.int32 else (-2, 2)
   check_op([shape], lambda x: torch.cumsum(x, dim=axis), lambda x: x.cumsum(axis=axis), device=device,
@@ -128,6 +132,7 @@ def test_cumsum_noncontiguous(device):
 
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.browser(axis=[-1])
 def test_softmax_family(device, op, axis):
   check_op([(2, 3, 4)], lambda x: getattr(torch, op)(x, dim=axis), lambda x: getattr(x, op)(axis=axis), device=device,
            grad_atol=1e-4, grad_rtol=1e-3)
@@ -146,6 +151,7 @@ def test_softmax_default_axis_and_stability(device):
   check_op([(4,)], lambda x: torch.softmax(x, dim=0), lambda x: x.softmax(), device=device, vals=[np.array([1000., 1000., -1000., 999.], np.float32)])
 
 @pytest.mark.parametrize("axis", [None, 1, -1, (0, 2)], ids=["None", "1", "-1", "0_2"])
+@pytest.mark.browser(axis=[1])
 def test_logsumexp(device, axis):
   for keepdim in (False, True):
     with case(f"logsumexp axis={axis} keepdim={keepdim}"):
@@ -205,6 +211,7 @@ def test_empty_reductions(device):
     check_op([shape], lambda x: torch.cumsum(x, dim=1), lambda x: x.cumsum(axis=1), device=device)
 
 @pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
+@pytest.mark.browser(op=["max"])
 def test_int_reductions(device, op):
   low, high = (-3, 4) if op == "prod" else (-100, 100)
   v = rand_np((3, 4), low, high, np.int32, seed=1)
@@ -240,6 +247,7 @@ NONCONTIG = [
 ]
 
 @pytest.mark.parametrize("name,shape,tfn,wfn", NONCONTIG, ids=[n[0] for n in NONCONTIG])
+@pytest.mark.browser(name=["flip_min"])
 def test_noncontiguous_reductions(device, name, shape, tfn, wfn):
   check_op([shape], tfn, wfn, device=device, grad_atol=1e-4)
 
@@ -256,5 +264,6 @@ FUSED = [
 ]
 
 @pytest.mark.parametrize("name,tfn,wfn", FUSED, ids=[f[0] for f in FUSED])
+@pytest.mark.browser(name=["normalize", "manual_softmax"])
 def test_reduce_then_elementwise(device, name, tfn, wfn):
   check_op([(3, 5)], tfn, wfn, device=device, grad_atol=1e-4, grad_rtol=1e-3)

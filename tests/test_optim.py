@@ -69,6 +69,7 @@ SGD_CASES = {"plain": dict(lr=0.1), "momentum": dict(lr=0.1, momentum=0.9), "nes
              "weight_decay": dict(lr=0.1, weight_decay=0.1), "all": dict(lr=0.05, momentum=0.5, weight_decay=0.01, nesterov=True)}
 
 @pytest.mark.parametrize("case", list(SGD_CASES))
+@pytest.mark.browser(case=["nesterov"])
 def test_sgd_matches_torch(device, case):
   kw = SGD_CASES[case]
   _, _, topt, oopt = _train_both(device, lambda ps: optim.SGD(ps, **kw), lambda ps: torch.optim.SGD(ps, **kw))
@@ -82,6 +83,7 @@ ADAM_CASES = {"adam": ("Adam", dict(lr=0.01)), "adam_l2": ("Adam", dict(lr=0.01,
               "adamw_default_decay": ("AdamW", dict(lr=0.01))}
 
 @pytest.mark.parametrize("case", list(ADAM_CASES))
+@pytest.mark.browser(case=["adamw"])
 def test_adam_matches_torch(device, case):
   name, kw = ADAM_CASES[case]
   tkw = {k: v for k, v in kw.items() if k not in ("b1", "b2")}
@@ -285,6 +287,7 @@ def test_onecycle_past_the_end_raises(device):
   for _ in range(3): s.step()
   with pytest.raises(ValueError, match="total_steps"): s.step()
 
+@pytest.mark.browser
 def test_jitted_training_step_matches_eager(device):
   """A TinyJit'd step (forward, backward, Adam, BatchNorm statistics) replays what eager steps compute, lr schedule included."""
   from tinyweb import TinyJit

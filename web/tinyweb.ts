@@ -34,11 +34,12 @@ export interface Tinyweb {
   /** A tinyweb Tensor from a typed array: on the browser's WebGPU written to the GPU straight from the array (byte
    * length a multiple of 4), elsewhere copied into Python's memory first. */
   tensor(array: TypedArray, shape?: number[], device?: string): PyProxy;
-  /** The values of a Tensor as a typed array of its dtype (awaits the device, works without JSPI; GPU -> Python's
-   * memory -> a new typed array). */
+  /** The values of a Tensor as a new typed array of its dtype (awaits the device, works without JSPI), copied once: from
+   * the GPU's mapped buffer on WebGPU, from the device's memory elsewhere. bool: 0/1 bytes; float16/bfloat16: bit patterns. */
   toTypedArray(tensor: PyProxy): Promise<TypedArray>;
   /** Fetch safetensors weights by URL (a .safetensors file or a sharded index .json): HTTP Range requests, sha256 from
-   * the index, Cache API so a second visit downloads nothing. Returns {name: Tensor} as a Python dict. */
+   * the index, Cache API so a second visit downloads nothing; `tensors: [names]` fetches only those tensors' bytes.
+   * Returns {name: Tensor} as a Python dict. */
   loadWeights(url: string, options?: WeightsOptions & { device?: string }): Promise<PyProxy>;
   /** Forget the cached weights files (the Cache API entries loadWeights made). */
   clearWeightsCache(cache?: string): Promise<void>;
@@ -48,7 +49,7 @@ export interface Tinyweb {
 
 // the Python half of the helpers: run once after tinyweb is installed
 const PY_HELPERS = `
-import json, sys
+import js, json, sys
 from tinyweb import Tensor, dtypes
 from tinyweb.device import Buffer, Device
 from tinyweb.helpers import prod
@@ -84,9 +85,19 @@ def tinyweb_tensor(array, shape, device):
   copyin_js(buf.handle, array)
   return Tensor(buffer_uop(buf, shape))
 
-async def tinyweb_data(t):
-  mv = await t.data_async()
-  return mv.cast("B") if t.dtype == dtypes.bool else mv   # (JS has no bool arrays: 0/1 bytes)
+# (JS has no bool arrays: 0/1 bytes; float16 and bfloat16: their 16-bit patterns)
+_TYPED_ARRAYS = {"f": "Float32Array", "d": "Float64Array", "i": "Int32Array", "I": "Uint32Array", "h": "Int16Array",
+                 "H": "Uint16Array", "e": "Uint16Array", "b": "Int8Array", "B": "Uint8Array", "?": "Uint8Array",
+                 "q": "BigInt64Array", "Q": "BigUint64Array"}
+async def tinyweb_typed_array(t):
+  kind = getattr(js, _TYPED_ARRAYS[t.dtype.fmt])
+  if t.numel() == 0: return kind.new(0)
+  buf, _ = t._host_buffer()   # (realized, contiguous)
+  copyout_js = getattr(Device[buf.device].allocator, "copyout_js", None)
+  if copyout_js is not None: return kind.new(await copyout_js(buf.handle, buf.nbytes))   # the GPU's bytes, copied once
+  out = kind.new(t.numel())
+  js.Uint8Array.new(out.buffer).assign(buf.as_memoryview())   # the device's memory (a view where it allows), copied once
+  return out
 
 def tinyweb_load_weights(files, device):   # files: JS Uint8Arrays of whole safetensors files
   return {k: v for f in files for k, v in safe_load(f.to_memoryview(), device).items()}
@@ -114,7 +125,7 @@ export async function loadTinyweb(options: LoadOptions = {}): Promise<Tinyweb> {
   await pyodide.runPythonAsync(PY_HELPERS, { globals: helpers });
   // (through runPythonAsync: its stack may block with run_sync, so the report sees whether JSPI works)
   const report: DeviceReport = JSON.parse(await pyodide.runPythonAsync("await tinyweb_report()", { globals: helpers }));
-  const [toTensor, tensorData, loadState] = ["tinyweb_tensor", "tinyweb_data", "tinyweb_load_weights"].map((n) => helpers.get(n));
+  const [toTensor, typedArray, loadState] = ["tinyweb_tensor", "tinyweb_typed_array", "tinyweb_load_weights"].map((n) => helpers.get(n));
   const shared = pyodide.globals.get("dict")();
   progress({ stage: "ready", message: `ready: device ${report.device ?? "none"}` });
 
@@ -123,13 +134,7 @@ export async function loadTinyweb(options: LoadOptions = {}): Promise<Tinyweb> {
     runPython: (code, opts = {}) => pyodide.runPythonAsync(code, { globals: opts.globals ?? shared }),
     newGlobals: () => pyodide.globals.get("dict")(),
     tensor: (array, shape, device) => toTensor(array, shape, device),
-    async toTypedArray(tensor) {
-      const mv: PyProxy = await tensorData(tensor);
-      try {
-        const view = (mv as any).getBuffer();
-        try { return view.data.slice(); } finally { view.release(); }   // copy out: wasm memory may move or be reused
-      } finally { mv.destroy(); }
-    },
+    toTypedArray: (tensor) => typedArray(tensor),
     async loadWeights(url, opts = {}) {
       const files = await fetchWeights(url, opts);
       return loadState(files.map((f) => f.bytes), opts.device);   // (undefined arrives as None, null would not)

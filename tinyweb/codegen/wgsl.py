@@ -68,8 +68,8 @@ class WGSLRenderer(CStyleRenderer):
     Ops.CMPNE: lambda self, a, b, c, dt: f"({a}!={b})",
     Ops.SHL: lambda self, a, b, c, dt: f"({a}<<u32({b}))", Ops.SHR: lambda self, a, b, c, dt: f"({a}>>u32({b}))",
     Ops.WHERE: lambda self, a, b, c, dt: f"select({c}, {b}, {a})",
-    # WGSL leaves these indeterminate outside their domain (SwiftShader: log2(-1) = 0, exp2(NaN) = inf): NaN is made
-    # explicit, as in C
+    # WGSL leaves these indeterminate outside their domain (SwiftShader: log2(-1) = 0, log2(0) = -127, exp2(NaN) = inf):
+    # NaN and -inf are made explicit, as in C
     Ops.LOG2: lambda self, a, b, c, dt: f"tw_log2({a})", Ops.SQRT: lambda self, a, b, c, dt: f"tw_sqrt({a})",
     Ops.SIN: lambda self, a, b, c, dt: f"tw_sin({a})", Ops.EXP2: lambda self, a, b, c, dt: f"tw_exp2({a})",
   }
@@ -87,6 +87,7 @@ class WGSLRenderer(CStyleRenderer):
     sym = "/" if op is Ops.IDIV else "%"
     if divisor.op is Ops.CONST and divisor.arg not in (0, -1): return f"({a}{sym}{b})"
     zero = self.render_const(0, dt)
+    if divisor.op is Ops.CONST and divisor.arg == 0: return zero   # (Chromium rejects a shader with x/0 or x%0 in it)
     if dt.kind != "i": return f"select(({a}{sym}{b}), {zero}, {b}=={zero})"
     # like the CPU device: x/0 = x%0 = 0, INT_MIN/-1 = INT_MIN (wraps), INT_MIN%-1 = 0 (WGSL: x/0 = x)
     special = f"({b}==0||({b}==-1&&{a}=={self.render_const(dt.min, dt)}))"
@@ -161,7 +162,9 @@ class WGSLRenderer(CStyleRenderer):
 
   prelude = """fn tw_f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }
 fn tw_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
-fn tw_log2(x: f32) -> f32 { return select(log2(x), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x)); }
+fn tw_log2(x: f32) -> f32 {   // (SwiftShader: log2(0) = -127)
+  return select(select(log2(x), tw_f32_bits(0xff800000u), x == 0.0f), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x));
+}
 fn tw_sqrt(x: f32) -> f32 { return select(sqrt(x), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x)); }
 fn tw_exp2(x: f32) -> f32 { return select(exp2(x), x, tw_isnan(x)); }
 fn tw_sin(x: f32) -> f32 {   // whole turns are taken off first (2*pi in three parts): sin is accurate near 0 only
