@@ -1,10 +1,12 @@
 """The "beautiful MNIST" CNN trained on Fashion-MNIST by tinyweb, tinygrad 0.14 (CPU) and torch (CPU), same model and data.
 
-  python -m bench.mnist                                   # 70 steps of 512, all three peers
+  python -m bench.mnist                                   # the demo's full run (500 steps of 256), all three peers
   python -m bench.mnist --steps 10 --batch-size 128 --peers tinyweb,torch
 
 Model: conv5(1->32)-relu-conv5(32->32)-relu-bn-maxpool2-conv3(32->64)-relu-conv3(64->64)-relu-bn-maxpool2-flatten-
-linear(576->10); Adam lr 1e-3, sparse categorical cross-entropy, inputs x/255-0.5. Every peer sees the same batches:
+linear(576->10); Adam, sparse categorical cross-entropy, inputs x/255-0.5; the demo's learning rate: one-cycle peaking
+at --lr (torch's OneCycleLR without momentum cycling; every peer sets the same per-step values) or --schedule constant.
+Every peer sees the same batches:
 indices drawn like tinyweb's demo (random.Random(seed).randrange per sample). tinyweb runs demos.mnist.train.train
 in this process; tinygrad (DEV=CPU, TinyJit) and torch (eager, 2 threads) run in subprocesses of this file
 (`--worker NAME`), reading the arrays tinyweb loaded from an .npy file, so their imports and env stay apart.
@@ -29,7 +31,19 @@ def timed_loop(steps: int, step) -> dict:
   return {"train_seconds": end - st, "warmup_seconds": t_first - st,
           "steps_per_second": (steps - 2) / (end - t_first) if steps > 2 else float("nan")}
 
-def run_tinygrad(data: dict, steps: int, batch_size: int, lr: float, seed: int) -> dict:
+def learning_rates(lr: float, steps: int, schedule: str) -> list[float]:
+  """The learning rate of each step for the workers, from torch's OneCycleLR (the reference tinyweb's matches)."""
+  if schedule == "constant": return [lr] * steps
+  import torch
+  opt = torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=lr)
+  sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, cycle_momentum=False)
+  out = []
+  for _ in range(steps):
+    out.append(opt.param_groups[0]["lr"])
+    opt.step(); sched.step()
+  return out
+
+def run_tinygrad(data: dict, steps: int, batch_size: int, lrs: list[float], seed: int) -> dict:
   from tinygrad import Tensor, TinyJit, Context, Device, dtypes, nn
   from tinygrad.nn.state import get_parameters
   class Model:
@@ -41,7 +55,7 @@ def run_tinygrad(data: dict, steps: int, batch_size: int, lr: float, seed: int) 
   normalize = lambda x: x.float() * (1 / 255.0) - 0.5
   Tensor.manual_seed(seed)
   model = Model()
-  opt = nn.optim.Adam(get_parameters(model), lr=lr)
+  opt = nn.optim.Adam(get_parameters(model), lr=lrs[0])
 
   @TinyJit
   def step(x: Tensor, y: Tensor):
@@ -57,6 +71,7 @@ def run_tinygrad(data: dict, steps: int, batch_size: int, lr: float, seed: int) 
   X, Y, idx = data["X_train"], data["Y_train"], batch_indices(len(data["X_train"]), batch_size, seed)
   def one(i):
     b = next(idx)
+    opt.lr.assign(Tensor([lrs[i]], device=opt.lr.device, dtype=opt.lr.dtype)).realize()
     loss, acc = step(Tensor(X[b]), Tensor(Y[b]))
     return loss.item(), acc.item()
   res = timed_loop(steps, one)
@@ -65,7 +80,7 @@ def run_tinygrad(data: dict, steps: int, batch_size: int, lr: float, seed: int) 
                 for i in range(0, len(Xt), 1000))
   return {**res, "test_accuracy": correct / len(Xt), "device": Device.DEFAULT}
 
-def run_torch(data: dict, steps: int, batch_size: int, lr: float, seed: int) -> dict:
+def run_torch(data: dict, steps: int, batch_size: int, lrs: list[float], seed: int) -> dict:
   import torch
   from torch import nn
   torch.set_num_threads(2)
@@ -73,13 +88,14 @@ def run_torch(data: dict, steps: int, batch_size: int, lr: float, seed: int) -> 
   model = nn.Sequential(nn.Conv2d(1, 32, 5), nn.ReLU(), nn.Conv2d(32, 32, 5), nn.ReLU(), nn.BatchNorm2d(32), nn.MaxPool2d(2),
                         nn.Conv2d(32, 64, 3), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(), nn.BatchNorm2d(64), nn.MaxPool2d(2),
                         nn.Flatten(1), nn.Linear(576, 10))
-  opt = torch.optim.Adam(model.parameters(), lr=lr)
+  opt = torch.optim.Adam(model.parameters(), lr=lrs[0])
   normalize = lambda x: torch.from_numpy(x).float() * (1 / 255.0) - 0.5
   X, Y, idx = data["X_train"], data["Y_train"], batch_indices(len(data["X_train"]), batch_size, seed)
   model.train()
   def one(i):
     b = next(idx)
     x, y = normalize(X[b]), torch.from_numpy(Y[b]).long()
+    opt.param_groups[0]["lr"] = lrs[i]
     opt.zero_grad()
     logits = model(x)
     loss = nn.functional.cross_entropy(logits, y)
@@ -93,9 +109,9 @@ def run_torch(data: dict, steps: int, batch_size: int, lr: float, seed: int) -> 
     correct = sum(int((model(normalize(Xt[i:i + 1000])).argmax(-1).numpy() == Yt[i:i + 1000]).sum()) for i in range(0, len(Xt), 1000))
   return {**res, "test_accuracy": correct / len(Xt), "device": f"CPU, {torch.get_num_threads()} threads"}
 
-def run_tinyweb(steps: int, batch_size: int, lr: float, seed: int) -> dict:
+def run_tinyweb(steps: int, batch_size: int, lr: float, schedule: str, seed: int) -> dict:
   from demos.mnist.train import train
-  r = train("fashion", steps, batch_size, lr, seed)
+  r = train("fashion", steps, batch_size, lr, schedule, seed)
   # train() times the loop and the steps after the first two; the warm-up is what is left
   warm = r["train_seconds"] - (steps - 2) / r["steps_per_second"] if steps > 2 else r["train_seconds"]
   return {"train_seconds": r["train_seconds"], "warmup_seconds": warm, "steps_per_second": r["steps_per_second"],
@@ -107,7 +123,7 @@ def run_peer(name: str, data_dir: str, a) -> dict:
   """Runs `--worker name` in a subprocess; its last stdout line is the result as JSON."""
   env = {**os.environ, **WORKERS[name][1]}
   cmd = [sys.executable, "-m", "bench.mnist", "--worker", name, "--data", data_dir, "--steps", str(a.steps),
-         "--batch-size", str(a.batch_size), "--lr", str(a.lr), "--seed", str(a.seed)]
+         "--batch-size", str(a.batch_size), "--lr", str(a.lr), "--schedule", a.schedule, "--seed", str(a.seed)]
   p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   if p.returncode != 0: raise RuntimeError(f"{name} worker exited with {p.returncode} (its stderr is above)")
   return json.loads(p.stdout.strip().splitlines()[-1])
@@ -130,10 +146,11 @@ def table(results: dict, steps: int, batch_size: int) -> str:
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--steps", type=int, default=70)
-  ap.add_argument("--batch-size", type=int, default=512)
+  ap.add_argument("--steps", type=int, default=500)
+  ap.add_argument("--batch-size", type=int, default=256)
   ap.add_argument("--peers", default="tinyweb,tinygrad,torch")
-  ap.add_argument("--lr", type=float, default=0.001)
+  ap.add_argument("--lr", type=float, default=0.003, help="the (peak) learning rate")
+  ap.add_argument("--schedule", default="onecycle", choices=["onecycle", "constant"])
   ap.add_argument("--seed", type=int, default=0)
   ap.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)
   ap.add_argument("--data", help=argparse.SUPPRESS)
@@ -141,7 +158,7 @@ def main():
   if a.worker:   # subprocess: train one peer on the arrays in --data, print the result as the last stdout line
     import numpy as np
     data = {k: np.load(os.path.join(a.data, k + ".npy")) for k in ("X_train", "Y_train", "X_test", "Y_test")}
-    print(json.dumps(WORKERS[a.worker][0](data, a.steps, a.batch_size, a.lr, a.seed)))
+    print(json.dumps(WORKERS[a.worker][0](data, a.steps, a.batch_size, learning_rates(a.lr, a.steps, a.schedule), a.seed)))
     return
   peers = [p.strip() for p in a.peers.split(",") if p.strip()]
   if unknown := set(peers) - {"tinyweb", *WORKERS}: ap.error(f"unknown peers {sorted(unknown)}")
@@ -153,7 +170,7 @@ def main():
       for k, t in zip(("X_train", "Y_train", "X_test", "Y_test"), fashion_mnist()): np.save(os.path.join(data_dir, k + ".npy"), t.numpy())
     for name in peers:
       print(f"=== {name}", file=sys.stderr)
-      try: results[name] = run_tinyweb(a.steps, a.batch_size, a.lr, a.seed) if name == "tinyweb" else run_peer(name, data_dir, a)
+      try: results[name] = run_tinyweb(a.steps, a.batch_size, a.lr, a.schedule, a.seed) if name == "tinyweb" else run_peer(name, data_dir, a)
       except Exception as e: results[name] = {"error": f"{type(e).__name__}: {e}"}
   print(table(results, a.steps, a.batch_size))
 

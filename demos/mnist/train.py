@@ -1,7 +1,11 @@
 """The "beautiful MNIST" CNN: conv5-conv5-bn-pool-conv3-conv3-bn-pool-linear, trained with Adam and a jitted step.
 
   python -m demos.mnist.train                      # Fashion-MNIST (or MNIST when it is available), default settings
-  python -m demos.mnist.train --dataset mnist --steps 500 --batch-size 512
+  python -m demos.mnist.train --dataset mnist --steps 200 --batch-size 512 --schedule constant --lr 0.001
+
+Defaults: 500 steps of 256 (about 2 epochs), Adam with a one-cycle learning rate peaking at 3e-3. The same recipe in
+torch (OneCycleLR, cycle_momentum=False) reaches 90.26 % test accuracy on Fashion-MNIST; a constant lr of 1e-3 with
+batches of 512 gives 89.7 % after 500 steps (twice the samples).
 
 Prints a progress bar with loss and accuracy, the test accuracy at the end, the device used and steps/s."""
 from __future__ import annotations
@@ -56,14 +60,17 @@ def evaluate(model: Model, X: Tensor, Y: Tensor, batch: int = 1000) -> float:
       correct += (pred == Y[i:i + batch].cast(dtypes.int32)).sum().item()
   return correct / X.shape[0]
 
-def train(dataset: str = "auto", steps: int = 70, batch_size: int = 512, lr: float = 0.001, seed: int = 0, eval_every: int = 0,
-          test_limit: int = 0) -> dict:
-  """Train and return the results; test_limit > 0 evaluates on only the first test_limit test images."""
+def train(dataset: str = "auto", steps: int = 500, batch_size: int = 256, lr: float = 0.003, schedule: str = "onecycle",
+          seed: int = 0, eval_every: int = 0, test_limit: int = 0) -> dict:
+  """Train and return the results. schedule: 'onecycle' (lr rises to `lr`, then anneals; torch's OneCycleLR without
+  momentum cycling) or 'constant'. test_limit > 0 evaluates on only the first test_limit test images."""
   name, X_train, Y_train, X_test, Y_test = load(dataset)
   if test_limit: X_test, Y_test = X_test[:test_limit], Y_test[:test_limit]
   Tensor.manual_seed(seed)
   model = Model()
   opt = optim.Adam(get_parameters(model), lr=lr)
+  if schedule not in ("onecycle", "constant"): raise ValueError(f"train: schedule must be 'onecycle' or 'constant', got {schedule!r}")
+  lr_schedule = optim.OneCycleLR(opt, max_lr=lr, total_steps=steps) if schedule == "onecycle" else None
   batches = Batches(X_train, Y_train, batch_size, seed)
 
   @TinyJit
@@ -77,9 +84,14 @@ def train(dataset: str = "auto", steps: int = 70, batch_size: int = 512, lr: flo
       Tensor.realize_all(loss, acc, *opt.schedule_step())
       return loss, acc
 
+  def scheduled_step(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    out = step(x, y)
+    if lr_schedule is not None: lr_schedule.step()   # sets opt.lr, a buffer the jitted kernels read
+    return out
+
   print(f"training the beautiful-MNIST CNN on {name} ({X_train.shape[0]} images) on {Device.DEFAULT}, "
-        f"{steps} steps of {batch_size}", file=sys.stderr)
-  r = train_loop(step, batches, steps, lambda: evaluate(model, X_test, Y_test), eval_every)
+        f"{steps} steps of {batch_size}, {schedule} lr {lr}", file=sys.stderr)
+  r = train_loop(scheduled_step, batches, steps, lambda: evaluate(model, X_test, Y_test), eval_every)
   test_acc = evaluate(model, X_test, Y_test)
   result = {"dataset": name, "device": Device.DEFAULT, "steps": steps, "batch_size": batch_size, "test_accuracy": test_acc,
             **r, "kernels": GlobalCounters.kernel_count}
@@ -90,11 +102,12 @@ def train(dataset: str = "auto", steps: int = 70, batch_size: int = 512, lr: flo
 if __name__ == "__main__":
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--dataset", default="auto", choices=["auto", "mnist", "fashion"])
-  ap.add_argument("--steps", type=int, default=70)
-  ap.add_argument("--batch-size", type=int, default=512)
-  ap.add_argument("--lr", type=float, default=0.001)
+  ap.add_argument("--steps", type=int, default=500)
+  ap.add_argument("--batch-size", type=int, default=256)
+  ap.add_argument("--lr", type=float, default=0.003, help="the (peak) learning rate")
+  ap.add_argument("--schedule", default="onecycle", choices=["onecycle", "constant"])
   ap.add_argument("--seed", type=int, default=0)
   ap.add_argument("--eval-every", type=int, default=0, help="also report test accuracy every N steps")
   ap.add_argument("--test-limit", type=int, default=0, help="evaluate on the first N test images only")
   a = ap.parse_args()
-  train(a.dataset, a.steps, a.batch_size, a.lr, a.seed, a.eval_every, a.test_limit)
+  train(a.dataset, a.steps, a.batch_size, a.lr, a.schedule, a.seed, a.eval_every, a.test_limit)
