@@ -35,6 +35,8 @@ def test_pattern_matcher_and_graph_rewrite():
   (lambda r, s: (r * 12 + s) % 12, lambda r, s: s),
   (lambda r, s: s % 100, lambda r, s: s),
   (lambda r, s: s // 100, lambda r, s: UOp.const(dtypes.int32, 0)),
+  (lambda r, s: (s * -1 + 23) % 12, lambda r, s: s * -1 + 11),   # a flipped index: the constant is shifted by 12
+  (lambda r, s: (r * 12 + s * -1 + 23) // 12, lambda r, s: r + 1),
 ])
 def test_index_simplification(expr, expected):
   r = UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, 2),), 0)
@@ -61,11 +63,25 @@ def test_debug_levels(capsys):
   assert "GFLOP/s" in out and "GB/s" in out and "ms" in out
   with Context(DEBUG=4): (x * 5 - 2).realize()
   out = capsys.readouterr().out
-  assert "void " in out and "data0" in out and "for (int" in out
+  assert "void " in out and "data0" in out and "for (" in out
   with Context(DEBUG=1): (x - 7).realize()
   assert "realize:" in capsys.readouterr().out
   from tinyweb.helpers import DEBUG
   assert DEBUG.value == int(os.getenv("DEBUG", "0"))   # restored after the blocks
+
+def test_cpu_addresses_are_64_bit_while_int32_values_wrap():
+  """The C renderer computes addresses in 64 bits (so clang vectorizes neighbouring loads); int32 values still wrap."""
+  ok, why = Device.check("CPU")
+  if not ok: pytest.skip(why)
+  a = Tensor.arange(10, device="CPU") * 1_000_000_000
+  ref = np.arange(10, dtype=np.int32) * np.int32(1_000_000_000)
+  np.testing.assert_array_equal(a.numpy(), ref)
+  np.testing.assert_array_equal((a < 0).numpy(), ref < 0)
+  from tinyweb.codegen.cstyle import ClangRenderer
+  x = Tensor(np.arange(24, dtype=np.float32), device="CPU").realize()
+  items, _, _ = create_schedule([x.reshape(4, 6).T.contiguous().uop])
+  src = ClangRenderer().render(lower(items[0].ast, ClangRenderer()))
+  assert "for (long long" in src and "long long alu" in src and " int alu" not in src, src
 
 def test_context_rejects_unknown_variables():
   with pytest.raises(KeyError, match="NOT_A_VAR"):

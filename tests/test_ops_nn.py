@@ -71,6 +71,18 @@ def _conv_check(device, torch_conv, xs, ws, bias, kw, tw_name="conv2d"):
 def test_conv2d(device, xs, ws, bias, kw):
   _conv_check(device, F.conv2d, xs, ws, bias, kw)
 
+@pytest.mark.parametrize("xs,ws,bias,kw,chunk", [
+  ((6, 4, 48, 48), (8, 2, 3, 3), True, dict(groups=2), 2),          # 3 chunks of 2
+  ((5, 8, 64, 64), (4, 8, 3, 3), False, dict(stride=2, padding=1), 1),   # a prime batch: 5 chunks of 1
+])
+def test_conv2d_weight_gradient_in_batch_chunks(device, xs, ws, bias, kw, chunk):
+  """Inputs large enough that the weight gradient is summed over chunks of the batch, then over the chunks."""
+  from tinyweb.tensor_nn import _batch_chunk
+  padded = [n + 2 * kw.get("padding", 0) for n in xs[2:]]
+  out = [(n - k) // kw.get("stride", 1) + 1 for n, k in zip(padded, ws[2:])]
+  assert _batch_chunk(xs[0], (xs[1] * np.prod(padded) + ws[0] * np.prod(out)) * 4) == chunk   # the case this test is for
+  _conv_check(device, F.conv2d, xs, ws, bias, kw)
+
 @pytest.mark.parametrize("xs,ws,bias,kw", [
   ((2, 3, 10), (4, 3, 3), True, dict(padding=1)),
   ((1, 2, 11), (4, 2, 4), False, dict(stride=2, dilation=2)),

@@ -28,6 +28,10 @@ def _pads(padding, n: int, op: str) -> list[tuple[int, int]]:
 
 def _f32(x: float) -> float: return struct.unpack("f", struct.pack("f", x))[0]
 
+def _batch_chunk(n: int, item_bytes: int, budget: int = 1 << 18) -> int:
+  """The largest divisor of n whose items take at most `budget` bytes (at least 1)."""
+  return max(d for d in range(1, n + 1) if n % d == 0 and (d == 1 or d * item_bytes <= budget))
+
 def _reduce_loss(loss, reduction: str, op: str, count=None):
   if reduction == "none": return loss
   if reduction == "sum": return loss.sum()
@@ -158,8 +162,15 @@ class NNMixin:
       grad = grad.contiguous()   # read by every window position below: compute it once instead of per read
       # Both gradients are convolutions over forward window views, whose index arithmetic stays simple (differentiating
       # the window view itself would sum over its repeated copies).
-      gg = grad.reshape(bs, g, cout // g, 1, *o_, *(1,) * n)
-      gw = (gg * win.detach().reshape(bs, g, 1, cin // g, *o_, *k_)).sum((0, *range(4, 4 + n))).reshape(weight.shape)
+      # weight: a sum over batch and output positions into few outputs. Two stages: partial sums over chunks of the batch
+      # whose inputs fit in the CPU's cache (each output tile rereads them), then the sum of the partials. The partials
+      # are laid out (chunks, g, cin/g, *k, cout/g) with the gradient copied channels-last, so the kernel's last (stored
+      # contiguously) axis is contiguous in a load too: the C compiler vectorizes along it.
+      c = _batch_chunk(bs, (prod(xp.shape[1:]) + prod(grad.shape[1:])) * grad.dtype.itemsize)
+      gl = grad.reshape(bs, g, cout // g, *o_).permute(0, 1, *range(3, 3 + n), 2).contiguous()
+      gl = gl.reshape(bs // c, c, g, 1, *o_, *(1,) * n, cout // g)
+      gw = (gl * win.detach().reshape(bs // c, c, g, cin // g, *o_, *k_, 1)).sum((1, *range(4, 4 + n))).contiguous().sum(0)
+      gw = gw.permute(0, n + 2, 1, *range(2, 2 + n)).reshape(weight.shape)
       # input: spread grad by the stride, pad by the kernel extent, convolve with the flipped, channel-swapped kernel
       gd = grad
       for j, (o, st) in enumerate(zip(o_, s_)):

@@ -3,8 +3,8 @@ a target (C for clang, and later WGSL, OpenCL C, CUDA C, Metal) subclasses it an
 from __future__ import annotations
 import math
 from tinyweb.dtype import DType, dtypes
-from tinyweb.uop import UOp, Ops
-from tinyweb.codegen.lower import Program, reduce_identity
+from tinyweb.uop import UOp, Ops, ALU
+from tinyweb.codegen.lower import Program, reduce_identity, IDX
 
 UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
 
@@ -22,6 +22,7 @@ class CStyleRenderer:
   float_suffix = {dtypes.float32: "f", dtypes.float16: "f", dtypes.bfloat16: "f", dtypes.float64: ""}
   int_suffix = {dtypes.int64: "ll", dtypes.uint64: "ull", dtypes.uint32: "u"}
   unsupported: dict[DType, str] = {}   # dtype -> why this target refuses it (checked at buffer creation and rendering)
+  index_type = ""   # a wider C type for loop indices and address arithmetic (see wide_indices); "": the int32 type
 
   def check_dtype(self, dt: DType, what: str = ""):
     if dt in self.unsupported:
@@ -84,7 +85,7 @@ class CStyleRenderer:
   def render_param(self, g: UOp, name: str, is_output: bool) -> str:
     return f"{'' if is_output else 'const '}{self.mem(g.dtype)}*{self.buffer_qualifier} {name}"
   def render_decl(self, dt: DType, name: str, expr: str, mutable: bool = False) -> str: return f"{self.reg(dt)} {name} = {expr};"
-  def render_range(self, name: str, lo: str, hi: str) -> str: return f"for (int {name} = {lo}; {name} < {hi}; {name}++) {{"
+  def render_range(self, name: str, lo: str, hi: str) -> str: return f"for ({self.index_type or 'int'} {name} = {lo}; {name} < {hi}; {name}++) {{"
   def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
     raise NotImplementedError(f"{type(self).__name__} has no thread indices")
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str: raise NotImplementedError
@@ -105,7 +106,22 @@ class CStyleRenderer:
       s //= 2
     return out + [self.render_decl(u.dtype, name, f"{mem}[0]")]
 
+  @staticmethod
+  def wide_indices(prog: Program) -> set[UOp]:
+    """The int uops that compute load and store addresses from loop indices and constants. Their values are below 2^31
+    (engine.check_index_range), so computing them in 64 bits changes no value, and lets clang see that neighbouring
+    addresses are adjacent (with 32-bit ints, each one's sign extension hides that) and vectorize the loads."""
+    pure: set[UOp] = set()
+    for u in prog.uops:
+      if u.op is Ops.RANGE or (u.op in ALU and u.dtype == IDX and all(s in pure or s.op is Ops.CONST for s in u.src)): pure.add(u)
+    out: set[UOp] = set()
+    todo = [u.src[1] for u in prog.uops if u.op in (Ops.LOAD, Ops.STORE)]
+    while todo:
+      if (x := todo.pop()) in pure and x not in out: out.add(x); todo.extend(x.src)
+    return out
+
   def render(self, prog: Program) -> str:
+    wide = self.wide_indices(prog) if self.index_type else set()
     self._local_decls: list[str] = []   # workgroup-memory declarations the kernel needs (render_local)
     names: dict[UOp, str] = {}
     counters: dict[str, int] = {}
@@ -160,7 +176,7 @@ class CStyleRenderer:
         elif op is Ops.BITCAST: expr = self.render_bitcast(srcs[0], u.dtype, u.src[0].dtype)
         else: expr = self.round_result(self.render_alu(op, srcs, u.dtype, u.src[0].dtype, list(u.src)), u.dtype)
         names[u] = new_name("alu")
-        line(self.render_decl(u.dtype, names[u], expr))
+        line(f"{self.index_type} {names[u]} = {expr};" if u in wide else self.render_decl(u.dtype, names[u], expr))
     return self.render_kernel(prog.name, params, body, prog)
 
 class ClangRenderer(CStyleRenderer):
@@ -168,6 +184,7 @@ class ClangRenderer(CStyleRenderer):
   after every op, which is what PyTorch's CPU kernels do."""
   device = "CPU"
   core_split = True
+  index_type = "long long"
   infinity, nan = "__builtin_inff()", "__builtin_nanf(\"\")"
   reg_types = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
                dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",

@@ -262,18 +262,45 @@ def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
 
 def choose_upcasts(value: UOp) -> dict[int, int]:
   """Register tiling for kernels with a reduction: compute several neighbouring outputs per loop iteration, each with its
-  own accumulator, so loads are reused across them and the C compiler can vectorize along the last axis.
-  Returns {output axis: how many outputs along it}."""
+  own accumulator, so loads are reused across them and the C compiler can vectorize along the last axis (its stores are
+  contiguous). Returns {output axis: how many outputs along it}."""
   if not any(u.op is Ops.REDUCE_AXIS for u in value.toposort()): return {}
   shape, out = value.shape, {}
   axes = [i for i, n in enumerate(shape) if n > 1]
   if not axes: return {}
   last = axes[-1]
-  for amt in (8, 4, 2):
-    if shape[last] % amt == 0: out[last] = amt; break
-  for i in reversed(axes[:-1]):   # a second axis, for reuse of the loads that do not depend on the last one
-    if shape[i] % 4 == 0: out[i] = 4; break
-  return out
+  # 8 (a vector) where it divides, else the largest divisor up to 24: a whole short row (a 10x10 image) beats pairs
+  out[last] = 8 if shape[last] % 8 == 0 else max(d for d in range(1, min(shape[last], 24) + 1) if shape[last] % d == 0)
+  # a second axis, at most 32 accumulators in all: preferably one that a load moving along the last axis does not move
+  # along (it is then loaded once for all of them; a conv's input does not depend on the output channel)
+  amt = 4 if out[last] == 8 else 2 if out[last] <= 16 else 0
+  along_last = [a for a in load_axes(value) if last in a]
+  fits = [i for i in reversed(axes[:-1]) if amt and shape[i] % amt == 0]
+  if fits: out[next((i for i in fits if any(i not in a for a in along_last)), fits[0])] = amt
+  return {a: n for a, n in out.items() if n > 1}
+
+def load_axes(value: UOp) -> list[set[int]]:
+  """For each buffer a kernel value reads: the output axes that its read index depends on (a superset where a reshape
+  merges dimensions)."""
+  out: dict[UOp, set[int]] = {}
+  seen: set = set()
+  def walk(u: UOp, deps: tuple[frozenset, ...]):   # deps: per dim of u, the output axes its index there depends on
+    if (u, deps) in seen: return
+    seen.add((u, deps))
+    if u.op is Ops.DEFINE_GLOBAL: out.setdefault(u, set()).update(*deps); return
+    if u.op is Ops.REDUCE_AXIS: deps = tuple(frozenset() if i in u.arg[1] else d for i, d in enumerate(deps))
+    elif u.op is Ops.PERMUTE: deps = tuple(deps[u.arg.index(i)] for i in range(len(deps)))
+    elif u.op is Ops.EXPAND: deps = tuple(frozenset() if s == 1 else d for d, s in zip(deps, u.src[0].shape))
+    elif u.op is Ops.RESHAPE:   # a source dim depends on the dims whose spans of the flat index overlap its span
+      def spans(shape):
+        st, res = 1, []
+        for n in reversed(shape): res.append((st, st * n) if n > 1 else (0, 0)); st *= n
+        return res[::-1]
+      mine = spans(u.shape)
+      deps = tuple(frozenset().union(*[d for d, (a, b) in zip(deps, mine) if a < hi and lo < b]) for lo, hi in spans(u.src[0].shape))
+    for x in u.src: walk(x, deps)
+  walk(value, tuple(frozenset([i]) for i in range(len(value.shape))))
+  return list(out.values())
 
 GROUP_MIN = 1024   # GPU: a reduction over at least this many elements is shared by the threads of a workgroup
 

@@ -99,6 +99,16 @@ def _nonneg_terms(u: UOp):
   terms, const = split_sum(u)
   return (terms, const) if all(t.vmin >= 0 for t, _ in terms) else None
 
+def _remainder(terms, const, c):
+  """sum(terms) + const == c*(q + qc) + (r + rc) with r + rc always in [0, c), where r are the terms whose coefficients c
+  does not divide and rc is const shifted by a multiple of c: (q, qc, r, rc), or None when r's range is c or more wide.
+  Covers a flipped index, e.g. (24 - x) % 5 == 4 - x and (24 - x) // 5 == 4 for x in [0, 4]."""
+  r = [(t, k) for t, k in terms if k % c]
+  lo, hi = _bounds_of(r, const)
+  shift = lo // c
+  if hi - shift * c >= c: return None
+  return [(t, k // c) for t, k in terms if k % c == 0], shift, r, const - shift * c
+
 def simplify_div(x: UOp):
   num, c = x.src[0], x.src[1].arg
   if c <= 0 or num.vmin < 0: return None
@@ -109,10 +119,9 @@ def simplify_div(x: UOp):
     return (num.src[0] // c) % (num.src[1].arg // c)     # (y % (c*d)) // c == (y // c) % d
   if (split := _nonneg_terms(num)) is None: return None
   terms, const = split
-  # num = c*q + r: num // c == q + r // c. First try r = the terms whose coefficients c does not divide (often already
-  # within [0, c), e.g. a flipped index), else reduce every coefficient modulo c.
-  q, r = [(t, k // c) for t, k in terms if k % c == 0], [(t, k) for t, k in terms if k % c]
-  if 0 <= (rb := _bounds_of(r, const))[0] and rb[1] < c: return build_sum(x.dtype, q, 0)
+  # num = c*q + r: num // c == q + r // c. First try r = the terms whose coefficients c does not divide (see _remainder),
+  # else reduce every coefficient modulo c.
+  if (qr := _remainder(terms, const, c)) is not None: return build_sum(x.dtype, qr[0], qr[1])
   q = [(t, k // c) for t, k in terms if k // c]
   r = [(t, k % c) for t, k in terms if k % c]
   if q or const // c:
@@ -132,8 +141,7 @@ def simplify_mod(x: UOp):
   if num.op is Ops.MOD and num.src[1].op is Ops.CONST and num.src[1].arg % c == 0: return num.src[0] % c
   if (split := _nonneg_terms(num)) is None: return None
   terms, const = split
-  r = [(t, k) for t, k in terms if k % c]
-  if 0 <= (rb := _bounds_of(r, const))[0] and rb[1] < c: return build_sum(x.dtype, r, const)
+  if (qr := _remainder(terms, const, c)) is not None: return build_sum(x.dtype, qr[2], qr[3])
   r = [(t, k % c) for t, k in terms if k % c]
   if len(r) == len(terms) and all(k == k2 for (_, k), (_, k2) in zip(terms, r)) and const < c: return None
   return build_sum(x.dtype, r, const % c) % c
