@@ -7,7 +7,7 @@ One UOp type serves two levels:
   over scalar index and value expressions.
 """
 from __future__ import annotations
-import math, weakref, itertools, sys
+import math, weakref, itertools, functools, sys
 from enum import Enum, auto
 from typing import Any, Callable, Optional
 from tinyweb.dtype import DType, dtypes, cast_scalar
@@ -16,6 +16,7 @@ from tinyweb.helpers import prod
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 
 class Ops(Enum):
+  __hash__ = object.__hash__   # members are singletons; Enum's own __hash__ is Python code and ops are hashed constantly
   # tensor-graph leaves
   DEVICE = auto(); BUFFER = auto(); CONST = auto(); ARANGE = auto()
   # unary ALU
@@ -49,21 +50,28 @@ def _const_key(x):  # -0.0 vs 0.0 and NaN must stay distinct in the hash-consing
   return (x, math.copysign(1.0, x), math.isnan(x)) if isinstance(x, float) else x
 
 class UOpMeta(type):
-  table: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+  # key -> weak reference to the UOp; a plain dict of weakrefs (not a WeakValueDictionary): UOp() is the hottest call of
+  # the compiler and WeakValueDictionary's get and set are Python code
+  table: dict[tuple, weakref.ref] = {}
   def __call__(cls, op: Ops, dtype: Optional[DType] = None, src: tuple = (), arg: Any = None):
     key = (op, dtype, src, _const_key(arg) if op is Ops.CONST else arg)
     try:
-      if (ret := UOpMeta.table.get(key)) is not None: return ret
+      if (ref := UOpMeta.table.get(key)) is not None and (ret := ref()) is not None: return ret
     except TypeError: return super().__call__(op, dtype, src, arg)   # unhashable arg: not interned
-    UOpMeta.table[key] = ret = super().__call__(op, dtype, src, arg)
+    ret = super().__call__(op, dtype, src, arg)
+    UOpMeta.table[key] = weakref.ref(ret, functools.partial(_forget, key))
     return ret
+
+def _forget(key, ref):   # a UOp died: drop its entry unless a newer UOp with the same key replaced it
+  if UOpMeta.table.get(key) is ref: del UOpMeta.table[key]
 
 class UOp(metaclass=UOpMeta):
   """An immutable IR node. Two UOps built from the same op, dtype, sources and arg are the same object."""
-  __slots__ = ("op", "dtype", "src", "arg", "_shape", "_bounds", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "_shape", "_bounds", "_sum", "__weakref__")
   def __init__(self, op: Ops, dtype: Optional[DType] = None, src: tuple = (), arg: Any = None):
     self.op, self.dtype, self.src, self.arg = op, dtype, tuple(src), arg
     self._shape, self._bounds = None, None
+    self._sum = None   # symbolic.simplify_sum's memo: the terms of an int ADD that is already a canonical sum
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
   def replace(self, **kw) -> UOp:
     return UOp(kw.get("op", self.op), kw.get("dtype", self.dtype), kw.get("src", self.src), kw.get("arg", self.arg))

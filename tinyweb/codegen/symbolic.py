@@ -75,10 +75,38 @@ def _bounds_of(terms, const):
     lo, hi = lo + min(a, b), hi + max(a, b)
   return lo, hi
 
+_FLAT = (Ops.ADD, Ops.CONST, Ops.NEG)
+def _as_term(u: UOp, dtype) -> tuple[UOp, int] | None:
+  """u as the one (term, coefficient) that build_sum renders back to u, or None when split_sum would take u apart."""
+  if u.op in _FLAT or u.dtype != dtype: return None
+  if u.op is not Ops.MUL or u.src[1].op is not Ops.CONST: return (u, 1)
+  t, k = u.src
+  if t.op in _FLAT or (t.op is Ops.MUL and t.src[1].op is Ops.CONST) or t.dtype != dtype or k.dtype != dtype or k.arg in (0, 1): return None
+  return (t, k.arg)
+
+def _may_fold(t: UOp, k: int, terms: dict[UOp, int], mods: frozenset) -> bool:
+  """Could simplify_sum's (y//c)*c + y%c fold apply between term t (coefficient k) and the other terms?"""
+  if t.op is Ops.MOD and t.src[1].op is Ops.CONST:
+    return terms.get(UOp(Ops.IDIV, t.src[0].dtype, t.src)) == k * t.src[1].arg
+  return t.op is Ops.IDIV and t.src in mods
+
+def _mod_srcs(terms) -> frozenset: return frozenset(t.src for t in terms if t.op is Ops.MOD and t.src[1].op is Ops.CONST)
+
 def simplify_sum(x: UOp):
   """Canonical form of an int sum: like terms combined, (y//c)*c + y%c folded back to y, constants summed."""
+  # fast path: a canonical sum (or a single term) plus a new term or a constant is canonical as it is. Sums are rewritten
+  # bottom-up, so this keeps simplifying a chain of n additions O(n) instead of rebuilding every prefix.
+  a, b = x.src
+  if a.op is Ops.ADD: info = a._sum
+  else: info = None if (tk := _as_term(a, x.dtype)) is None else ({tk[0]: tk[1]}, 0, _mod_srcs([tk[0]]))
+  if info is not None and info[1] == 0 and a.dtype == x.dtype:
+    terms, _, mods = info
+    if b.op is Ops.CONST:
+      if b.arg != 0 and UOp.const(x.dtype, b.arg) is b: x._sum = (terms, b.arg, mods); return None
+    elif (tk := _as_term(b, x.dtype)) is not None and tk[0] not in terms and not _may_fold(tk[0], tk[1], terms, mods):
+      x._sum = ({**terms, tk[0]: tk[1]}, 0, mods | _mod_srcs([tk[0]])); return None
   terms, const = split_sum(x)
-  changed = True
+  changed, folded = True, False
   while changed:
     changed = False
     tdict = dict(terms)
@@ -89,14 +117,16 @@ def simplify_sum(x: UOp):
         if y.vmin >= 0 and tdict.get(d) == k * c:
           del tdict[t], tdict[d]
           tdict[y] = tdict.get(y, 0) + k
-          terms, changed = [(a, b) for a, b in tdict.items() if b != 0], True
+          terms, changed, folded = [(a, b) for a, b in tdict.items() if b != 0], True, True
           break
   new = build_sum(x.dtype, terms, const)
-  return None if new is x else new
+  if new is not x: return new
+  if not folded: x._sum = (dict(terms), const, _mod_srcs(t for t, _ in terms))
+  return None
 
 def _nonneg_terms(u: UOp):
   """u as ([(term, coefficient)], constant) when every term is >= 0 (so floor and C division agree after splitting)."""
-  terms, const = split_sum(u)
+  terms, const = (list(u._sum[0].items()), u._sum[1]) if u._sum is not None else split_sum(u)   # a canonical sum's terms are known
   return (terms, const) if all(t.vmin >= 0 for t, _ in terms) else None
 
 def _remainder(terms, const, c):
