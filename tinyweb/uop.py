@@ -255,8 +255,9 @@ class UPat:
       binds[self.name] = u
     if self.src is None: return True
     if len(self.src) != len(u.src): return False
-    orders = [u.src, u.src[::-1]] if self.commutative and len(u.src) == 2 else [u.src]
-    for srcs in orders:
+    # one order: bind into `binds` directly (a failed match's partial binds are dropped by whoever made the dict)
+    if not (self.commutative and len(u.src) == 2): return all(p.match(s, binds) for p, s in zip(self.src, u.src))
+    for srcs in (u.src, u.src[::-1]):
       trial = dict(binds)
       if all(p.match(s, trial) for p, s in zip(self.src, srcs)):
         binds.clear(); binds.update(trial)
