@@ -53,6 +53,11 @@ LOAD_JS = """async ([url, options]) => {
   return {tensors: out, progress};
 }"""
 
+def load_error(page, url: str, options: dict | None = None) -> str:
+  """The message loadWeights(url, options) fails with in the page ('no error' when it loads)."""
+  return page.evaluate("([url, options]) => window.tinyweb.loadWeights(url, options).then(() => 'no error', (e) => e.message)",
+                       [url, options or {}])
+
 def check_tensors(got: dict, want: dict):
   assert set(got) == set(want)
   for k, arr in want.items():
@@ -96,8 +101,7 @@ def test_a_server_without_range_support_sends_the_whole_file(weights, site):
   got = page.evaluate(LOAD_JS, [url, {"tensors": ["steps"], "cache": False}])   # a subset: taken from that whole file
   check_tensors(got["tensors"], {"steps": w["steps"]})
   assert [r for u, r in requests if u == url] == ["bytes=0-7"]
-  err = page.evaluate("(url) => window.tinyweb.loadWeights(url).then(() => 'no error', (e) => e.message)",
-                      site.url + "e2e-data/truncated.safetensors?norange")
+  err = load_error(page, site.url + "e2e-data/truncated.safetensors?norange")
   assert "truncated" in err and "the file has only" in err, err
 
 def test_sharded_index_with_sha256(weights, site):
@@ -113,14 +117,12 @@ def test_wrong_sha256_is_a_clear_error(weights, site):
   page, _, _, _, _ = weights
   page.evaluate("(url) => window.tinyweb.loadWeights(url).then((sd) => sd.destroy())", site.url + "e2e-data/model.index.json")
   for cache in (False, True):
-    err = page.evaluate("([url, cache]) => window.tinyweb.loadWeights(url, cache ? {} : {cache: false}).then(() => 'no error', (e) => e.message)",
-                        [site.url + "e2e-data/bad-sha.index.json", cache])
+    err = load_error(page, site.url + "e2e-data/bad-sha.index.json", {} if cache else {"cache": False})
     assert "model-2.safetensors" in err and "sha256 mismatch" in err and "0" * 64 in err, err
 
 def test_truncated_file_is_a_clear_error(weights, site):
   page, _, _, _, _ = weights
-  err = page.evaluate("(url) => window.tinyweb.loadWeights(url).then(() => 'no error', (e) => e.message)",
-                      site.url + "e2e-data/truncated.safetensors")
+  err = load_error(page, site.url + "e2e-data/truncated.safetensors")
   size = (site.data_dir / "truncated.safetensors").stat().st_size
   assert "truncated.safetensors" in err and "truncated" in err and f"only {size} bytes" in err, err
 
@@ -147,7 +149,7 @@ def test_tensors_by_name_fetch_only_their_bytes(weights, site):
   requests.clear()
   check_tensors(page.evaluate(LOAD_JS, [url, {"tensors": ["mid"]}])["tensors"], {"mid": subset["mid"]})
   assert [u for u, _ in requests if "e2e-data" in u] == []
-  err = page.evaluate("(url) => window.tinyweb.loadWeights(url, {tensors: ['small', 'nope']}).then(() => 'no error', (e) => e.message)", url)
+  err = load_error(page, url, {"tensors": ["small", "nope"]})
   assert "no tensor named nope" in err and "big" in err, err
 
 def test_tensors_by_name_from_shards_checked_per_tensor(weights, site):
@@ -158,11 +160,9 @@ def test_tensors_by_name_from_shards_checked_per_tensor(weights, site):
   ranges = data_ranges(site.data_dir / "part-2.safetensors")
   assert [(u.rsplit("/", 1)[1], r) for u, r in requests if "part-" in u] == \
     [("part-2.safetensors", "bytes=0-7"), ("part-2.safetensors", ranges["header"]), ("part-2.safetensors", ranges["mid"])]
-  err = page.evaluate("(url) => window.tinyweb.loadWeights(url, {tensors: ['mid'], cache: false}).then(() => 'no error', (e) => e.message)",
-                      site.url + "e2e-data/parts-bad.index.json")
+  err = load_error(page, site.url + "e2e-data/parts-bad.index.json", {"tensors": ["mid"], "cache": False})
   assert "part-2.safetensors (tensor mid)" in err and "sha256 mismatch" in err and "0" * 64 in err, err
-  err = page.evaluate("(url) => window.tinyweb.loadWeights(url, {tensors: ['zz']}).then(() => 'no error', (e) => e.message)",
-                      site.url + "e2e-data/parts.index.json")
+  err = load_error(page, site.url + "e2e-data/parts.index.json", {"tensors": ["zz"]})
   assert "parts.index.json" in err and "no tensor named zz" in err, err
 
 def test_tensors_by_name_of_a_file_with_only_its_whole_sha256_fetch_it_whole(weights, site):

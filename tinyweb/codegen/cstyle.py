@@ -76,7 +76,12 @@ class CStyleRenderer:
     wrapping_neg = f"(({self.reg(dt)})(0-({self.reg(UNSIGNED[dt])})({a})))"
     return f"({b}==0?0:({b}==-1?{wrapping_neg}:({a}/{b})))"
 
-  def render_cast(self, x: str, dt: DType, sdt: DType) -> str: return f"(({self.reg(dt)})({x}))"
+  def render_cast(self, x: str, dt: DType, sdt: DType) -> str:
+    if dt.is_bool: return f"(({x})!=0)"
+    if dt.is_int and sdt.is_float: return f"(({self.reg(dt)}){self.float_to_int(x, dt)})"
+    return self.round_result(f"(({self.reg(dt)})({x}))", dt)
+  # float -> int: every device gives x86-64's answers where C leaves them undefined (dtype.cast_scalar says which)
+  def float_to_int(self, x: str, dt: DType) -> str: return f"({x})"
   def render_bitcast(self, x: str, dt: DType, sdt: DType) -> str: raise NotImplementedError
   def render_load(self, buf: str, idx: str, dt: DType) -> str: return f"{buf}[{idx}]"
   def render_store(self, buf: str, idx: str, val: str, dt: DType) -> str: return f"{buf}[{idx}] = {val};"
@@ -208,11 +213,8 @@ static inline float tw_bf16_round(float f) { return tw_bf16_to_f32(tw_f32_to_bf1
     if dt == dtypes.float16: return f"((float)(__fp16)({expr}))"
     if dt == dtypes.bfloat16: return f"tw_bf16_round({expr})"
     return expr
-  def render_cast(self, x: str, dt: DType, sdt: DType) -> str:
-    if dt.is_bool: return f"(({x})!=0)"
-    if dt.is_int and sdt.is_float:   # go through int64 so out-of-range values wrap like PyTorch instead of being UB
-      return f"(({self.reg(dt)})(long long)({x}))" if dt != dtypes.uint64 else f"(({self.reg(dt)})({x}))"
-    return self.round_result(f"(({self.reg(dt)})({x}))", dt)
+  def float_to_int(self, x: str, dt: DType) -> str:   # through int64 so out-of-range values wrap instead of being UB
+    return f"({x})" if dt == dtypes.uint64 else f"(long long)({x})"
   def render_bitcast(self, x: str, dt: DType, sdt: DType) -> str:
     if sdt == dtypes.bfloat16: x = f"tw_f32_to_bf16({x})"
     elif sdt == dtypes.float16: x = f"(__fp16)({x})"

@@ -59,9 +59,7 @@ __device__ __forceinline__ unsigned long long tw_f2u64(double x) {   // x86-64 (
   def round_result(self, expr: str, dt: DType) -> str:
     if dt in HALF: return f"{HALF[dt][0]}({HALF[dt][1]}({expr}))"
     return expr
-  def render_cast(self, x: str, dt: DType, sdt: DType) -> str:
-    if dt.is_int and sdt.is_float: return f"(({self.reg(dt)})tw_f2{'u' if dt == dtypes.uint64 else 'i'}64({x}))"
-    return self.round_result(super().render_cast(x, dt, sdt), dt)
+  def float_to_int(self, x: str, dt: DType) -> str: return f"tw_f2{'u' if dt == dtypes.uint64 else 'i'}64({x})"
   def render_bitcast(self, x: str, dt: DType, sdt: DType) -> str:
     if sdt in HALF: x = f"{HALF[sdt][1]}({x})"
     if dt in HALF: return f"{HALF[dt][0]}(__builtin_bit_cast(unsigned short, {x}))"

@@ -44,10 +44,7 @@ class OpenCLRenderer(CStyleRenderer):
     if dt == dtypes.float16: return f"tw_f16_round({expr})"
     if dt == dtypes.bfloat16: return f"tw_bf16_round({expr})"
     return expr
-  def render_cast(self, x: str, dt: DType, sdt: DType) -> str:
-    if dt.is_bool: return f"(({x})!=0)"
-    if dt.is_int and sdt.is_float and dt != dtypes.uint64: return f"(({self.reg(dt)})tw_f2l({x}))"
-    return self.round_result(f"(({self.reg(dt)})({x}))", dt)
+  def float_to_int(self, x: str, dt: DType) -> str: return f"({x})" if dt == dtypes.uint64 else f"tw_f2l({x})"
   def render_bitcast(self, x: str, dt: DType, sdt: DType) -> str:
     if sdt in HALF16: x = f"{self.half_fn[sdt][1]}({x})"
     elif sdt.is_bool: x = f"((uchar)({x}))"
