@@ -302,12 +302,14 @@ def load_axes(value: UOp) -> list[set[int]]:
   walk(value, tuple(frozenset([i]) for i in range(len(value.shape))))
   return list(out.values())
 
-GROUP_MIN = 1024   # GPU: a reduction over at least this many elements is shared by the threads of a workgroup
+GROUP_MIN = 1024     # GPU: a reduction over at least this many elements per output may be shared by a workgroup...
+GROUP_MAX_OUTPUTS = 16384   # ...when there are fewer outputs than this (more: one thread per output tile fills the GPU)
 
 def group_size(value: UOp, renderer) -> int:
   """GPU targets: threads per workgroup that share each top-level reduction (0: one thread per output loops alone).
-  Besides being faster, this keeps each thread's loop short: lavapipe (llvmpipe) silently stops a shader invocation's
-  loops after 65535 iterations in all (see `max_loop_iterations`)."""
+  Worth it when there are few outputs with big reductions (a sum, a norm's statistics): one thread per output would leave
+  the GPU idle. It also keeps each thread's loops short: lavapipe (llvmpipe) silently stops a shader invocation's loops
+  after 65535 iterations in all (see `max_loop_iterations`), so a reduction longer than that is always shared."""
   reds = [u for u in value.toposort() if u.op is Ops.REDUCE_AXIS]
   if not reds: return 0
   nested = {v for u in reds for v in u.src[0].toposort() if v.op is Ops.REDUCE_AXIS and v is not u}
@@ -315,6 +317,8 @@ def group_size(value: UOp, renderer) -> int:
   # the work of one output: a top-level reduction's size times that of the reductions nested in it (loops inside its loop)
   n = max(size(u) * prod(size(v) for v in u.src[0].toposort() if v.op is Ops.REDUCE_AXIS) for u in reds if u not in nested)
   if n < GROUP_MIN: return 0
+  limit = getattr(renderer, "max_loop_iterations", None)
+  if prod(value.shape) >= GROUP_MAX_OUTPUTS and (limit is None or n <= limit // 2): return 0
   return max_group(renderer)
 
 def max_group(renderer) -> int:
