@@ -94,5 +94,6 @@ class CLDevice(Compiled):
                                    d.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT else [])
     renderer = OpenCLRenderer(has_fp64=d.double_fp_config != 0)
     renderer.max_local_size = min(d.max_work_group_size, d.max_work_item_sizes[0])
+    renderer.workgroup_tiles = self.is_real_gpu   # on a CPU device (PoCL) barriers cost more than the loads they save
     super().__init__(name, CLAllocator(self), renderer, CLCompiler(self), CLProgram)
   def synchronize(self): self.queue.finish()

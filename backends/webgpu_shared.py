@@ -41,6 +41,7 @@ class WebGPUDeviceBase(Compiled):
     renderer.max_local_size = min(self.limits["max-compute-invocations-per-workgroup"], self.limits["max-compute-workgroup-size-x"])
     renderer.max_groups = self.limits["max-compute-workgroups-per-dimension"]
     renderer.max_buffers = self.max_storage_buffers   # the scheduler splits kernels that would bind more
+    renderer.workgroup_tiles = is_real_gpu   # lavapipe/SwiftShader: barriers cost more than the loads they save
     # llvmpipe (lavapipe) stops the loops of one shader invocation after 65535 iterations in all, silently (Mesa's
     # LP_MAX_TGSI_LOOP_ITERATIONS): the lowering splits large reductions across workgroup threads and refuses kernels
     # that would still loop longer

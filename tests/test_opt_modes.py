@@ -1,7 +1,8 @@
-"""The differential tests of issue 6 under each optimization mode: heuristics off (NOOPT=1) and a small BEAM search
-(BEAM=2), on every device. The rest of the suite runs with the default heuristics; this module reruns a representative
+"""The differential tests of issue 6 under each optimization mode: heuristics off (NOOPT=1), a small BEAM search
+(BEAM=2), on every device, and GPU workgroup tiles forced on (TILES=1) on the devices with workgroups (tests/test_tiles.py
+has cases sized for them). The rest of the suite runs with the default heuristics; this module reruns a representative
 subset (elementwise, reductions, matmul, conv, pooling, softmax, norms, a loss, with gradients) in the other modes.
-TEST_OPT_MODES=noopt,beam chooses the modes (default: both). BEAM searches start from an empty cache (a fresh
+TEST_OPT_MODES=noopt,beam,tiles chooses the modes (default: all three). BEAM searches start from an empty cache (a fresh
 TINYWEB_CACHE_DIR for this module), so every kernel is really searched: every candidate is checked against the
 unoptimized kernel by the search itself, and the chosen one against torch here."""
 import os
@@ -9,10 +10,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 from tinyweb import Context
+from tinyweb.device import Device
 from helpers import check_op
 
-MODES = [m.strip() for m in os.getenv("TEST_OPT_MODES", "noopt,beam").split(",") if m.strip()]
-SETTINGS = {"noopt": {"NOOPT": 1}, "beam": {"BEAM": 2}}
+MODES = [m.strip() for m in os.getenv("TEST_OPT_MODES", "noopt,beam,tiles").split(",") if m.strip()]
+# tiles: GPU workgroup tiles with loads staged through workgroup memory, which the heuristics choose on real GPUs only
+SETTINGS = {"noopt": {"NOOPT": 1}, "beam": {"BEAM": 2}, "tiles": {"TILES": 1}}
 
 CASES = {
   "elementwise_broadcast": ([(4, 1, 6), (5, 6)], lambda a, b: ((a * b + 1).relu() - a).exp() * 0.5 + b.abs()),
@@ -43,5 +46,8 @@ def fresh_cache(tmp_path_factory):
 def test_differential_under_mode(case, mode, device):
   if mode == "beam" and device == "WEBGPU" and case not in WEBGPU_BEAM_CASES and os.getenv("TEST_WEBGPU_BEAM") != "all":
     pytest.skip(f"BEAM on WEBGPU runs {sorted(WEBGPU_BEAM_CASES)} only (TEST_WEBGPU_BEAM=all for every case: minutes)")
+  renderer = Device[device].renderer
+  if mode == "tiles" and not (getattr(renderer, "has_threads", False) and renderer.max_local_size >= 8):
+    pytest.skip(f"{device} has no workgroups to tile (TILES applies to GPU targets)")
   shapes, torch_fn, *tw_fn = CASES[case]
   with Context(**SETTINGS[mode]): check_op(shapes, torch_fn, tw_fn[0] if tw_fn else None, device=device, atol=1e-4, rtol=1e-4)

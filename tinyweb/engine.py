@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools, time
 from dataclasses import dataclass
 from tinyweb.device import Device, Buffer
-from tinyweb.helpers import DEBUG, BEAM, NOOPT, GlobalCounters, prod
+from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GlobalCounters, prod
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.lower import lower, Program
 from tinyweb.schedule import ScheduleItem
@@ -26,7 +26,7 @@ class CompiledKernel:
     if (bind := getattr(self.runner, "bind", None)) is not None: return bind(*handles, **self.launch_args())
     return functools.partial(self.runner, *handles, **self.launch_args())
 
-_kernel_cache: dict[tuple[str, UOp, int, int], CompiledKernel] = {}   # (device, ast, BEAM, NOOPT)
+_kernel_cache: dict[tuple[str, UOp, int, int, int], CompiledKernel] = {}   # (device, ast, BEAM, NOOPT, TILES)
 kernel_observers: list = []   # fn(device, ast), called when get_kernel builds a kernel (the tests' CUDA compile check)
 capturing: list[list] = []   # TinyJit appends a list here to record every launch as (kernel or None for a copy, buffers)
 
@@ -44,7 +44,7 @@ def check_index_range(ast: UOp, device: str):
                           f"index math is 32-bit (< 2^31); split the tensor or realize() a smaller part first")
 
 def get_kernel(device: str, ast: UOp) -> CompiledKernel:
-  key = (device, ast, BEAM.value, NOOPT.value)
+  key = (device, ast, BEAM.value, NOOPT.value, TILES.value)
   if (k := _kernel_cache.get(key)) is None:
     dev = Device[device]
     check_index_range(ast, device)

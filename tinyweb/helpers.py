@@ -32,6 +32,7 @@ class ContextVar:
 DEBUG = ContextVar("DEBUG", 0)
 BEAM = ContextVar("BEAM", 0)
 NOOPT = ContextVar("NOOPT", 0)
+TILES = ContextVar("TILES", -1)   # GPU workgroup tiles by default (Opt TILE): -1 where the device is a real GPU, 1 always, 0 never
 TRAINING = ContextVar("TRAINING", 0)
 NO_GRAD = ContextVar("NO_GRAD", 0)
 

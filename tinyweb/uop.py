@@ -36,6 +36,8 @@ class Ops(Enum):
   SINK = auto(); DEFINE_GLOBAL = auto(); RANGE = auto(); ENDRANGE = auto(); SPECIAL = auto()
   LOAD = auto(); STORE = auto(); REDUCE = auto(); DEFINE_ACC = auto(); ACC_UPDATE = auto()
   INDEX = auto()   # lowering: src = (AST node, gate, *index): the node's value at that index
+  DEFINE_LOCAL = auto()   # GPU workgroup memory: arg = (name, elements); LOAD/STORE take it as their buffer
+  BARRIER = auto()        # GPU: the threads of a workgroup wait for each other (workgroup-memory writes become visible)
 
 UNARY = {Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC}
 BINARY = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ,
@@ -221,7 +223,7 @@ class UOp(metaclass=UOpMeta):
     return "\n".join(lines)
 
 _PROGRAM_OPS = {Ops.SINK, Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.RANGE, Ops.ENDRANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE, Ops.REDUCE,
-                Ops.DEFINE_ACC, Ops.ACC_UPDATE}
+                Ops.DEFINE_ACC, Ops.ACC_UPDATE, Ops.DEFINE_LOCAL, Ops.BARRIER}
 
 def _fmt_arg(u: UOp) -> str:
   if u.op is Ops.BUFFER: return f"{u.arg[0].device} #{u.arg[1]}"
@@ -301,6 +303,15 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None) -> UOp:
       done[n] = new
     return done[u]
   return rw(root)
+
+def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
+  """`root` with every node in `mapping` replaced by its value (no rewriting rules run)."""
+  memo: dict[UOp, UOp] = {}
+  for u in root.toposort():
+    if u in mapping: memo[u] = mapping[u]; continue
+    nsrc = tuple(memo[s] for s in u.src)
+    memo[u] = u if nsrc == u.src else u.replace(src=nsrc)
+  return memo[root]
 
 _ids = itertools.count()
 def unique_id() -> int: return next(_ids)

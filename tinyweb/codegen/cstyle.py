@@ -93,6 +93,13 @@ class CStyleRenderer:
   def render_range(self, name: str, lo: str, hi: str) -> str: return f"for ({self.index_type or 'int'} {name} = {lo}; {name} < {hi}; {name}++) {{"
   def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
     raise NotImplementedError(f"{type(self).__name__} has no thread indices")
+  def to_int(self, unsigned: str) -> str: return f"(int)({unsigned})"
+  def render_thread_index(self, u: UOp, name: str, prog: Program) -> list[str]:
+    """SPECIAL "lid...": the thread's index in its workgroup, (local_id / stride) % n (src: n[, stride])."""
+    n, stride = u.src[0].arg, u.src[1].arg if len(u.src) > 1 else 1
+    e = self.local_id if stride == 1 else f"({self.local_id}/{stride}u)"
+    if n * stride < prog.local_size: e = f"({e}%{n}u)"
+    return [self.render_decl(IDX, name, self.to_int(e))]
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str: raise NotImplementedError
   # ---- GPU targets: a grouped reduction (SPECIAL ("group", op, G)) combines the partial results of the G threads of a
   # workgroup (thread index `local_id`, unsigned) in workgroup memory, halving the active threads each step ----
@@ -165,7 +172,18 @@ class CStyleRenderer:
       elif op is Ops.REDUCE: continue
       elif op is Ops.SPECIAL:   # GPU only: a thread index (arg: its name), or a workgroup reduction (arg: ("group", ...))
         names[u] = u.arg if isinstance(u.arg, str) else new_name(u.arg[0])
-        for s in self.render_special(u, names[u], prog, [r(x) for x in u.src]): line(s)
+        if isinstance(u.arg, str) and u.arg.startswith("lid"): lines = self.render_thread_index(u, names[u], prog)
+        else: lines = self.render_special(u, names[u], prog, [r(x) for x in u.src])
+        for s in lines: line(s)
+      elif op is Ops.DEFINE_LOCAL:   # workgroup memory (see lower.stage_loads): declared at the top of the kernel
+        names[u] = u.arg[0]
+        self._local_decls.append(self.render_local(names[u], u.dtype, u.arg[1]))
+      elif op is Ops.BARRIER: line(self.barrier)
+      elif op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.DEFINE_LOCAL:   # values in registers' types: no conversion
+        if op is Ops.STORE: line(f"{r(u.src[0])}[{r(u.src[1])}] = {r(u.src[2])};")
+        else:
+          names[u] = new_name("val")
+          line(self.render_decl(u.dtype, names[u], f"{r(u.src[0])}[{r(u.src[1])}]"))
       elif op is Ops.LOAD:
         buf, idx = u.src[0], u.src[1]
         ld = self.render_load(r(buf), r(idx), u.dtype)

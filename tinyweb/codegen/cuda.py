@@ -22,6 +22,7 @@ HALF = {dtypes.float16: ("tw_f16_to_f32", "tw_f32_to_f16"), dtypes.bfloat16: ("t
 class CUDARenderer(CStyleRenderer):
   device = "CUDA"
   has_threads = True
+  workgroup_tiles = True   # shared-memory tiles for matmul-like kernels (lower.choose_tiles)
   local_size = 128        # threads per block (grouped reductions use up to 256)
   max_local_size = 1024   # the runtime sets it from the GPU
   local_id = "threadIdx.x"   # the thread's index in its block (grouped reductions: thread 0 stores)
@@ -70,13 +71,12 @@ __device__ __forceinline__ unsigned long long tw_f2u64(double x) {   // x86-64 (
     return f"{buf}[{idx}] = {f'{HALF[dt][1]}({val})' if dt in HALF else val};"
 
   def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
-    if u.arg == "lidx": return [f"const int {name} = threadIdx.x;"]
     if isinstance(u.arg, tuple): return self.render_group_reduce(u, name, srcs[0])   # ("group", op, G), in __shared__ memory
     x, y, _ = prog.grid
     block = "blockIdx.x" + (f" + blockIdx.y*{x}u" if prog.grid[1] > 1 or prog.grid[2] > 1 else "") + \
             (f" + blockIdx.z*{x * y}u" if prog.grid[2] > 1 else "")
-    # grouped reductions: all threads of a block work on one output (the early return is uniform in the block)
-    flat = f"({block})" if prog.group else f"({block})*{prog.local_size}u + threadIdx.x"
+    # grouped reductions and tiles: gid is the block index (the early return is uniform in the block)
+    flat = f"({block})" if prog.gid_is_workgroup else f"({block})*{prog.local_size}u + threadIdx.x"
     return [f"const int {name} = (int)({flat});", f"if ({name} >= {prog.threads}) return;"]
 
   barrier = "__syncthreads();"

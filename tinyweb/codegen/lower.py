@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 from tinyweb.dtype import dtypes, DType
-import itertools, functools
-from tinyweb.helpers import prod, NOOPT
-from tinyweb.uop import UOp, UPat, Ops, PatternMatcher, ELEMENTWISE, graph_rewrite
+import itertools, functools, math
+from tinyweb.helpers import prod, NOOPT, TILES
+from tinyweb.uop import UOp, UPat, Ops, PatternMatcher, ELEMENTWISE, graph_rewrite, substitute
 from tinyweb.codegen.symbolic import symbolic
 
 IDX = dtypes.int32
@@ -57,6 +57,7 @@ class Lowerer:
     self.group = group
     self.lidx = UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, group),), "lidx") if group else None
     self.group_ranges: set[UOp] = set()
+    self.staging: dict[UOp, list[UOp]] = {}   # a reduction loop -> the workgroup-memory stores to run before it opens
   def new_range(self, n: int) -> UOp:
     self.range_id += 1
     return UOp(Ops.RANGE, IDX, (UOp.const(IDX, n),), self.range_id)
@@ -182,8 +183,13 @@ class Program:
   grid: Optional[tuple[int, int, int]] = None
   # GPU grouped reductions: one workgroup of `group` threads per output (gid is the workgroup index)
   group: int = 0
+  # GPU workgroup tiles (Opt TILE): the workgroup's threads span a block of outputs; gid is the workgroup index
+  tiled: bool = False
+  staging: dict = field(default_factory=dict)   # reduction loop -> the workgroup-memory stores run before each trip
   @property
   def parallel(self) -> int: return self.parallel_range.src[0].arg if self.parallel_range is not None else 0
+  @property
+  def gid_is_workgroup(self) -> bool: return bool(self.group or self.tiled)
 
 # ---- optimization actions: chosen by the heuristics below (or by BEAM search, tinyweb/search.py), applied by `lower` ----
 
@@ -196,13 +202,16 @@ class Opt:
   SWAP a b: exchange the nesting order of output loops a and b (the outermost loop is split across CPU cores; on a GPU
     the innermost is the one that neighbouring threads differ in).
   LOCAL 0 n: GPU, n threads per workgroup (default: the renderer's local_size).
-  GROUP 0 n: GPU, n threads of a workgroup share each top-level reduction (see _group_reduce); n a power of two."""
+  GROUP 0 n: GPU, n threads of a workgroup share each top-level reduction (see _group_reduce); n a power of two.
+  TILE a n: GPU, n neighbouring output tiles along axis a are computed by n threads of one workgroup (the workgroup
+    is the product of the TILE amounts, the last TILE's threads neighbours). Loads of a reduction that some of those
+    threads share are staged through workgroup memory (see stage_loads)."""
   kind: str
   axis: int
   amount: int
   def __repr__(self): return f"{self.kind}({self.axis},{self.amount})"
 
-OPT_KINDS = ("UPCAST", "UNROLL", "SWAP", "LOCAL", "GROUP")
+OPT_KINDS = ("UPCAST", "UNROLL", "SWAP", "LOCAL", "GROUP", "TILE")
 
 class OptError(ValueError):
   """An optimization action that does not apply to a kernel (BEAM search drops such candidates)."""
@@ -221,6 +230,7 @@ class AppliedOpts:
   order: list[int]                      # output axes, outermost loop first
   local: int = 0
   group: int = 0
+  tiles: list[tuple[int, int]] = field(default_factory=list)   # (output axis, threads along it), outermost first
 
 def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
   """Check each action against the kernel and the target and collect their effect; an action that does not apply raises
@@ -248,6 +258,12 @@ def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
       check(0 <= o.axis < len(shape) and 0 <= o.amount < len(shape) and o.axis != o.amount, f"two different output axes of 0..{len(shape) - 1}")
       i, j = ao.order.index(o.axis), ao.order.index(o.amount)
       ao.order[i], ao.order[j] = ao.order[j], ao.order[i]
+    elif o.kind == "TILE":
+      check(gpu, "only GPU targets have workgroups")
+      check(0 <= o.axis < len(shape) and o.axis not in dict(ao.tiles), f"an output axis of 0..{len(shape) - 1} not tiled yet")
+      check(o.amount >= 2 and prod(n for _, n in ao.tiles) * o.amount <= renderer.max_local_size,
+            f"at least 2 threads, at most {renderer.max_local_size} in the workgroup")
+      ao.tiles.append((o.axis, o.amount))
     else:   # LOCAL, GROUP
       check(gpu, "only GPU targets have workgroups")
       check(o.axis == 0 and 1 <= o.amount <= renderer.max_local_size, f"axis 0, 1 to {renderer.max_local_size} threads")
@@ -256,8 +272,13 @@ def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
         check(o.amount & (o.amount - 1) == 0 and o.amount > 1, "the workgroup reduction needs a power of two")
         check(bool(loops), "the kernel has no reduction")
         ao.group = o.amount
-  if ao.group and (ao.upcasts or ao.unrolls or ao.local):
-    raise OptError(f"{opts}: GROUP cannot be combined with UPCAST, UNROLL or LOCAL (kernel of shape {shape})")
+  if ao.group and (ao.upcasts or ao.unrolls or ao.local or ao.tiles):
+    raise OptError(f"{opts}: GROUP cannot be combined with UPCAST, UNROLL, LOCAL or TILE (kernel of shape {shape})")
+  if ao.tiles and ao.local: raise OptError(f"{opts}: TILE sets the workgroup size; it cannot be combined with LOCAL")
+  for a, n in ao.tiles:
+    if (shape[a] // ao.upcasts.get(a, 1)) % n:
+      raise OptError(f"{opts}: TILE({a},{n}) does not divide the {shape[a] // ao.upcasts.get(a, 1)} loop iterations of axis {a} "
+                     f"(kernel of shape {shape})")
   return ao
 
 def choose_upcasts(value: UOp) -> dict[int, int]:
@@ -326,10 +347,30 @@ def max_group(renderer) -> int:
   while g * 2 <= cap: g *= 2
   return g if g > 1 else 0
 
+def choose_tiles(value: UOp, renderer, upcasts: dict[int, int]) -> list[Opt]:
+  """GPU workgroup tiles for a reduction kernel with loads that neighbouring output tiles share (a matmul's rows and
+  columns): up to 16 x 16 threads over the last two output axes with more than one loop iteration, so those loads are
+  staged through workgroup memory (stage_loads). Only where the renderer says it pays (`workgroup_tiles`: a real GPU;
+  on CPU-emulated GPUs the barriers cost more than the loads) or TILES=1 forces it."""
+  if TILES.value == 0 or (TILES.value < 0 and not getattr(renderer, "workgroup_tiles", False)): return []
+  if not any(u.op is Ops.REDUCE_AXIS for u in value.toposort()): return []
+  iters = {a: n // upcasts.get(a, 1) for a, n in enumerate(value.shape)}
+  axes = [a for a, n in iters.items() if n > 1][-2:]
+  if not any(any(a not in deps for a in axes) for deps in load_axes(value)): return []   # no load is shared
+  out, cap = [], min(256, renderer.max_local_size)
+  for a in reversed(axes):
+    n = 16
+    while n > 1 and (iters[a] % n or n * prod(o.amount for o in out) > cap): n //= 2
+    if n > 1: out.insert(0, Opt("TILE", a, n))
+  return out if prod(o.amount for o in out) >= 8 else []
+
 def heuristic_opts(value: UOp, renderer) -> list[Opt]:
-  """The hand-written choice: on GPU targets a grouped reduction for big reductions, else register tiling (choose_upcasts)."""
-  if getattr(renderer, "has_threads", False) and (g := group_size(value, renderer)): return [Opt("GROUP", 0, g)]
-  return [Opt("UPCAST", a, n) for a, n in choose_upcasts(value).items()]
+  """The hand-written choice: on GPU targets a grouped reduction for big reductions, else register tiling (choose_upcasts)
+  and, on GPUs, workgroup tiles (choose_tiles)."""
+  gpu = getattr(renderer, "has_threads", False)
+  if gpu and (g := group_size(value, renderer)): return [Opt("GROUP", 0, g)]
+  upcasts = choose_upcasts(value)
+  return [Opt("UPCAST", a, n) for a, n in upcasts.items()] + (choose_tiles(value, renderer, upcasts) if gpu else [])
 
 def noopt_opts(ast: UOp, renderer) -> list[Opt]:
   """NOOPT=1: no optimization, except a grouped reduction where the target cannot run the kernel without one (lavapipe's
@@ -363,8 +404,20 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
   shape, upcasts = value.shape, ao.upcasts
   out_ranges = [lw.new_range(n // upcasts.get(i, 1)) if n // upcasts.get(i, 1) != 1 else None for i, n in enumerate(shape)]
   loops = [out_ranges[i] for i in ao.order if out_ranges[i] is not None]   # outermost first
-  threads = 0
-  if gpu:   # each output loop index is unraveled from one flat thread index
+  threads, lids = 0, []
+  if gpu and ao.tiles:   # gid is the workgroup index; each tiled axis adds the thread's index in the workgroup along it
+    tile = dict(ao.tiles)
+    outer = [(i, out_ranges[i].src[0].arg // tile.get(i, 1)) for i in ao.order if out_ranges[i] is not None]
+    threads = prod(n for _, n in outer)   # workgroups, as with grouped reductions
+    gid = UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, threads),), "gid")
+    wg = dict(zip([i for i, _ in outer], unravel(gid, tuple(n for _, n in outer))))
+    stride = prod(tile.values())
+    for k, (a, n) in enumerate(ao.tiles):   # thread index in the workgroup = sum of lid_k * stride_k
+      stride //= n
+      lids.append(UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, n), UOp.const(IDX, stride)), f"lid{k}"))
+    lid_of = {a: l for (a, _), l in zip(ao.tiles, lids)}
+    out_ranges = [None if r is None else wg[i] * tile[i] + lid_of[i] if i in tile else wg[i] for i, r in enumerate(out_ranges)]
+  elif gpu:   # each output loop index is unraveled from one flat thread index
     threads = prod(r.src[0].arg for r in loops)
     gid = UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, threads),), "gid")
     sub = dict(zip(loops, unravel(gid, tuple(r.src[0].arg for r in loops))))
@@ -379,12 +432,14 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
   if any(u.op is Ops.INDEX for u in sink.toposort()): raise NotImplementedError("lowering: an op without a lowering rule")
   sink = graph_rewrite(sink, symbolic)
   if lw.group_ranges: sink = wrap_group_reduces(sink, lw)
-  uops = linearize(sink, loops if not gpu else [])
+  tile_threads = prod(n for _, n in ao.tiles) if ao.tiles else 0   # threads per workgroup of a tiled kernel
+  if ao.tiles: sink = stage_loads(sink, lw, lids, tile_threads)
+  uops = linearize(sink, loops if not gpu else [], lw.staging)
   gl = sorted([u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL], key=lambda u: u.arg[0])
   has_reduce = any(u.op is Ops.DEFINE_ACC for u in uops)
   name = ("r_" if has_reduce else "E_") + ("_".join(str(n) for n in shape) if shape else "0")
   group = ao.group
-  flops, mults = 0, [threads * (group or 1) if gpu else 1]
+  flops, mults = 0, [threads * (group or tile_threads or 1) if gpu else 1]
   for u in uops:
     mult = mults[-1]
     if u.op is Ops.RANGE: mults.append(mult * u.src[0].arg)
@@ -393,7 +448,7 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
     elif u.op is Ops.ACC_UPDATE: flops += mult
   mem = sum(g.arg[1] * g.dtype.itemsize for g in gl)
   if gpu:
-    local = group or ao.local or max(1, min(renderer.local_size, renderer.max_local_size, threads))
+    local = group or tile_threads or ao.local or max(1, min(renderer.local_size, renderer.max_local_size, threads))
     if (limit := getattr(renderer, "max_loop_iterations", None)) is not None:
       iters, depth = 0, [1]   # loop iterations one thread runs, in all
       for u in uops:
@@ -403,15 +458,83 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
         raise LoopLimitError(f"{renderer.device}: kernel {name} runs {iters} loop iterations per thread; this adapter stops a "
                              f"thread's loops after {limit} in all (lavapipe/llvmpipe), which would give wrong results")
     return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, opts=list(opts), threads=threads, local_size=local,
-                   grid=launch_grid(threads * (group or 1), local, renderer.max_groups), group=group)
+                   grid=launch_grid(threads * (group or tile_threads or 1), local, renderer.max_groups), group=group,
+                   tiled=bool(ao.tiles), staging=lw.staging)
   return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, parallel_range=loops[0] if loops else None,
                  opts=list(opts))
 
-def linearize(sink: UOp, out_ranges: list[UOp]) -> list[UOp]:
-  """Order the program: open the output loops, emit each value once at the loop depth it needs, close loops.
-  A REDUCE becomes: accumulator init; the loop-invariant part of its body (hoisted); its loops; the update."""
-  rng: dict[UOp, frozenset] = {}
+LOCAL_MEMORY = 16384   # bytes of workgroup memory staging may use: WebGPU's guaranteed minimum per workgroup
+STAGE_BLOCKS = (32, 16, 8, 4)   # reduction iterations staged at a time, largest first
+
+def address_stride(load: UOp, var: UOp) -> float:
+  """How far a load's address moves when `var` goes from 0 to 1 with the other variables (and thread indices) at 0;
+  inf where that is not a constant (an address that is not affine in them)."""
+  idx = load.src[1]
+  zero = {u: UOp.const(IDX, 0) for u in idx.toposort() if u.op in (Ops.RANGE, Ops.SPECIAL)}
+  a, b = (graph_rewrite(substitute(idx, {**zero, var: UOp.const(IDX, one)}), symbolic) for one in (0, 1))
+  return abs(b.arg - a.arg) if a.op is Ops.CONST and b.op is Ops.CONST else math.inf
+
+def stage_loads(sink: UOp, lw: Lowerer, lids: list[UOp], threads: int) -> UOp:
+  """Tiled GPU kernels (Opt TILE): a load inside a reduction whose address does not depend on the thread's index along
+  some tiled axis is the same for those threads (a matmul's row of A for every column thread). Such loads are read from
+  global memory once per workgroup: one loop of the reduction, k, becomes an outer loop over blocks of T and an inner
+  loop over the block; before each block the workgroup's threads together copy the elements of every shared load for
+  that block (and for all the reduction's loops inside it) into workgroup memory: the stores in lw.staging, which the
+  linearizer places between the two loops, between barriers. The loop body then reads them from there."""
+  loops: dict[tuple, list[UOp]] = {}   # a reduction's loops -> the reductions over them (upcast copies share them)
   for u in sink.toposort():
+    if u.op is Ops.REDUCE: loops.setdefault(u.src[1:], []).append(u)
+  replace: dict[UOp, UOp] = {}
+  for ranges, reds in loops.items():
+    loads = [u for u in dict.fromkeys(v for red in reds for v in red.src[0].toposort()) if u.op is Ops.LOAD]
+    for i, k in enumerate(r.src[0].arg for r in ranges):   # split the outermost loop that has a block size that fits
+      staged = {}   # load -> (thread indices, loops from the split one inward) its address depends on
+      for ld in loads:
+        deps = set(ld.toposort())
+        if not {x for x in deps if x.op is Ops.RANGE} <= set(ranges): continue   # depends on loops outside this nest
+        used, inner_loops = [l for l in lids if l in deps], [r for r in ranges[i:] if r in deps]
+        if inner_loops and len(used) < len(lids): staged[ld] = (used, inner_loops)
+      def nbytes(t: int) -> int:
+        return sum(prod(v.src[0].arg for v in used + rs) // (ranges[i].src[0].arg // t if ranges[i] in rs else 1) *
+                   max(4, ld.dtype.itemsize) for ld, (used, rs) in staged.items())
+      if staged and (t := next((t for t in STAGE_BLOCKS if k % t == 0 and nbytes(t) <= LOCAL_MEMORY), 0)): break
+    else: continue
+    r, inner = ranges[i], lw.new_range(t)
+    outer = lw.new_range(k // t) if k > t else None
+    def k_at(x: UOp) -> UOp: return outer * t + x if outer is not None else x
+    lw.staging[inner] = []
+    for load, (used, rs) in staged.items():
+      # layout in workgroup memory: [loops][thread indices], so that neighbouring threads read neighbouring words in
+      # the loop body. The copy walks the elements in global address order instead (neighbouring threads read
+      # neighbouring addresses where the load allows it): its flat element index e is unraveled by address stride.
+      layout = [inner if x is r else x for x in rs] + used
+      sizes = {v: v.src[0].arg for v in layout}
+      order = sorted(layout, key=lambda v: -address_stride(load, r if v is inner else v))
+      n, trips = prod(sizes.values()), -(-prod(sizes.values()) // threads)
+      # thread `lidx` copies elements lidx, lidx+threads, ...; where they do not divide evenly, the excess threads
+      # copy the last element again (the same value: a harmless duplicate write)
+      e = UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, threads),), "lidx")
+      if trips > 1: e = lw.new_range(trips) * threads + e
+      if n % threads: e = e.alu(Ops.MIN, UOp.const(IDX, n - 1))
+      at_e = dict(zip(order, unravel(e, tuple(sizes[v] for v in order))))
+      mem = UOp(Ops.DEFINE_LOCAL, load.dtype, (), (f"smem{len(replace)}", n))
+      src = substitute(load, {**{v: at_e[v] for v in layout if v is not inner}, r: k_at(at_e[inner]) if inner in at_e else k_at(inner)})
+      pos = ravel(tuple(at_e[v] for v in layout), tuple(sizes.values()))
+      lw.staging[inner].append(graph_rewrite(UOp(Ops.STORE, None, (mem, pos, src)), symbolic))
+      replace[load] = UOp(Ops.LOAD, load.dtype, (mem, ravel(tuple(layout), tuple(sizes.values()))))
+    new_ranges = ranges[:i] + ((outer, inner) if outer is not None else (inner,)) + ranges[i + 1:]
+    for red in reds:
+      replace[red] = UOp(Ops.REDUCE, red.dtype, (substitute(red.src[0], {**replace, r: k_at(inner)}),) + new_ranges, red.arg)
+  return graph_rewrite(substitute(sink, replace), symbolic) if replace else sink
+
+def linearize(sink: UOp, out_ranges: list[UOp], staging: Optional[dict[UOp, list[UOp]]] = None) -> list[UOp]:
+  """Order the program: open the output loops, emit each value once at the loop depth it needs, close loops.
+  A REDUCE becomes: accumulator init; the loop-invariant part of its body (hoisted); its loops; the update.
+  staging (see stage_loads): a reduction loop -> workgroup-memory stores that run before it opens (each inside loops of
+  its own), followed by a barrier; another barrier after the loop closes, before the stores of the next trip."""
+  staging = staging or {}
+  rng: dict[UOp, frozenset] = {}
+  for u in UOp(Ops.SINK, None, sink.src + tuple(s for st in staging.values() for s in st)).toposort():
     if u.op is Ops.RANGE: rng[u] = frozenset([u])
     else:
       s = frozenset().union(*[rng[x] for x in u.src]) if u.src else frozenset()
@@ -421,20 +544,37 @@ def linearize(sink: UOp, out_ranges: list[UOp]) -> list[UOp]:
     if u.op is Ops.REDUCE: siblings.setdefault(u.src[1:], []).append(u)
   out: list[UOp] = []
   done: set[UOp] = set()
+  def hoist(roots: list[UOp], open_ranges: frozenset):   # the parts of `roots` that need no loop beyond the open ones
+    for x in roots:
+      for v in x.toposort():
+        if v.op is not Ops.RANGE and rng[v] <= open_ranges: emit(v, open_ranges)
+  def emit_staging(stores: list[UOp], open_ranges: frozenset):
+    hoist(stores, open_ranges)
+    for st in stores:
+      own = sorted(rng[st] - open_ranges, key=lambda r: r.arg)
+      out.extend(own)
+      done.update(own)
+      emit(st, open_ranges | frozenset(own))
+      out.extend(UOp(Ops.ENDRANGE, None, (r,)) for r in reversed(own))
+    out.append(UOp(Ops.BARRIER))
   def emit(u: UOp, open_ranges: frozenset):
     if u in done: return
     if u.op is Ops.REDUCE:
       group = [x for x in siblings[u.src[1:]] if x not in done]
       red = frozenset(u.src[1:])
       # loop-invariant parts of the bodies are computed once, before the reduction loop
-      for x in group:
-        for v in x.src[0].toposort():
-          if v.op is not Ops.RANGE and rng[v] <= open_ranges: emit(v, open_ranges)
+      hoist([x.src[0] for x in group], open_ranges)
       for x in group: out.append(UOp(Ops.DEFINE_ACC, x.dtype, (x,)))
-      for r in u.src[1:]: out.append(r); done.add(r)
+      opened = open_ranges
+      for r in u.src[1:]:
+        if r in staging: emit_staging(staging[r], opened)
+        out.append(r); done.add(r)
+        opened = opened | {r}
       for x in group: emit(x.src[0], open_ranges | red)
       for x in group: out.append(UOp(Ops.ACC_UPDATE, x.dtype, (x, x.src[0])))
-      for r in reversed(u.src[1:]): out.append(UOp(Ops.ENDRANGE, None, (r,)))
+      for r in reversed(u.src[1:]):
+        out.append(UOp(Ops.ENDRANGE, None, (r,)))
+        if r in staging: out.append(UOp(Ops.BARRIER))
       done.update(group)
       return
     for s in u.src: emit(s, open_ranges)

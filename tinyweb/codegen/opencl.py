@@ -63,11 +63,10 @@ class OpenCLRenderer(CStyleRenderer):
     return f"__global {'' if is_output else 'const '}{self.mem(g.dtype)}* restrict {name}"
   def render_local(self, name: str, dt: DType, n: int) -> str: return f"__local {self.reg(dt)} {name}[{n}];"
   def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
-    if u.arg == "lidx": return [f"int {name} = (int)lid;"]
     if isinstance(u.arg, tuple): return self.render_group_reduce(u, name, srcs[0])   # ("group", op, G)
     # the grid is 1-D (max_groups exceeds any int32 thread count). Grouped reductions: all threads of a workgroup work
     # on one output, gid is the workgroup's index (so the early return is uniform in the workgroup)
-    flat = "get_group_id(0)" if prog.group else "get_global_id(0)"
+    flat = "get_group_id(0)" if prog.gid_is_workgroup else "get_global_id(0)"
     return [f"int {name} = (int){flat};", f"if ({name} >= {prog.threads}) return;"]
 
   prelude = """#pragma OPENCL FP_CONTRACT OFF
@@ -97,5 +96,5 @@ static inline long __attribute__((overloadable)) tw_f2l(double x) { return fabs(
     # the work-group size is fixed at compile time; the runtime reads it back from the kernel to launch it
     return (self.prelude + (self.fp64_prelude if self.has_fp64 else "") +
             f"__kernel __attribute__((reqd_work_group_size({prog.local_size or 1}, 1, 1)))\n"
-            f"void {name}({', '.join(params)}) {{\n" + ("  uint lid = get_local_id(0);\n" if prog.group else "") +
+            f"void {name}({', '.join(params)}) {{\n" + ("  uint lid = get_local_id(0);\n" if prog.gid_is_workgroup else "") +
             "".join(f"  {d}\n" for d in self._local_decls) + "\n".join(body) + "\n}\n")

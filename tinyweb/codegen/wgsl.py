@@ -145,6 +145,7 @@ class WGSLRenderer(CStyleRenderer):
     elem = f"atomic<u32>" if g.dtype in PACKED and is_output else self.mem(g.dtype)
     if g.dtype in PACKED and is_output: self._atomic.add(name)
     return f"@group(0) @binding({g.arg[0]}) var<storage, read_write> {name}: array<{elem}>;"
+  def to_int(self, unsigned: str) -> str: return f"i32({unsigned})"
   def render_decl(self, dt: DType, name: str, expr: str, mutable: bool = False) -> str:
     return f"{'var' if mutable else 'let'} {name}: {self.reg(dt)} = {expr};"
   def render_range(self, name: str, lo: str, hi: str) -> str:
@@ -152,12 +153,11 @@ class WGSLRenderer(CStyleRenderer):
   barrier = "workgroupBarrier();"
   def render_local(self, name: str, dt: DType, n: int) -> str: return f"var<workgroup> {name}: array<{self.reg(dt)}, {n}>;"
   def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
-    if u.arg == "lidx": return [f"let {name}: i32 = i32(lid);"]
     if isinstance(u.arg, tuple): return self.render_group_reduce(u, name, srcs[0])   # ("group", op, G)
     x, y, _ = prog.grid
     flat = "wg.x" + (f" + wg.y*{x}u" if prog.grid[1] > 1 or prog.grid[2] > 1 else "") + (f" + wg.z*{x * y}u" if prog.grid[2] > 1 else "")
     # grouped reductions: all threads of a workgroup work on one output (the early return is uniform in the workgroup)
-    if prog.group: return [f"let {name}: i32 = i32({flat});", f"if ({name} >= {prog.threads}) {{ return; }}"]
+    if prog.gid_is_workgroup: return [f"let {name}: i32 = i32({flat});", f"if ({name} >= {prog.threads}) {{ return; }}"]
     return [f"let {name}: i32 = i32(({flat})*{prog.local_size}u + lid);", f"if ({name} >= {prog.threads}) {{ return; }}"]
 
   prelude = """fn tw_f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }
