@@ -75,7 +75,7 @@ def test_actions_that_do_not_apply_raise_clearly():
   for opts, msg in [([Opt("UPCAST", 1, 5)], "5 does not divide the axis size 16"), ([Opt("UPCAST", 2, 2)], "output axes are 0..1"),
                     ([Opt("UNROLL", 1, 2)], "1 reduction loops"), ([Opt("UPCAST", 1, 4), Opt("UPCAST", 1, 8)], "32 does not divide"),
                     ([Opt("LOCAL", 0, 64)], "only GPU targets"), ([Opt("SWAP", 1, 1)], "two different output axes"),
-                    ([Opt("TILE", 0, 2)], "unknown kind")]:
+                    ([Opt("TILE", 0, 2)], "only GPU targets"), ([Opt("SPLIT", 0, 2)], "unknown kind")]:
     with pytest.raises(OptError, match=msg) as e: lower(ast, r, opts)
     assert "(12, 16)" in str(e.value) and str(opts[-1]) in str(e.value)
 

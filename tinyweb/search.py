@@ -26,13 +26,14 @@ from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.lower import Opt, OptError, lower, apply_opts, heuristic_opts, noopt_opts, reduce_loops
 from tinyweb.engine import CompiledKernel
 
-SEARCH_VERSION = 1       # bump when the meaning of actions changes: cached results of older searches are ignored
+SEARCH_VERSION = 2       # bump when the meaning of actions changes: cached results of older searches are ignored
 MAX_UPCAST = 128         # most outputs one loop iteration computes (each needs a register)
 MAX_UNROLL = 32          # most iterations one trip of the reduction loops does
 MAX_BODY = 512           # upcast x unroll: the size of the loop body (lowering time in Python grows with it)
 MIN_PROGRESS = (0.01, 5e-6)   # a round must beat the best time so far by this fraction and these seconds to go on
 UPCAST_AMOUNTS, UNROLL_AMOUNTS = (2, 3, 4, 8, 16), (2, 4, 8, 16)
 THREAD_AMOUNTS = (16, 32, 64, 128, 256)   # GPU: LOCAL and GROUP sizes
+TILE_AMOUNTS = (2, 4, 8, 16)   # GPU: threads of a workgroup along one output axis
 TIMED_RUNS = 3
 
 class SearchCounters:
@@ -69,6 +70,7 @@ def actions(value: UOp, renderer) -> list[Opt]:
   if getattr(renderer, "has_threads", False):
     out += [Opt("LOCAL", 0, n) for n in THREAD_AMOUNTS if n <= renderer.max_local_size]
     if loops: out += [Opt("GROUP", 0, n) for n in THREAD_AMOUNTS if n <= renderer.max_local_size]
+    out += [Opt("TILE", a, n) for a in big for n in TILE_AMOUNTS if n <= min(shape[a], renderer.max_local_size)]
   return out
 
 def within_limits(value: UOp, renderer, opts: list[Opt]) -> bool:
