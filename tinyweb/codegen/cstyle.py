@@ -2,11 +2,18 @@
 a target (C for clang, and later WGSL, OpenCL C, CUDA C, Metal) subclasses it and overrides only what differs."""
 from __future__ import annotations
 import math
+from typing import Optional
 from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import UOp, Ops, ALU
 from tinyweb.codegen.lower import Program, reduce_identity, IDX
 
 UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
+
+def base_offset(idx: UOp) -> tuple[Optional[UOp], int]:
+  """An index as (the part that is not a constant, or None; the constant added to it)."""
+  if idx.op is Ops.CONST: return None, idx.arg
+  if idx.op is Ops.ADD and idx.src[1].op is Ops.CONST: return idx.src[0], idx.src[1].arg
+  return idx, 0
 
 class CStyleRenderer:
   device: str = ""
@@ -118,6 +125,49 @@ class CStyleRenderer:
       s //= 2
     return out + [self.render_decl(u.dtype, name, f"{mem}[0]")]
 
+  # ---- GPU vector memory access: `vector_width` float32 loads (stores) at neighbouring aligned addresses become one ----
+  vector_width = 0   # 0: none
+  vector_type = "float4"
+  def vector_address(self, first: UOp, r) -> str:
+    base, c = base_offset(first.src[1])
+    return r(first.src[1].src[0] if base is None else base) if c == 0 and base is not None else \
+           str(c) if base is None else f"({r(base)}+{c})"
+  def render_vector_load(self, buf: str, idx: str) -> str: raise NotImplementedError
+  def render_vector_store(self, buf: str, idx: str, vals: list[str]) -> str: raise NotImplementedError
+
+  def vector_runs(self, prog: Program) -> dict[UOp, list[UOp]]:
+    """Runs of `vector_width` ungated float32 loads (or stores) of one global buffer at addresses base+c ... base+c+n-1
+    with base and c multiples of n (so the vector is aligned), in one stretch of the program (no loop opens or closes,
+    no store to (load of) that buffer in between). Keyed by the op where the vector access goes: a run of loads at its
+    first load (every value is read there), a run of stores at its last store (every value is computed by then)."""
+    n = self.vector_width
+    if not n: return {}
+    def multiple(u: Optional[UOp]) -> bool:
+      if u is None: return True
+      if u.op is Ops.CONST: return u.arg % n == 0
+      if u.op is Ops.ADD: return all(multiple(s) for s in u.src)
+      if u.op is Ops.MUL: return any(multiple(s) for s in u.src)
+      return False
+    candidates: dict[tuple, dict[int, tuple[int, UOp]]] = {}   # (op, buffer, base, stretch) -> offset -> (position, uop)
+    stretch = 0
+    for pos, u in enumerate(prog.uops):
+      if u.op in (Ops.RANGE, Ops.ENDRANGE, Ops.BARRIER): stretch += 1
+      elif u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.DEFINE_GLOBAL and u.src[0].dtype == dtypes.float32 and \
+          (u.op is Ops.STORE or len(u.src) == 2):
+        base, c = base_offset(u.src[1])
+        candidates.setdefault((u.op, u.src[0], base, stretch), {})[c] = (pos, u)
+    out: dict[UOp, list[UOp]] = {}
+    for (op, buf, base, _), offs in candidates.items():
+      if not multiple(base): continue
+      for c0 in sorted(c for c in offs if c % n == 0):
+        if not all(c0 + i in offs for i in range(n)): continue
+        run = [offs[c0 + i] for i in range(n)]
+        lo, hi = min(p for p, _ in run), max(p for p, _ in run)
+        other = Ops.STORE if op is Ops.LOAD else Ops.LOAD   # nothing may touch the buffer the other way in between
+        if any(u.op is other and u.src[0] is buf for u in prog.uops[lo:hi]): continue
+        out[prog.uops[lo] if op is Ops.LOAD else prog.uops[hi]] = [u for _, u in run]
+    return out
+
   @staticmethod
   def wide_indices(prog: Program) -> set[UOp]:
     """The int uops that compute load and store addresses from loop indices and constants. Their values are below 2^31
@@ -134,6 +184,8 @@ class CStyleRenderer:
 
   def render(self, prog: Program) -> str:
     wide = self.wide_indices(prog) if self.index_type else set()
+    vectors = self.vector_runs(prog)
+    in_vector = {u for run in vectors.values() for u in run}
     self._local_decls: list[str] = []   # workgroup-memory declarations the kernel needs (render_local)
     names: dict[UOp, str] = {}
     counters: dict[str, int] = {}
@@ -184,6 +236,15 @@ class CStyleRenderer:
         else:
           names[u] = new_name("val")
           line(self.render_decl(u.dtype, names[u], f"{r(u.src[0])}[{r(u.src[1])}]"))
+      elif u in vectors and op is Ops.LOAD:
+        run, vec = vectors[u], new_name("vec")
+        line(f"{self.vector_type} {vec} = {self.render_vector_load(r(u.src[0]), self.vector_address(run[0], r))};")
+        for i, x in enumerate(run): names[x] = f"{vec}.{'xyzw'[i]}"
+      elif u in vectors:
+        run = vectors[u]
+        st = self.render_vector_store(r(u.src[0]), self.vector_address(run[0], r), [r(x.src[2]) for x in run])
+        line(f"if ({self.local_id} == 0u) {{ {st} }}" if prog.group else st)
+      elif u in in_vector: continue   # rendered with its run
       elif op is Ops.LOAD:
         buf, idx = u.src[0], u.src[1]
         ld = self.render_load(r(buf), r(idx), u.dtype)
