@@ -196,13 +196,14 @@ class Opt:
   SWAP a b: exchange the nesting order of output loops a and b (the outermost loop is split across CPU cores; on a GPU
     the innermost is the one that neighbouring threads differ in).
   LOCAL 0 n: GPU, n threads per workgroup (default: the renderer's local_size).
-  GROUP 0 n: GPU, n threads of a workgroup share each top-level reduction (see _group_reduce); n a power of two."""
+  GROUP 0 n: GPU, n threads of a workgroup share each top-level reduction (see _group_reduce); n a power of two.
+  TC 0 0: a matrix multiply on the renderer's tensor cores, alone (codegen/tensor_cores.py lowers the whole kernel)."""
   kind: str
   axis: int
   amount: int
   def __repr__(self): return f"{self.kind}({self.axis},{self.amount})"
 
-OPT_KINDS = ("UPCAST", "UNROLL", "SWAP", "LOCAL", "GROUP")
+OPT_KINDS = ("UPCAST", "UNROLL", "SWAP", "LOCAL", "GROUP", "TC")
 
 class OptError(ValueError):
   """An optimization action that does not apply to a kernel (BEAM search drops such candidates)."""
@@ -221,6 +222,7 @@ class AppliedOpts:
   order: list[int]                      # output axes, outermost loop first
   local: int = 0
   group: int = 0
+  tc: bool = False
 
 def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
   """Check each action against the kernel and the target and collect their effect; an action that does not apply raises
@@ -248,6 +250,11 @@ def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
       check(0 <= o.axis < len(shape) and 0 <= o.amount < len(shape) and o.axis != o.amount, f"two different output axes of 0..{len(shape) - 1}")
       i, j = ao.order.index(o.axis), ao.order.index(o.amount)
       ao.order[i], ao.order[j] = ao.order[j], ao.order[i]
+    elif o.kind == "TC":
+      from tinyweb.codegen.tensor_cores import contraction   # (it builds on this module)
+      check(len(opts) == 1, "TC lowers the whole kernel for the tensor cores: it combines with no other action")
+      check(not isinstance(why := contraction(value, renderer), str), str(why))
+      ao.tc = True
     else:   # LOCAL, GROUP
       check(gpu, "only GPU targets have workgroups")
       check(o.axis == 0 and 1 <= o.amount <= renderer.max_local_size, f"axis 0, 1 to {renderer.max_local_size} threads")
@@ -327,7 +334,10 @@ def max_group(renderer) -> int:
   return g if g > 1 else 0
 
 def heuristic_opts(value: UOp, renderer) -> list[Opt]:
-  """The hand-written choice: on GPU targets a grouped reduction for big reductions, else register tiling (choose_upcasts)."""
+  """The hand-written choice: tensor cores where they apply, on GPU targets a grouped reduction for big reductions, else
+  register tiling (choose_upcasts)."""
+  from tinyweb.codegen.tensor_cores import contraction
+  if not isinstance(contraction(value, renderer), str): return [Opt("TC", 0, 0)]
   if getattr(renderer, "has_threads", False) and (g := group_size(value, renderer)): return [Opt("GROUP", 0, g)]
   return [Opt("UPCAST", a, n) for a, n in choose_upcasts(value).items()]
 
@@ -359,6 +369,9 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
   if opts is None: opts = noopt_opts(ast, renderer) if NOOPT else heuristic_opts(value, renderer)
   gpu = getattr(renderer, "has_threads", False)
   ao = apply_opts(value, renderer, opts)
+  if ao.tc:
+    from tinyweb.codegen.tensor_cores import lower_tc
+    return lower_tc(ast, renderer, opts)
   lw = Lowerer(ao.group, ao.unrolls)
   shape, upcasts = value.shape, ao.upcasts
   out_ranges = [lw.new_range(n // upcasts.get(i, 1)) if n // upcasts.get(i, 1) != 1 else None for i, n in enumerate(shape)]
