@@ -201,6 +201,7 @@ class CUDADevice(Compiled):
     compiler = NVRTCCompiler.for_gpu(major, minor)
     renderer = CUDARenderer()
     renderer.max_local_size = attr(ATTR_MAX_THREADS_PER_BLOCK)
+    if major < 8: renderer.tensor_cores = ()   # mma.sync m16n8k16 (f16 with f32 accumulators, bf16) needs sm_80
     self.is_real_gpu = True   # ranks above the CPU device in Device.DEFAULT
     self.info = {"device": f"{gpu_name.value.decode()}, sm_{major}{minor}, {compiler.output} from NVRTC {compiler.nvrtc.version}",
                  "adapter_type": "CUDA"}

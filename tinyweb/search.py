@@ -7,7 +7,9 @@ search stops when a round brings nothing faster than the best so far (by MIN_PRO
 result is never slower than the heuristics' choice as measured in the same search.
 
 Every candidate runs on scratch buffers of the kernel's sizes filled with random values (never the user's buffers) and
-its output must match the NOOPT kernel's: one that does not is dropped with a warning (that is a codegen bug).
+its output must match the NOOPT kernel's: one that does not is dropped with a warning (that is a codegen bug). A tensor-core
+candidate (Opt TC) sums exact products where the NOOPT kernel rounds each product to the 16-bit input type
+(codegen/tensor_cores.py): it is held to that type's tolerance (`tolerance`).
 Candidates that do not apply, fail to compile or exceed the device's limits are dropped quietly.
 
 Results are cached in memory and on disk (cache_dir()/beam/<hash>.json) keyed by the kernel AST, the device, its
@@ -24,6 +26,7 @@ from tinyweb.dtype import DType, dtypes
 from tinyweb.helpers import DEBUG, cache_dir, prod
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.lower import Opt, OptError, lower, apply_opts, heuristic_opts, noopt_opts, reduce_loops
+from tinyweb.codegen.tensor_cores import contraction
 from tinyweb.engine import CompiledKernel
 
 SEARCH_VERSION = 2       # bump when the meaning of actions changes: cached results of older searches are ignored
@@ -67,6 +70,7 @@ def actions(value: UOp, renderer) -> list[Opt]:
   out += [Opt("UNROLL", i, u.src[0].shape[a]) for i, (u, a) in enumerate(loops) if u.src[0].shape[a] <= MAX_UNROLL]
   big = [a for a, s in enumerate(shape) if s > 1]
   out += [Opt("SWAP", a, b) for i, a in enumerate(big) for b in big[i + 1:]]
+  if getattr(renderer, "tensor_cores", ()): out.append(Opt("TC", 0, 0))
   if getattr(renderer, "has_threads", False):
     out += [Opt("LOCAL", 0, n) for n in THREAD_AMOUNTS if n <= renderer.max_local_size]
     if loops: out += [Opt("GROUP", 0, n) for n in THREAD_AMOUNTS if n <= renderer.max_local_size]
@@ -97,19 +101,26 @@ def as_floats(b: bytes, dt: DType) -> list[float]:
   if dt == dtypes.bfloat16: return list(memoryview(b"".join(struct.pack("<I", v << 16) for v in memoryview(b).cast("H"))).cast("f"))
   return list(memoryview(b).cast(dt.fmt))
 
-def mismatches(got: bytes, ref: bytes, dt: DType) -> int:
-  """How many elements differ: exactly for ints and bools; for floats by more than RTOL of the largest output (the
-  candidates may sum in another order), with NaN equal to NaN."""
+def tolerance(value: UOp, renderer, opts: list[Opt], dt: DType) -> Optional[float]:
+  """The relative tolerance for a candidate's float output of dtype `dt`: None (mismatches' default, RTOL[dt]), or for
+  tensor cores, whose products are not rounded to the 16-bit input type as the reference's are, at least that type's."""
+  if not any(o.kind == "TC" for o in opts): return None
+  return max(RTOL.get(dt, 0.0), RTOL[contraction(value, renderer).dtype])
+
+def mismatches(got: bytes, ref: bytes, dt: DType, rtol: Optional[float] = None) -> int:
+  """How many elements differ: exactly for ints and bools; for floats by more than `rtol` (default RTOL[dt]) of the
+  largest output (the candidates may sum in another order), with NaN equal to NaN."""
   if got == ref: return 0
   if not dt.is_float: return sum(a != b for a, b in zip(memoryview(got).cast(dt.fmt), memoryview(ref).cast(dt.fmt)))
+  rtol = RTOL[dt] if rtol is None else rtol
   g, r = as_floats(got, dt), as_floats(ref, dt)
   try: import numpy as np   # optional: much faster on big outputs
   except ImportError: np = None
   if np is not None:
     g, r = np.array(g), np.array(r)
-    tol = RTOL[dt] * max(np.abs(r[np.isfinite(r)]).max(initial=0.0), 1.0)
+    tol = rtol * max(np.abs(r[np.isfinite(r)]).max(initial=0.0), 1.0)
     with np.errstate(invalid="ignore"): return int((~((g == r) | (np.abs(g - r) <= tol) | (np.isnan(g) & np.isnan(r)))).sum())
-  tol = RTOL[dt] * max([abs(x) for x in r if math.isfinite(x)] + [1.0])
+  tol = rtol * max([abs(x) for x in r if math.isfinite(x)] + [1.0])
   return sum(not (a == b or abs(a - b) <= tol or (a != a and b != b)) for a, b in zip(g, r))
 
 def _compile_all(compiler, srcs: list[str]) -> list:
@@ -188,7 +199,7 @@ class Search:
         if DEBUG >= 3: print(f"BEAM: {p.name} {opts} dropped: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
         continue
       if self.reference is None: self.reference = got   # the first candidate evaluated is the NOOPT kernel
-      elif (bad := mismatches(got, self.reference, self.out.dtype)):
+      elif (bad := mismatches(got, self.reference, self.out.dtype, tolerance(self.value, self.renderer, opts, self.out.dtype))):
         warnings.warn(f"BEAM: kernel {p.name} with {opts} computes {bad} of {self.out.arg[1]} outputs differently from the "
                       f"unoptimized kernel on random inputs: dropped (this is a code generation bug)")
         continue

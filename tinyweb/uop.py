@@ -38,6 +38,9 @@ class Ops(Enum):
   INDEX = auto()   # lowering: src = (AST node, gate, *index): the node's value at that index
   DEFINE_LOCAL = auto()   # GPU workgroup memory: arg = (name, elements); LOAD/STORE take it as their buffer
   BARRIER = auto()        # GPU: the threads of a workgroup wait for each other (workgroup-memory writes become visible)
+  # one warp's tensor-core product (codegen/tensor_cores.py): src = the lane's A and B registers, arg = (input dtype, j):
+  # element j of the lane's part of A @ B
+  WMMA = auto()
 
 UNARY = {Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC}
 BINARY = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ,
@@ -223,7 +226,7 @@ class UOp(metaclass=UOpMeta):
     return "\n".join(lines)
 
 _PROGRAM_OPS = {Ops.SINK, Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.RANGE, Ops.ENDRANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE, Ops.REDUCE,
-                Ops.DEFINE_ACC, Ops.ACC_UPDATE, Ops.DEFINE_LOCAL, Ops.BARRIER}
+                Ops.DEFINE_ACC, Ops.ACC_UPDATE, Ops.DEFINE_LOCAL, Ops.BARRIER, Ops.WMMA}
 
 def _fmt_arg(u: UOp) -> str:
   if u.op is Ops.BUFFER: return f"{u.arg[0].device} #{u.arg[1]}"

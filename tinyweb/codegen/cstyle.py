@@ -112,6 +112,9 @@ class CStyleRenderer:
   # workgroup (thread index `local_id`, unsigned) in workgroup memory, halving the active threads each step ----
   barrier = ""   # the workgroup barrier statement
   def render_local(self, name: str, dt: DType, n: int) -> str: raise NotImplementedError   # a workgroup-memory array
+  # ---- tensor cores (codegen/tensor_cores.py): one warp-level product into the float array `name` of the lane's elements ----
+  def render_wmma(self, name: str, dt: DType, regs: list[str]) -> list[str]:
+    raise NotImplementedError(f"{type(self).__name__} has no tensor cores")
   def render_group_reduce(self, u: UOp, name: str, partial: str) -> list[str]:
     _, rop, g = u.arg
     mem = f"tw_{name}"
@@ -199,6 +202,7 @@ class CStyleRenderer:
       params.append(self.render_param(g, names[g], g.arg[0] in prog.outputs))
     if self.core_split and prog.parallel_range is not None: params += ["int core_lo", "int core_hi"]
     body: list[str] = []
+    wmma: dict[tuple, str] = {}   # the sources of each tensor-core instruction issued -> its result array
     depth = 1
     def line(s: str): body.append("  " * depth + s)
     for u in prog.uops:
@@ -251,6 +255,11 @@ class CStyleRenderer:
         if len(u.src) > 2: ld = self.code_for_op[Ops.WHERE](self, r(u.src[2]), ld, self.render_const(0, u.dtype), u.dtype)
         names[u] = new_name("val")
         line(self.render_decl(u.dtype, names[u], ld))
+      elif op is Ops.WMMA:   # the lane's elements of one product are uops with the same sources: issued once
+        if u.src not in wmma:
+          wmma[u.src] = new_name("wmma")
+          for s in self.render_wmma(wmma[u.src], u.arg[0], [r(x) for x in u.src]): line(s)
+        names[u] = f"{wmma[u.src]}[{u.arg[1]}]"
       elif op is Ops.STORE:
         st = self.render_store(r(u.src[0]), r(u.src[1]), r(u.src[2]), u.src[2].dtype)
         line(f"if ({self.local_id} == 0u) {{ {st} }}" if prog.group else st)   # grouped: the workgroup's threads hold one value

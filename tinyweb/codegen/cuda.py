@@ -9,6 +9,9 @@ Semantics are the CPU device's (ClangRenderer), dtype for dtype:
 - float -> int casts go through 64 bits and wrap like the CPU device; where x86-64 has no answer (NaN, inf, beyond the
   64-bit range) the result is the CPU's too (INT64_MIN, and all ones for uint64), not the GPU's saturation.
 - no fused multiply-add (NVRTC -fmad=false, like clang's -ffp-contract=off), IEEE division and square root.
+One exception, on purpose: matrix multiplies of float16/bfloat16 run on the tensor cores where they fit (sm_80+, see
+codegen/tensor_cores.py), which multiply exactly and sum in float32 like cuBLAS/PyTorch, where the CPU device rounds each
+product to the 16-bit type first. NOOPT=1 keeps the CPU device's semantics.
 """
 from __future__ import annotations
 from tinyweb.dtype import DType, dtypes
@@ -83,6 +86,16 @@ __device__ __forceinline__ unsigned long long tw_f2u64(double x) {   // x86-64 (
   def render_vector_load(self, buf: str, idx: str) -> str: return f"*((const float4*)({buf}+{idx}))"
   def render_vector_store(self, buf: str, idx: str, vals: list[str]) -> str:
     return f"*((float4*)({buf}+{idx})) = make_float4({', '.join(vals)});"
+  # mma.sync m16n8k16 (sm_80+; backends/cuda.py empties this on older GPUs), with C = 0: the lowering adds the result
+  # to its float32 accumulators
+  tensor_cores = (dtypes.float16, dtypes.bfloat16)
+  def render_wmma(self, name: str, dt: DType, regs: list[str]) -> list[str]:
+    t = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}[dt]
+    ins = ", ".join(f'"r"({x})' for x in regs)
+    return [f"float {name}[4];",
+            f'asm("mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, '
+            f'{{%10, %10, %10, %10}};" : "=f"({name}[0]), "=f"({name}[1]), "=f"({name}[2]), "=f"({name}[3]) : {ins}, "f"(0.0f));']
+
   barrier = "__syncthreads();"
   def render_local(self, name: str, dt: DType, n: int) -> str: return f"__shared__ {self.reg(dt)} {name}[{n}];"
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:

@@ -205,13 +205,14 @@ class Opt:
   GROUP 0 n: GPU, n threads of a workgroup share each top-level reduction (see _group_reduce); n a power of two.
   TILE a n: GPU, n neighbouring output tiles along axis a are computed by n threads of one workgroup (the workgroup
     is the product of the TILE amounts, the last TILE's threads neighbours). Loads of a reduction that some of those
-    threads share are staged through workgroup memory (see stage_loads)."""
+    threads share are staged through workgroup memory (see stage_loads).
+  TC 0 0: a matrix multiply on the renderer's tensor cores, alone (codegen/tensor_cores.py lowers the whole kernel)."""
   kind: str
   axis: int
   amount: int
   def __repr__(self): return f"{self.kind}({self.axis},{self.amount})"
 
-OPT_KINDS = ("UPCAST", "UNROLL", "SWAP", "LOCAL", "GROUP", "TILE")
+OPT_KINDS = ("UPCAST", "UNROLL", "SWAP", "LOCAL", "GROUP", "TILE", "TC")
 
 class OptError(ValueError):
   """An optimization action that does not apply to a kernel (BEAM search drops such candidates)."""
@@ -231,6 +232,7 @@ class AppliedOpts:
   local: int = 0
   group: int = 0
   tiles: list[tuple[int, int]] = field(default_factory=list)   # (output axis, threads along it), outermost first
+  tc: bool = False
 
 def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
   """Check each action against the kernel and the target and collect their effect; an action that does not apply raises
@@ -264,6 +266,11 @@ def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
       check(o.amount >= 2 and prod(n for _, n in ao.tiles) * o.amount <= renderer.max_local_size,
             f"at least 2 threads, at most {renderer.max_local_size} in the workgroup")
       ao.tiles.append((o.axis, o.amount))
+    elif o.kind == "TC":
+      from tinyweb.codegen.tensor_cores import contraction   # (it builds on this module)
+      check(len(opts) == 1, "TC lowers the whole kernel for the tensor cores: it combines with no other action")
+      check(not isinstance(why := contraction(value, renderer), str), str(why))
+      ao.tc = True
     else:   # LOCAL, GROUP
       check(gpu, "only GPU targets have workgroups")
       check(o.axis == 0 and 1 <= o.amount <= renderer.max_local_size, f"axis 0, 1 to {renderer.max_local_size} threads")
@@ -365,8 +372,10 @@ def choose_tiles(value: UOp, renderer, upcasts: dict[int, int]) -> list[Opt]:
   return out if prod(o.amount for o in out) >= 8 else []
 
 def heuristic_opts(value: UOp, renderer) -> list[Opt]:
-  """The hand-written choice: on GPU targets a grouped reduction for big reductions, else register tiling (choose_upcasts)
-  and, on GPUs, workgroup tiles (choose_tiles)."""
+  """The hand-written choice: tensor cores where they apply, on GPU targets a grouped reduction for big reductions, else
+  register tiling (choose_upcasts) and, on GPUs, workgroup tiles (choose_tiles)."""
+  from tinyweb.codegen.tensor_cores import contraction   # (it builds on this module)
+  if not isinstance(contraction(value, renderer), str): return [Opt("TC", 0, 0)]
   gpu = getattr(renderer, "has_threads", False)
   if gpu and (g := group_size(value, renderer)): return [Opt("GROUP", 0, g)]
   upcasts = choose_upcasts(value)
@@ -400,6 +409,9 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
   if opts is None: opts = noopt_opts(ast, renderer) if NOOPT else heuristic_opts(value, renderer)
   gpu = getattr(renderer, "has_threads", False)
   ao = apply_opts(value, renderer, opts)
+  if ao.tc:
+    from tinyweb.codegen.tensor_cores import lower_tc
+    return lower_tc(ast, renderer, opts)
   lw = Lowerer(ao.group, ao.unrolls)
   shape, upcasts = value.shape, ao.upcasts
   out_ranges = [lw.new_range(n // upcasts.get(i, 1)) if n // upcasts.get(i, 1) != 1 else None for i, n in enumerate(shape)]
