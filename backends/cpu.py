@@ -16,6 +16,7 @@ class CPUAllocator(Allocator):
 
 class ClangCompiler(Compiler):
   batch_sources = True   # BEAM search compiles its candidates in one clang run (clang's start-up dominates small kernels)
+  thread_safe = True     # each compile is its own clang process
   args = ["-shared", "-O2", "-march=native", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-x", "c", "-", "-lm"]
   def __init__(self):
     super().__init__()

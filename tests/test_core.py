@@ -1,5 +1,5 @@
 """The IR, the pattern matcher, the index simplifier, debugging output, devices and caches."""
-import os, subprocess, sys, textwrap
+import os, re, subprocess, sys, textwrap
 import numpy as np
 import pytest
 from tinyweb import Tensor, UOp, Ops, dtypes, Context, GlobalCounters, Device
@@ -189,3 +189,24 @@ def test_device_listing_names_every_device_and_why():
     line = next(l for l in out.splitlines() if l.startswith(name))
     assert ("available" in line and "unavailable" not in line) if ok else why in line
   assert f"default: {Device.DEFAULT}" in out
+
+def test_cold_schedule_compiles_ahead_in_batches(monkeypatch):
+  """engine.compile_ahead: a schedule's new kernels are compiled together, several per clang run, in background threads;
+  kernels with the same name in one batch are renamed. Every result must still be right."""
+  from tinyweb import engine
+  dev = Device["CPU"]
+  runs = []
+  real_compile = type(dev.compiler).compile
+  monkeypatch.setattr(type(dev.compiler), "compile", lambda self, src: runs.append(src) or real_compile(self, src))
+  monkeypatch.setenv("DISABLE_COMPILER_CACHE", "1")
+  monkeypatch.setattr(dev.compiler, "mem", {})
+  x = np.random.default_rng(0).standard_normal((7, 13)).astype(np.float32)
+  t = Tensor(x, device="CPU").realize()
+  # 12 elementwise kernels of one shape (one name, E_7_13) and constants no other test uses, so none is cached
+  vals = [(t * (1.5 + i) + 0.123456 * i) for i in range(12)]
+  Tensor.realize_all(*vals)
+  for i, v in enumerate(vals): np.testing.assert_allclose(v.numpy(), x * np.float32(1.5 + i) + np.float32(0.123456 * i), rtol=1e-6)
+  assert 1 <= len(runs) <= -(-12 // engine.COMPILE_BATCH), f"{len(runs)} clang runs for 12 new kernels"
+  for src in runs:   # renamed apart within a run
+    names = re.findall(r"void (E_7_13\w*)\(", src)
+    assert len(names) == len(set(names)) >= 1

@@ -11,7 +11,7 @@ Register a new device with `Device.register("NAME", "module.path:ClassName")` or
 A device with `is_fallback = True` (PYTHON, the interpreter) is the default only where no other device works.
 """
 from __future__ import annotations
-import hashlib, importlib, os, functools, sys, warnings, weakref
+import hashlib, importlib, os, functools, sys, threading, warnings, weakref
 from collections import defaultdict
 from typing import Any, Optional
 from tinyweb.dtype import DType
@@ -49,22 +49,36 @@ class Compiler:
   """Turns source into a loadable binary. Results are cached in memory and on disk, keyed by the source hash."""
   cache_key: Optional[str] = None   # set to enable the disk cache (include the compiler and flags in it)
   batch_sources = False   # True: several kernels' sources joined compile to one binary holding each kernel by its name
+  thread_safe = False     # True: compile() may run in several threads at once (engine.compile_ahead overlaps them)
   def __init__(self): self.mem: dict[str, bytes] = {}
-  def compile_cached(self, src: str) -> bytes:
-    h = hashlib.sha256(((self.cache_key or "") + "\0" + src).encode()).hexdigest()
-    if (lib := self.mem.get(h)) is not None: return lib
-    path = os.path.join(cache_dir(), "kernels", f"{h}.bin") if self.cache_key and not getenv("DISABLE_COMPILER_CACHE") else None
-    if path and os.path.exists(path):
-      with open(path, "rb") as f: lib = f.read()
-    else:
-      lib = self.compile(src)
-      if path:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f: f.write(lib)
-        os.replace(tmp, path)
-    self.mem[h] = lib
+  def _disk_path(self, h: str) -> Optional[str]:
+    return os.path.join(cache_dir(), "kernels", f"{h}.bin") if self.cache_key and not getenv("DISABLE_COMPILER_CACHE") else None
+  def _hash(self, src: str) -> str: return hashlib.sha256(((self.cache_key or "") + "\0" + src).encode()).hexdigest()
+  def cached(self, src: str) -> Optional[bytes]:
+    """The binary of `src` from the memory or disk cache, or None."""
+    h = self._hash(src)
+    if (lib := self.mem.get(h)) is None and (path := self._disk_path(h)) and os.path.exists(path):
+      with open(path, "rb") as f: lib = self.mem[h] = f.read()
     return lib
+  def store(self, src: str, lib: bytes):
+    h = self._hash(src)
+    self.mem[h] = lib
+    if path := self._disk_path(h):
+      os.makedirs(os.path.dirname(path), exist_ok=True)
+      tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"   # (compiles may run in threads)
+      with open(tmp, "wb") as f: f.write(lib)
+      os.replace(tmp, path)
+  def compile_cached(self, src: str) -> bytes:
+    if (lib := self.cached(src)) is None: self.store(src, lib := self.compile(src))
+    return lib
+  def compile_many(self, srcs: list[str]) -> list:
+    """Each source's binary, or the exception compiling it raised. With `batch_sources` the sources are compiled joined,
+    in one compiler run (its start-up is paid once); if that fails, one by one. Not cached (see compile_cached)."""
+    def one(src: str):
+      try: return self.compile(src)
+      except Exception as e: return e
+    lib = one("\n".join(srcs)) if self.batch_sources and len(srcs) > 1 else None
+    return [lib] * len(srcs) if isinstance(lib, bytes) else [one(s) for s in srcs]
   def compile(self, src: str) -> bytes: raise NotImplementedError
 
 class Compiled:

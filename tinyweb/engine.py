@@ -3,7 +3,8 @@
 DEBUG=1 prints a summary per realize, DEBUG=2 one line per kernel (time, GFLOP/s, GB/s), DEBUG=3 adds the kernel's
 lowered loop structure, DEBUG=4 prints the generated source."""
 from __future__ import annotations
-import functools, time
+import functools, os, sys, time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from tinyweb.device import Device, Buffer
 from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GlobalCounters, prod
@@ -43,25 +44,79 @@ def check_index_range(ast: UOp, device: str):
                           f"{u.src[0].shape if u.op is Ops.RESHAPE else u.shape}, {flat} elements along one flat index, but "
                           f"index math is 32-bit (< 2^31); split the tensor or realize() a smaller part first")
 
-def get_kernel(device: str, ast: UOp) -> CompiledKernel:
-  key = (device, ast, BEAM.value, NOOPT.value, TILES.value)
-  if (k := _kernel_cache.get(key)) is None:
-    dev = Device[device]
-    check_index_range(ast, device)
-    opts = None   # the heuristics choose (or NOOPT)
-    if BEAM >= 1 and not NOOPT:
-      from tinyweb.search import beam_search   # imported when first needed: it imports this module
-      opts = beam_search(ast, device, BEAM.value).opts
-    prog = lower(ast, dev.renderer, opts)
-    src = dev.renderer.render(prog)
-    if DEBUG >= 3: print(f"{prog.name}: loops {[u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]} optimizations {prog.opts or 'none'}")
-    if DEBUG >= 4: print(src)
-    k = _kernel_cache[key] = CompiledKernel(prog, dev.get_program(prog.name, src), src)
-    for observe in kernel_observers: observe(device, ast)
+def kernel_key(device: str, ast: UOp) -> tuple: return (device, ast, BEAM.value, NOOPT.value, TILES.value)
+
+def build_kernel(device: str, ast: UOp) -> tuple[Program, str]:
+  """Lower (with BEAM search when it is on) and render a kernel."""
+  dev = Device[device]
+  check_index_range(ast, device)
+  opts = None   # the heuristics choose (or NOOPT)
+  if BEAM >= 1 and not NOOPT:
+    from tinyweb.search import beam_search   # imported when first needed: it imports this module
+    opts = beam_search(ast, device, BEAM.value).opts
+  prog = lower(ast, dev.renderer, opts)
+  src = dev.renderer.render(prog)
+  if DEBUG >= 3: print(f"{prog.name}: loops {[u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]} optimizations {prog.opts or 'none'}")
+  if DEBUG >= 4: print(src)
+  return prog, src
+
+def cache_kernel(device: str, ast: UOp, prog: Program, src: str, program) -> CompiledKernel:
+  k = _kernel_cache[kernel_key(device, ast)] = CompiledKernel(prog, program, src)
+  for observe in kernel_observers: observe(device, ast)
   return k
+
+def get_kernel(device: str, ast: UOp) -> CompiledKernel:
+  if (k := _kernel_cache.get(kernel_key(device, ast))) is None:
+    prog, src = build_kernel(device, ast)
+    k = cache_kernel(device, ast, prog, src, Device[device].get_program(prog.name, src))
+  return k
+
+# compiles of a cold schedule run in these threads (not in Pyodide, which has none)
+_compile_pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1) if sys.platform != "emscripten" else None
+COMPILE_BATCH = 8   # new kernels per compiler run in compile_ahead: few enough that compiling keeps up with lowering
+
+def compile_ahead(items: list[ScheduleItem]):
+  """A schedule with new kernels: lower and render them all first, and compile them in background threads in batches of
+  COMPILE_BATCH as their sources come, so that the compiler (its own process: clang) works while Python lowers the next
+  kernels, on every core, and a compiler that takes several sources at once (Compiler.batch_sources) pays its start-up
+  once per batch (clang: ~85 ms of the ~100 ms a small kernel takes). Only for compilers that allow it
+  (Compiler.thread_safe), not during BEAM search (it times kernels). A kernel that fails here is left to get_kernel,
+  which raises at its turn in the schedule."""
+  if _compile_pool is None or BEAM >= 1: return
+  batches: dict[str, list[tuple]] = {}   # device -> kernels (ast, prog, src) whose compile has not started
+  started: list[tuple] = []              # (device, kernels, future of their binaries)
+  names: set[str] = set()
+  seen: set[tuple] = set()
+  def start(device: str):
+    if part := batches.pop(device, []):
+      started.append((device, part, _compile_pool.submit(Device[device].compiler.compile_many, [src for _, _, src in part])))
+  for it in items:
+    if it.kind != "kernel": continue
+    device = it.bufs[0].device
+    dev, key = Device[device], kernel_key(device, it.ast)
+    if key in _kernel_cache or key in seen or not getattr(dev.compiler, "thread_safe", False): continue
+    seen.add(key)
+    try: prog, src = build_kernel(device, it.ast)
+    except Exception: break
+    if prog.name in names:   # kernels compiled together need names of their own
+      prog.name = f"{prog.name}_{len(names)}"
+      src = dev.renderer.render(prog)
+    names.add(prog.name)
+    if dev.compiler.cached(src) is not None: cache_kernel(device, it.ast, prog, src, dev.get_program(prog.name, src))
+    else:
+      batches.setdefault(device, []).append((it.ast, prog, src))
+      if len(batches[device]) >= COMPILE_BATCH: start(device)
+  for device in list(batches): start(device)
+  for device, part, compiling in started:
+    dev = Device[device]
+    for (ast, prog, src), lib in zip(part, compiling.result()):
+      if isinstance(lib, Exception): continue
+      dev.compiler.store(src, lib)
+      cache_kernel(device, ast, prog, src, dev.get_program(prog.name, src))
 
 def run_schedule(items: list[ScheduleItem]):
   st = time.perf_counter()
+  compile_ahead(items)
   devices = set()
   for it in items:
     for b in it.bufs: b.ensure_allocated()

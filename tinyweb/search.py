@@ -127,17 +127,11 @@ def _compile_all(compiler, srcs: list[str]) -> list:
   """Each source's binary, or the exception compiling it raised. A compiler with `batch_sources` compiles them joined, in
   one chunk per core (a chunk that fails is compiled source by source); chunks or sources run in parallel threads where
   the platform has them."""
-  def one(src: str):
-    try: return compiler.compile(src)
-    except Exception as e: return e
-  def chunk(part: list[str]) -> list:
-    lib = one("\n".join(part)) if len(part) > 1 else None
-    return [lib] * len(part) if isinstance(lib, bytes) else [one(s) for s in part]
   cores = os.cpu_count() or 1
   parts = [srcs[i::cores] for i in range(cores)] if compiler.batch_sources else [[s] for s in srcs]
   try:
-    with ThreadPoolExecutor(max_workers=cores) as pool: done = list(pool.map(chunk, parts))
-  except RuntimeError: done = [chunk(p) for p in parts]   # no threads (Pyodide)
+    with ThreadPoolExecutor(max_workers=cores) as pool: done = list(pool.map(compiler.compile_many, parts))
+  except RuntimeError: done = [compiler.compile_many(p) for p in parts]   # no threads (Pyodide)
   libs = {id(s): lib for p, ls in zip(parts, done) for s, lib in zip(p, ls)}
   return [libs[id(s)] for s in srcs]
 
