@@ -137,6 +137,38 @@ def _shift(left: bool, dt: DType):
   m = (64 if dt.bits == 64 else 32) - 1   # C promotes to int; the count is taken modulo the width (x86)
   return lift2((lambda a, b: a << (b & m)) if left else (lambda a, b: a >> (b & m)))
 
+# the CPU device's float32 exp2 and log2 (ClangRenderer's prelude: tw_exp2f, tw_log2f), op for op in float32 (a double
+# result of +, -, *, / of two floats rounded to float32 is the float32 result), so that they give the same bits
+_EXP2_C = [_f32(c) for c in (0.693147182464599609375, 0.2402265071868896484375, 5.5504109710454940795898e-2,
+                             9.6181295812129974365234e-3, 1.3333558430895209312439e-3, 1.5403530357498675584793e-4,
+                             1.5252733804059566110e-5)]
+_LOG2_C = [_f32(c) for c in (2.885390081777927, 0.961796693925976, 0.577078016355585, 0.412198583111132, 0.320598897975325)]
+_I = struct.Struct("<i")
+def _horner(x: float, coeffs: list[float]) -> float:   # c0 + x*(c1 + x*(...)), rounded after every op like the C
+  t = coeffs[-1]
+  for c in reversed(coeffs[:-1]): t = _f32(c + _f32(x * t))
+  return t
+def _c_exp2f(x: float) -> float:
+  if x != x: return x
+  c = -150.0 if x < -150.0 else 128.0 if x > 128.0 else x
+  n = float(round(c))   # rint: to nearest even, like Python's round
+  f = c - n             # exact
+  p = _f32(1.0 + _f32(f * _horner(f, _EXP2_C)))
+  n1 = int(n) >> 1
+  return _f32(_f32(p * 2.0 ** n1) * 2.0 ** (int(n) - n1))
+_FLT_MIN, _SQRT2 = _f32(1.17549435e-38), _f32(1.41421356)
+def _c_log2f(x: float) -> float:
+  if not 0.0 < x < math.inf: return -math.inf if x == 0.0 else x if x == math.inf else math.nan
+  sub = x < _FLT_MIN
+  b = _I.unpack(struct.pack("<f", x * 8388608.0 if sub else x))[0]
+  e = ((b >> 23) & 0xff) - (150 if sub else 127)
+  m = struct.unpack("<f", _I.pack((b & 0x007fffff) | 0x3f800000))[0]
+  if m > _SQRT2: m, e = m * 0.5, e + 1
+  s = _f32(_f32(m - 1.0) / _f32(m + 1.0))
+  p = _f32(s * _horner(_f32(s * s), _LOG2_C))
+  return _f32(float(e) + p)
+F32_TRANSCENDENTAL = {Ops.EXP2: lift1(_c_exp2f), Ops.LOG2: lift1(_c_log2f)}   # float32, float16, bfloat16
+
 FLOAT_OPS = {
   Ops.ADD: lift2(operator.add), Ops.MUL: lift2(operator.mul), Ops.NEG: lift1(operator.neg),
   Ops.FDIV: guarded(operator.truediv, _fdiv, lift2),
@@ -165,6 +197,7 @@ def alu(op: Ops, dt: DType, inrange: bool = False) -> Callable:
   if op in COMPARE_OPS: return COMPARE_OPS[op]
   if op in (Ops.SHL, Ops.SHR) and dt.is_int: fn = _shift(op is Ops.SHL, dt)
   elif op in (Ops.IDIV, Ops.MOD) and dt.is_int: fn = _int_div(op)
+  elif op in F32_TRANSCENDENTAL and dt.is_float and dt != dtypes.float64: fn = F32_TRANSCENDENTAL[op]
   else: fn = (BOOL_OPS if dt.is_bool else FLOAT_OPS if dt.is_float else INT_OPS).get(op)
   if fn is None: raise NotImplementedError(f"PYTHON: no implementation of {op} for {dt.name}")
   norm = normalizer(dt) if op in (ROUNDED if dt.is_float else WRAPPED) and not inrange else None
