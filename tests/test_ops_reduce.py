@@ -267,3 +267,23 @@ FUSED = [
 @pytest.mark.browser(name=["normalize", "manual_softmax"])
 def test_reduce_then_elementwise(device, name, tfn, wfn):
   check_op([(3, 5)], tfn, wfn, device=device, grad_atol=1e-4, grad_rtol=1e-3)
+
+@pytest.mark.parametrize("shape,axis,keepdim", [((1 << 17,), None, False), ((3, 1 << 16), 1, True), ((64, 4, 33, 32), (0, 2, 3), False),
+                                                 ((2, 40000, 3), (0, 1), False), ((65537,), 0, False)])
+def test_big_sums_split_in_two_kernels(shape, axis, keepdim, device):
+  """Sums of >= 2^16 elements into few outputs run as two kernels (Tensor._split_sum): partial sums across cores and
+  vector lanes, then their sum. Values and gradients against torch (float64 reference), ints exactly; 65537 (prime) too."""
+  from tinyweb import GlobalCounters
+  if device == "PYTHON": pytest.skip("PYTHON: sums of 2^16+ elements exceed the interpreter's test budget")
+  x = rand_np(shape, -1.0, 1.0, np.float32, seed=3)
+  t = Tensor(x, device=device, requires_grad=True)
+  GlobalCounters.reset()
+  out = t.sum(axis, keepdim=keepdim).realize()
+  assert GlobalCounters.kernel_count == 2
+  np.testing.assert_allclose(out.numpy(), torch.tensor(x, dtype=torch.float64).sum(_dims(axis, len(shape)), keepdim=keepdim).numpy(),
+                             rtol=1e-5, atol=1e-4)
+  out.mean().backward()
+  np.testing.assert_allclose(t.grad.numpy(), np.full(shape, 1 / out.numel(), np.float32), rtol=1e-6)
+  xi = (x * 100).astype(np.int32)
+  np.testing.assert_array_equal(Tensor(xi, device=device).sum(axis, keepdim=keepdim).numpy(),
+                                xi.astype(np.int64).sum(_dims(axis, len(shape)), keepdims=keepdim).astype(np.int32))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from collections import defaultdict
 from typing import Optional
 from tinyweb.device import Buffer, Device
-from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, unique_id
+from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, unique_id, substitute
 
 @dataclass(eq=False)
 class ScheduleItem:
@@ -69,15 +69,6 @@ def is_contiguous_buffer(u: UOp) -> bool:
   """A whole buffer in row-major order (only reshapes, and DETACH, over it)."""
   while u.op in (Ops.RESHAPE, Ops.DETACH): u = u.src[0]
   return u.op is Ops.BUFFER
-
-def substitute(root: UOp, mapping: dict) -> UOp:
-  """Rebuild `root` with every node found in `mapping` replaced."""
-  done: dict[UOp, UOp] = {}
-  for u in root.toposort():
-    if (m := mapping.get(u)) is not None: done[u] = m; continue
-    new_src = tuple(done[s] for s in u.src)
-    done[u] = u if all(a is b for a, b in zip(new_src, u.src)) else u.replace(src=new_src)
-  return done[root]
 
 def apply_realized(root: UOp) -> UOp:
   """Replace every value that was already computed by the buffer holding it."""

@@ -49,6 +49,10 @@ class _TensorMeta(type):
   def no_grad(cls, v: bool): NO_GRAD.value = int(v)
 
 _NO_GRAD = _GradMode()
+
+SPLIT_MIN = 1 << 16        # a sum of at least this many elements per output...
+SPLIT_MAX_OUTPUTS = 64     # ...into at most this many outputs is done in two kernels (Tensor._split_sum)
+SPLIT_CHUNKS = 256         # at most this many partial sums per output and vector lane
 _grad_leaves = IdWeakSet()
 
 def _fmt_shape(s) -> str: return str(tuple(s))
@@ -726,9 +730,29 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   def _reduce(self, op: Ops, axis=None, keepdim=False, name="reduce") -> Tensor:
     axes = tuple(a for a in self._axes(name, axis) if self.ndim > 0)
-    out = self._wrap(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)), self) if axes else self
+    if op is Ops.ADD and prod(self.shape[a] for a in axes) >= SPLIT_MIN and \
+       prod(s for i, s in enumerate(self.shape) if i not in axes) <= SPLIT_MAX_OUTPUTS:
+      out = self._split_sum(axes).reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape)))
+    else: out = self._wrap(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)), self) if axes else self
     if keepdim: return out
     return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+  def _split_sum(self, axes: tuple[int, ...]) -> Tensor:
+    """A sum of many elements into few outputs (a full sum, a norm's statistics), in two kernels: one loop over all of
+    them would run on one core, one add after the other. The outermost reduced axis is split into A chunks (the first
+    kernel's partial sums, split across the cores) and the innermost into V neighbours in memory (summed in vector
+    registers); the first kernel sums over the rest into A x V partials, the second sums those. (The order of the
+    additions differs from one loop's.)"""
+    keep = [i for i in range(self.ndim) if i not in axes]
+    red = [self.shape[i] for i in axes]
+    def divisor(n: int, most: int) -> int: return max(d for d in range(1, min(n, most) + 1) if n % d == 0)
+    v = divisor(red[-1], 16)
+    if len(red) == 1: a = divisor(red[0] // v, SPLIT_CHUNKS); split = (a, red[0] // (a * v), v)
+    else: a = divisor(red[0], SPLIT_CHUNKS); split = (a, red[0] // a, *red[1:-1], red[-1] // v, v)
+    n = len(keep)
+    x = self.permute(keep + list(axes)).reshape(tuple(self.shape[i] for i in keep) + split)
+    partial = x._wrap(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (Ops.ADD, tuple(range(n + 1, n + len(split) - 1)))), x).contiguous()
+    return partial._wrap(UOp(Ops.REDUCE_AXIS, x.dtype, (partial.uop,), (Ops.ADD, tuple(range(n, n + len(split))))), partial)
 
   def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else \

@@ -308,13 +308,13 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None) -> UOp:
   return rw(root)
 
 def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
-  """`root` with every node in `mapping` replaced by its value (no rewriting rules run)."""
-  memo: dict[UOp, UOp] = {}
+  """Rebuild `root` with every node found in `mapping` replaced (no rewriting rules run)."""
+  done: dict[UOp, UOp] = {}
   for u in root.toposort():
-    if u in mapping: memo[u] = mapping[u]; continue
-    nsrc = tuple(memo[s] for s in u.src)
-    memo[u] = u if nsrc == u.src else u.replace(src=nsrc)
-  return memo[root]
+    if (m := mapping.get(u)) is not None: done[u] = m; continue
+    new_src = tuple(done[s] for s in u.src)
+    done[u] = u if all(a is b for a, b in zip(new_src, u.src)) else u.replace(src=new_src)
+  return done[root]
 
 _ids = itertools.count()
 def unique_id() -> int: return next(_ids)
