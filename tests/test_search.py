@@ -49,17 +49,22 @@ CPU_OPTS = [[], [Opt("UPCAST", 1, 4)], [Opt("UPCAST", 0, 4), Opt("UPCAST", 1, 8)
             [Opt("UNROLL", 0, 4), Opt("UNROLL", 0, 5)], [Opt("UPCAST", 1, 2), Opt("UNROLL", 0, 2), Opt("SWAP", 0, 1)],
             [Opt("UPCAST", 0, 12), Opt("UPCAST", 1, 16)]]
 GPU_OPTS = [[Opt("LOCAL", 0, 16)], [Opt("UPCAST", 1, 4), Opt("LOCAL", 0, 8)], [Opt("GROUP", 0, 8)], [Opt("GROUP", 0, 32)]]
+# targets that run the output loops (no threads): reductions in blocks, with the accumulators kept in the output between them
+LOOP_OPTS = [[Opt("BLOCK", 0, 4)], [Opt("UNROLL", 0, 2), Opt("BLOCK", 0, 10)],
+             [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 4), Opt("SWAP", 0, 1), Opt("BLOCK", 0, 5)]]
 
 def test_actions_change_code_not_results(device):
   r = Device[device].renderer   # LOCAL/GROUP need workgroups of several threads (PYTHON runs one thread per group)
   gpu = getattr(r, "has_threads", False) and getattr(r, "max_local_size", 1) > 1
+  loops = not getattr(r, "has_threads", False)
   cases = [  # (tensor, numpy reference, action lists)
-    (lambda: Tensor(A, device=device) @ Tensor(B, device=device), A @ B, CPU_OPTS + (GPU_OPTS if gpu else [])),
+    (lambda: Tensor(A, device=device) @ Tensor(B, device=device), A @ B, CPU_OPTS + (GPU_OPTS if gpu else []) + (LOOP_OPTS if loops else [])),
     (lambda: Tensor(X, device=device).conv2d(Tensor(W, device=device), padding=1), conv_ref(X, W),
      [[], [Opt("UPCAST", 3, 3), Opt("UNROLL", 0, 3)], [Opt("UNROLL", 1, 3), Opt("UNROLL", 2, 3), Opt("UPCAST", 1, 4)],
       [Opt("SWAP", 0, 3), Opt("UPCAST", 2, 2)]] + ([[Opt("GROUP", 0, 16)]] if gpu else [])),
     (lambda: Tensor(R, device=device).max((0, 2)), R.max((0, 2)),
-     [[], [Opt("UNROLL", 0, 3), Opt("UNROLL", 1, 5)], [Opt("UPCAST", 0, 4), Opt("UNROLL", 1, 10)]] + ([[Opt("GROUP", 0, 64)]] if gpu else [])),
+     [[], [Opt("UNROLL", 0, 3), Opt("UNROLL", 1, 5)], [Opt("UPCAST", 0, 4), Opt("UNROLL", 1, 10)]] + ([[Opt("GROUP", 0, 64)]] if gpu else []) +
+     ([[Opt("BLOCK", 1, 5)], [Opt("BLOCK", 0, 3), Opt("BLOCK", 1, 2)]] if loops else [])),
   ]
   for make, ref, opt_lists in cases:
     srcs = set()
@@ -75,17 +80,43 @@ def test_actions_that_do_not_apply_raise_clearly():
   for opts, msg in [([Opt("UPCAST", 1, 5)], "5 does not divide the axis size 16"), ([Opt("UPCAST", 2, 2)], "output axes are 0..1"),
                     ([Opt("UNROLL", 1, 2)], "1 reduction loops"), ([Opt("UPCAST", 1, 4), Opt("UPCAST", 1, 8)], "32 does not divide"),
                     ([Opt("LOCAL", 0, 64)], "only GPU targets"), ([Opt("SWAP", 1, 1)], "two different output axes"),
-                    ([Opt("TILE", 0, 2)], "only GPU targets"), ([Opt("SPLIT", 0, 2)], "unknown kind")]:
+                    ([Opt("TILE", 0, 2)], "only GPU targets"), ([Opt("SPLIT", 0, 2)], "unknown kind"),
+                    ([Opt("BLOCK", 0, 20)], "must divide the loop size 20"), ([Opt("UNROLL", 0, 4), Opt("BLOCK", 0, 4)], "larger")]:
     with pytest.raises(OptError, match=msg) as e: lower(ast, r, opts)
     assert "(12, 16)" in str(e.value) and str(opts[-1]) in str(e.value)
 
 def test_heuristics_and_noopt_are_action_lists(capsys):
   ast = kernel_of(Tensor(A) @ Tensor(B)).ast
   r = Device["CPU"].renderer
-  assert lower(ast, r).opts == heuristic_opts(ast.src[0].src[1], r) == [Opt("UPCAST", 1, 8), Opt("UPCAST", 0, 4)]
+  assert lower(ast, r).opts == heuristic_opts(ast.src[0].src[1], r) == [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 4)]
   with Context(NOOPT=1): assert lower(ast, r).opts == []
   with Context(DEBUG=3): (Tensor(A) @ Tensor(B)).realize()
-  assert "optimizations [UPCAST(1,8), UPCAST(0,4)]" in capsys.readouterr().out
+  assert "optimizations [UPCAST(1,16), UPCAST(0,4)]" in capsys.readouterr().out
+
+def sequential_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  out = np.zeros((a.shape[0], b.shape[1]), np.float32)
+  for k in range(a.shape[1]): out = out + a[:, k:k + 1] * b[k:k + 1, :]   # float32: each product rounded, then each sum
+  return out
+
+def test_matmul_keeps_sum_order(device):
+  """The CPU's register tiles of 16-float vectors (loaded, or gathered from a transposed operand) and blocked reduction
+  (the accumulators kept in the output between blocks of 256 steps) leave each output's sum in increasing k order:
+  bitwise equal to that sum done by numpy. A kernel with more than the reduction (a bias added) is tiled but not blocked."""
+  a, b, bias = rng.standard_normal((8, 512), dtype=np.float32), rng.standard_normal((512, 128), dtype=np.float32), rng.standard_normal(128, dtype=np.float32)
+  bt = rng.standard_normal((32, 512), dtype=np.float32)
+  ref, ref_t = sequential_matmul(a, b), sequential_matmul(a, bt.T)
+  item = kernel_of(Tensor(a, device=device) @ Tensor(b, device=device))
+  got, src = run_with(item, device, None)
+  np.testing.assert_array_equal(got.reshape(ref.shape), ref)
+  fused = kernel_of(Tensor(a, device=device) @ Tensor(b, device=device) + Tensor(bias, device=device))
+  np.testing.assert_array_equal(run_with(fused, device, None)[0].reshape(ref.shape), ref + bias)
+  transposed = kernel_of(Tensor(a, device=device) @ Tensor(bt, device=device).T)
+  got_t, src_t = run_with(transposed, device, None)
+  np.testing.assert_array_equal(got_t.reshape(ref_t.shape), ref_t)
+  if device == "CPU":
+    assert Opt("BLOCK", 0, 256) in lower(item.ast, Device[device].renderer).opts and "tw_float16" in src
+    assert not any(o.kind == "BLOCK" for o in lower(fused.ast, Device[device].renderer).opts)
+    assert "(tw_float16){" in src_t   # gathered
 
 def test_mismatches_tolerates_reordered_sums_only():
   f32 = lambda *v: np.array(v, np.float32).tobytes()

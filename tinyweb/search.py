@@ -29,12 +29,13 @@ from tinyweb.codegen.lower import Opt, OptError, lower, apply_opts, heuristic_op
 from tinyweb.codegen.tensor_cores import contraction
 from tinyweb.engine import CompiledKernel
 
-SEARCH_VERSION = 2       # bump when the meaning of actions changes: cached results of older searches are ignored
+SEARCH_VERSION = 3       # bump when the meaning of actions changes: cached results of older searches are ignored
 MAX_UPCAST = 128         # most outputs one loop iteration computes (each needs a register)
+VECTOR_MAX_UPCAST = 256  # the same where the renderer has vectors (ClangRenderer.vector_lanes: AVX-512 registers hold 16 floats)
 MAX_UNROLL = 32          # most iterations one trip of the reduction loops does
 MAX_BODY = 512           # upcast x unroll: the size of the loop body (lowering time in Python grows with it)
 MIN_PROGRESS = (0.01, 5e-6)   # a round must beat the best time so far by this fraction and these seconds to go on
-UPCAST_AMOUNTS, UNROLL_AMOUNTS = (2, 3, 4, 8, 16), (2, 4, 8, 16)
+UPCAST_AMOUNTS, UNROLL_AMOUNTS, BLOCK_AMOUNTS = (2, 3, 4, 8, 16), (2, 4, 8, 16), (64, 128, 256, 512)
 THREAD_AMOUNTS = (16, 32, 64, 128, 256)   # GPU: LOCAL and GROUP sizes
 TILE_AMOUNTS = (2, 4, 8, 16)   # GPU: threads of a workgroup along one output axis
 TIMED_RUNS = 3
@@ -71,18 +72,20 @@ def actions(value: UOp, renderer) -> list[Opt]:
   big = [a for a, s in enumerate(shape) if s > 1]
   out += [Opt("SWAP", a, b) for i, a in enumerate(big) for b in big[i + 1:]]
   if getattr(renderer, "tensor_cores", ()): out.append(Opt("TC", 0, 0))
+  if not getattr(renderer, "has_threads", False):
+    out += [Opt("BLOCK", i, n) for i, (u, a) in enumerate(loops) for n in BLOCK_AMOUNTS if n < u.src[0].shape[a]]
   if getattr(renderer, "has_threads", False):
     out += [Opt("LOCAL", 0, n) for n in THREAD_AMOUNTS if n <= renderer.max_local_size]
     if loops: out += [Opt("GROUP", 0, n) for n in THREAD_AMOUNTS if n <= renderer.max_local_size]
     out += [Opt("TILE", a, n) for a in big for n in TILE_AMOUNTS if n <= min(shape[a], renderer.max_local_size)]
   return out
 
-def within_limits(value: UOp, renderer, opts: list[Opt]) -> bool:
+def within_limits(value: UOp, renderer, opts: list[Opt], out_buf: UOp) -> bool:
   """Applies, and keeps the loop body to a size the target compiles quickly and holds in registers."""
-  try: ao = apply_opts(value, renderer, opts)
+  try: ao = apply_opts(value, renderer, opts, out_buf)
   except OptError: return False
   up, un = prod(ao.upcasts.values()), prod(ao.unrolls.values())
-  return up <= MAX_UPCAST and un <= MAX_UNROLL and up * un <= MAX_BODY
+  return up <= (VECTOR_MAX_UPCAST if getattr(renderer, "vector_lanes", 0) else MAX_UPCAST) and un <= MAX_UNROLL and up * un <= MAX_BODY
 
 # ---- scratch buffers: random inputs, and a comparison of outputs with a tolerance for reordered float arithmetic ----
 
@@ -234,7 +237,7 @@ def _search(ast: UOp, device: str, width: int) -> SearchResult:
   SearchCounters.searches += 1
   s = Search(ast, device)
   r, value = s.renderer, s.value
-  base, heur = noopt_opts(ast, r), heuristic_opts(value, r)
+  base, heur = noopt_opts(ast, r), heuristic_opts(value, r, s.out)
   round0 = s.evaluate([base, heur])   # base first: its output is the reference
   if not round0 or round0[0][1] != base: raise RuntimeError(f"BEAM: the unoptimized kernel does not run on {device} (DEBUG=3 says why)")
   t_base = round0[0][0]
@@ -243,7 +246,7 @@ def _search(ast: UOp, device: str, width: int) -> SearchResult:
   beam = sorted(round0, key=lambda x: x[0])[:width]
   acts = actions(value, r)
   while beam:
-    cands = [opts + [a] for _, opts in beam for a in acts if within_limits(value, r, opts + [a])]
+    cands = [opts + [a] for _, opts in beam for a in acts if within_limits(value, r, opts + [a], s.out)]
     beam = sorted(s.evaluate(cands, best[0]), key=lambda x: x[0])[:width]
     if not beam or beam[0][0] > min(best[0] * (1 - MIN_PROGRESS[0]), best[0] - MIN_PROGRESS[1]): break
     best = beam[0]

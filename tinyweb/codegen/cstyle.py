@@ -2,18 +2,15 @@
 a target (C for clang, and later WGSL, OpenCL C, CUDA C, Metal) subclasses it and overrides only what differs."""
 from __future__ import annotations
 import math
-from typing import Optional
 from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import UOp, Ops, ALU
 from tinyweb.codegen.lower import Program, reduce_identity, IDX
 
 UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
 
-def base_offset(idx: UOp) -> tuple[Optional[UOp], int]:
-  """An index as (the part that is not a constant, or None; the constant added to it)."""
-  if idx.op is Ops.CONST: return None, idx.arg
-  if idx.op is Ops.ADD and idx.src[1].op is Ops.CONST: return idx.src[0], idx.src[1].arg
-  return idx, 0
+def const_offset(idx: UOp) -> tuple[UOp, int]:
+  """An index as (base, constant offset)."""
+  return (idx.src[0], idx.src[1].arg) if idx.op is Ops.ADD and idx.src[1].op is Ops.CONST else (idx, 0)
 
 class CStyleRenderer:
   device: str = ""
@@ -30,6 +27,9 @@ class CStyleRenderer:
   int_suffix = {dtypes.int64: "ll", dtypes.uint64: "ull", dtypes.uint32: "u"}
   unsupported: dict[DType, str] = {}   # dtype -> why this target refuses it (checked at buffer creation and rendering)
   index_type = ""   # a wider C type for loop indices and address arithmetic (see wide_indices); "": the int32 type
+  vector_lanes = 0  # CPU: float32 lanes of the vector type `vector_type` for whole vector computations (see vector_groups)
+  vector_width = 0  # GPU: float32 elements per vector load/store of type `vector_type` (see vector_runs); 0: none
+  vector_type = ""
 
   def check_dtype(self, dt: DType, what: str = ""):
     if dt in self.unsupported:
@@ -129,12 +129,9 @@ class CStyleRenderer:
     return out + [self.render_decl(u.dtype, name, f"{mem}[0]")]
 
   # ---- GPU vector memory access: `vector_width` float32 loads (stores) at neighbouring aligned addresses become one ----
-  vector_width = 0   # 0: none
-  vector_type = "float4"
   def vector_address(self, first: UOp, r) -> str:
-    base, c = base_offset(first.src[1])
-    return r(first.src[1].src[0] if base is None else base) if c == 0 and base is not None else \
-           str(c) if base is None else f"({r(base)}+{c})"
+    base, c = const_offset(first.src[1])
+    return r(base) if c == 0 else f"({r(base)}+{c})"
   def render_vector_load(self, buf: str, idx: str) -> str: raise NotImplementedError
   def render_vector_store(self, buf: str, idx: str, vals: list[str]) -> str: raise NotImplementedError
 
@@ -145,8 +142,7 @@ class CStyleRenderer:
     first load (every value is read there), a run of stores at its last store (every value is computed by then)."""
     n = self.vector_width
     if not n: return {}
-    def multiple(u: Optional[UOp]) -> bool:
-      if u is None: return True
+    def multiple(u: UOp) -> bool:
       if u.op is Ops.CONST: return u.arg % n == 0
       if u.op is Ops.ADD: return all(multiple(s) for s in u.src)
       if u.op is Ops.MUL: return any(multiple(s) for s in u.src)
@@ -157,7 +153,7 @@ class CStyleRenderer:
       if u.op in (Ops.RANGE, Ops.ENDRANGE, Ops.BARRIER): stretch += 1
       elif u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.DEFINE_GLOBAL and u.src[0].dtype == dtypes.float32 and \
           (u.op is Ops.STORE or len(u.src) == 2):
-        base, c = base_offset(u.src[1])
+        base, c = const_offset(u.src[1])
         candidates.setdefault((u.op, u.src[0], base, stretch), {})[c] = (pos, u)
     out: dict[UOp, list[UOp]] = {}
     for (op, buf, base, _), offs in candidates.items():
@@ -185,17 +181,109 @@ class CStyleRenderer:
       if (x := todo.pop()) in pure and x not in out: out.add(x); todo.extend(x.src)
     return out
 
+  def vector_groups(self, prog: Program) -> dict[UOp, tuple[tuple[UOp, ...], int]]:
+    """Groups of `vector_lanes` uops that compute neighbouring float32 outputs the same way (the copies an UPCAST makes
+    along the last axis: a matmul's row of outputs), found from runs of stores to consecutive addresses and followed
+    back through their values; as {uop: (its group, its lane)}. Each group is rendered as one vector op: a load of
+    consecutive addresses (or a gather of addresses a constant stride apart), an add, a multiply, a select, an
+    accumulator. A value that is the same in every lane stays a scalar (C widens it). clang's SLP vectorizer finds some of
+    these itself, but only in 256-bit vectors on AVX-512 CPUs unless told to prefer 512 bits for every kernel (which
+    slows others down), never gathers, and not in a loop of two trips."""
+    n, f32 = self.vector_lanes, dtypes.float32
+    if not n or self.mem(f32) != self.reg(f32): return {}
+    def stride(lanes) -> int:   # lane l's address is lane 0's + l * stride (0: no such stride)
+      (b0, c0), buf, s = const_offset(lanes[0].src[1]), lanes[0].src[0], const_offset(lanes[1].src[1])[1] - const_offset(lanes[0].src[1])[1]
+      return s if all(x.src[0] is buf and const_offset(x.src[1]) == (b0, c0 + l * s) for l, x in enumerate(lanes)) else 0
+    inits = {u.src[0]: u.src[1] for u in prog.uops if u.op is Ops.DEFINE_ACC and len(u.src) > 1}
+    def match(lanes: tuple[UOp, ...], got: dict) -> bool:
+      u = lanes[0]
+      if all(x is u for x in lanes) or lanes in got: return True
+      if any(x.op is not u.op or x.dtype != u.dtype or x.arg != u.arg or len(x.src) != len(u.src) for x in lanes): return False
+      def srcs(i: int) -> bool: return match(tuple(x.src[i] for x in lanes), got)
+      if u.op is Ops.STORE: ok = stride(lanes) == 1 and srcs(2)
+      elif u.dtype != f32: ok = False
+      elif u.op is Ops.LOAD: ok = len(u.src) == 2 and stride(lanes) != 0   # a vector load, or a gather
+      elif u.op in (Ops.ADD, Ops.MUL): ok = srcs(0) and srcs(1)
+      elif u.op is Ops.WHERE: ok = all(x.src[0] is u.src[0] for x in lanes) and srcs(1) and srcs(2)
+      elif u.op is Ops.REDUCE:
+        ok = u.arg in (Ops.ADD, Ops.MUL) and all(x.src[1:] == u.src[1:] and (x in inits) == (u in inits) for x in lanes) and \
+             srcs(0) and (u not in inits or match(tuple(inits[x] for x in lanes), got))
+      else: ok = False
+      if ok: got[lanes] = True
+      return ok
+    # the loops open where each uop is computed (a reduction: where its accumulator is defined): a group's lanes must agree
+    block, open_ranges = {}, ()
+    for u in prog.uops:
+      if u.op is Ops.RANGE: open_ranges += (u,)
+      elif u.op is Ops.ENDRANGE: open_ranges = open_ranges[:-1]
+      block[u.src[0] if u.op is Ops.DEFINE_ACC else u] = open_ranges
+    stores = {(u.src[0], *const_offset(u.src[1])): u for u in prog.uops if u.op is Ops.STORE and u.src[2].dtype == f32}
+    out: dict[UOp, tuple[tuple[UOp, ...], int]] = {}
+    for (buf, base, c), st in stores.items():
+      lanes = tuple(stores.get((buf, base, c + l)) for l in range(n))
+      got: dict = {}
+      if c % n or None in lanes or not match(lanes, got): continue
+      new = {x: (g, l) for g in got for l, x in enumerate(g)}
+      # each uop in one group, at one lane; each group within one loop block
+      if sum(len(g) for g in got) == len(new) and all(out.get(x, m) == m for x, m in new.items()) and \
+         all(len({block.get(x) for x in g}) == 1 for g in got):
+        out.update(new)
+    return out
+
+  @staticmethod
+  def unused_addresses(prog: Program, vec: dict) -> set[UOp]:
+    """The address arithmetic only the other lanes of vector loads and stores would use: a group's load or store is
+    rendered at its first lane in program order, from that lane's address."""
+    first: dict[tuple[UOp, ...], UOp] = {}
+    users: dict[UOp, list[UOp]] = {}
+    for u in prog.uops:
+      if u in vec: first.setdefault(vec[u][0], u)
+      for x in u.src: users.setdefault(x, []).append(u)
+    out: set[UOp] = set()
+    for u in reversed(prog.uops):
+      if u.dtype == IDX and u.op in ALU and u in users and \
+         all(x in out or (x.op in (Ops.LOAD, Ops.STORE) and x in vec and first[vec[x][0]] is not x) for x in users[u]): out.add(u)
+    return out
+
   def render(self, prog: Program) -> str:
     wide = self.wide_indices(prog) if self.index_type else set()
-    vectors = self.vector_runs(prog)
-    in_vector = {u for run in vectors.values() for u in run}
+    runs = self.vector_runs(prog)   # GPU targets: float4-style loads and stores
+    in_run = {u for run in runs.values() for u in run}
+    vec = self.vector_groups(prog)
+    self._vectors = bool(vec)
+    vnames: dict[tuple[UOp, ...], str] = {}   # a group's vector variable
+    emitted: set = set()                      # (group, op): rendered, at the first of its lanes in program order
     self._local_decls: list[str] = []   # workgroup-memory declarations the kernel needs (render_local)
     names: dict[UOp, str] = {}
     counters: dict[str, int] = {}
     def new_name(prefix: str) -> str:
       counters[prefix] = counters.get(prefix, -1) + 1
       return f"{prefix}{counters[prefix]}"
-    def r(u: UOp) -> str: return self.render_const(u.arg, u.dtype) if u.op is Ops.CONST else names[u]
+    def r(u: UOp) -> str:
+      if u in vec: return f"{vnames[vec[u][0]]}[{vec[u][1]}]"   # one lane of a vector
+      return self.render_const(u.arg, u.dtype) if u.op is Ops.CONST else names[u]
+    def v(lanes: tuple[UOp, ...]) -> str: return vnames[lanes] if lanes in vnames else r(lanes[0])   # a vector, or a scalar
+    def splat(lanes: tuple[UOp, ...]) -> str: return v(lanes) if lanes in vnames else f"(({self.vector_type})({r(lanes[0])}))"
+    def vector_line(u: UOp, lanes: tuple[UOp, ...], lane: int) -> str:
+      step = const_offset(lanes[1].src[1])[1] - const_offset(lanes[0].src[1])[1] if u.op in (Ops.LOAD, Ops.STORE) else 0
+      def addr(x: UOp) -> str: return f"({r(x.src[0])}+{r(x.src[1])}{f'{-lane * step:+d}' if lane else ''})"   # lane 0's element
+      def srcs(i: int) -> tuple[UOp, ...]: return tuple(x.src[i] for x in lanes)
+      if u.op is Ops.STORE: return f"*({self.vector_type}*){addr(u)} = {splat(srcs(2))};"
+      if u.op is Ops.ACC_UPDATE: return f"{vnames[lanes]} = {self.render_alu(lanes[0].arg, [vnames[lanes], v(tuple(x.src[0] for x in lanes))], u.dtype, u.dtype, list(u.src))};"
+      if u.op is Ops.DEFINE_ACC:
+        red = lanes[0]
+        vnames[lanes] = new_name("acc")
+        init = v(tuple(inits[x] for x in lanes)) if len(u.src) > 1 else splat((UOp.const(red.dtype, reduce_identity(red.arg, red.dtype)),))
+        return f"{self.vector_type} {vnames[lanes]} = {init};"
+      vnames[lanes] = new_name("vec")
+      if u.op is Ops.LOAD:
+        expr = f"*(const {self.vector_type}*){addr(u)}" if step == 1 else \
+               f"(({self.vector_type}){{{', '.join(f'{addr(u)}[{l * step}]' for l in range(len(lanes)))}}})"
+      elif u.op is Ops.WHERE: expr = self.code_for_op[Ops.WHERE](self, r(u.src[0]), splat(srcs(1)), splat(srcs(2)), u.dtype)
+      else: expr = self.render_alu(u.op, [v(srcs(i)) for i in range(len(u.src))], u.dtype, u.src[0].dtype, list(u.src))
+      return f"{self.vector_type} {vnames[lanes]} = {expr};"
+    inits = {u.src[0]: u.src[1] for u in prog.uops if u.op is Ops.DEFINE_ACC and len(u.src) > 1}
+    unused = self.unused_addresses(prog, vec) if vec else set()
     params = []
     for g in prog.globals:
       names[g] = f"data{g.arg[0]}"
@@ -207,7 +295,12 @@ class CStyleRenderer:
     def line(s: str): body.append("  " * depth + s)
     for u in prog.uops:
       op = u.op
-      if op in (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.SINK): continue
+      if op in (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.SINK) or u in unused: continue
+      if (m := vec.get(u.src[0] if op in (Ops.DEFINE_ACC, Ops.ACC_UPDATE) else u)) is not None:
+        if (m[0], op) not in emitted:
+          emitted.add((m[0], op))
+          line(vector_line(u, *m))
+        continue
       if op is Ops.RANGE:
         names[u] = new_name("ridx")
         lo, hi = ("core_lo", "core_hi") if self.core_split and u is prog.parallel_range else ("0", r(u.src[0]))
@@ -219,7 +312,8 @@ class CStyleRenderer:
       elif op is Ops.DEFINE_ACC:
         red = u.src[0]
         names[red] = new_name("acc")
-        line(self.render_decl(u.dtype, names[red], self.render_const(reduce_identity(red.arg, u.dtype), u.dtype), mutable=True))
+        init = r(u.src[1]) if len(u.src) > 1 else self.render_const(reduce_identity(red.arg, u.dtype), u.dtype)
+        line(self.render_decl(u.dtype, names[red], init, mutable=True))
       elif op is Ops.ACC_UPDATE:
         red, val = u.src
         acc = names[red]
@@ -240,15 +334,15 @@ class CStyleRenderer:
         else:
           names[u] = new_name("val")
           line(self.render_decl(u.dtype, names[u], f"{r(u.src[0])}[{r(u.src[1])}]"))
-      elif u in vectors and op is Ops.LOAD:
-        run, vec = vectors[u], new_name("vec")
-        line(f"{self.vector_type} {vec} = {self.render_vector_load(r(u.src[0]), self.vector_address(run[0], r))};")
-        for i, x in enumerate(run): names[x] = f"{vec}.{'xyzw'[i]}"
-      elif u in vectors:
-        run = vectors[u]
+      elif u in runs and op is Ops.LOAD:
+        run, vname = runs[u], new_name("vec")
+        line(f"{self.vector_type} {vname} = {self.render_vector_load(r(u.src[0]), self.vector_address(run[0], r))};")
+        for i, x in enumerate(run): names[x] = f"{vname}.{'xyzw'[i]}"
+      elif u in runs:
+        run = runs[u]
         st = self.render_vector_store(r(u.src[0]), self.vector_address(run[0], r), [r(x.src[2]) for x in run])
         line(f"if ({self.local_id} == 0u) {{ {st} }}" if prog.group else st)
-      elif u in in_vector: continue   # rendered with its run
+      elif u in in_run: continue   # rendered with its run
       elif op is Ops.LOAD:
         buf, idx = u.src[0], u.src[1]
         ld = self.render_load(r(buf), r(idx), u.dtype)
@@ -279,6 +373,7 @@ class ClangRenderer(CStyleRenderer):
   device = "CPU"
   core_split = True
   index_type = "long long"
+  vector_lanes, vector_type = 16, "tw_float16"   # AVX-512 registers (other CPUs split these vectors)
   infinity, nan = "__builtin_inff()", "__builtin_nanf(\"\")"
   reg_types = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
                dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
@@ -289,6 +384,7 @@ class ClangRenderer(CStyleRenderer):
   prelude = """#include <math.h>
 #ifndef TW_PRELUDE
 #define TW_PRELUDE
+typedef float tw_float16 __attribute__((ext_vector_type(16), aligned(4), may_alias));   /* loads anywhere: 4-byte aligned */
 static inline float tw_bf16_to_f32(unsigned short x) { union { unsigned int u; float f; } c; c.u = ((unsigned int)x) << 16; return c.f; }
 static inline unsigned short tw_f32_to_bf16(float f) {
   union { unsigned int u; float f; } c; c.f = f;
@@ -343,4 +439,6 @@ static inline float tw_log2f(float x) {   // x = m * 2^e, m in [sqrt(1/2), sqrt(
   def render_store(self, buf: str, idx: str, val: str, dt: DType) -> str:
     return f"{buf}[{idx}] = tw_f32_to_bf16({val});" if dt == dtypes.bfloat16 else f"{buf}[{idx}] = {val};"
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
-    return self.prelude + f"void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
+    # explicit 512-bit vectors stay whole (clang splits them in two where it prefers 256-bit ones, as on most AVX-512 CPUs)
+    attr = "__attribute__((min_vector_width(512))) " if self._vectors else ""
+    return self.prelude + f"{attr}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"

@@ -82,7 +82,7 @@ __device__ __forceinline__ unsigned long long tw_f2u64(double x) {   // x86-64 (
     flat = f"({block})" if prog.gid_is_workgroup else f"({block})*{prog.local_size}u + threadIdx.x"
     return [f"const int {name} = (int)({flat});", f"if ({name} >= {prog.threads}) return;"]
 
-  vector_width = 4   # float4: 16-byte loads and stores (buffers come from cuMemAlloc: 256-byte aligned)
+  vector_width, vector_type = 4, "float4"   # float4: 16-byte loads and stores (buffers come from cuMemAlloc: 256-byte aligned)
   def render_vector_load(self, buf: str, idx: str) -> str: return f"*((const float4*)({buf}+{idx}))"
   def render_vector_store(self, buf: str, idx: str, vals: list[str]) -> str:
     return f"*((float4*)({buf}+{idx})) = make_float4({', '.join(vals)});"

@@ -120,7 +120,8 @@ class LLVMRenderer:
         red = u.src[0]
         accs[red] = "%" + f.fresh("acc")
         f.allocas.append(f"  {accs[red]} = alloca {REG[u.dtype]}")
-        f.emit(f"store {REG[u.dtype]} {const(reduce_identity(red.arg, u.dtype), u.dtype)}, ptr {accs[red]}")
+        init = r(u.src[1]) if len(u.src) > 1 else const(reduce_identity(red.arg, u.dtype), u.dtype)
+        f.emit(f"store {REG[u.dtype]} {init}, ptr {accs[red]}")
       elif op is Ops.ACC_UPDATE:
         red, val = u.src
         upd = self.round_result(f, self.render_alu(f, red.arg, [r(red), r(val)], u.dtype, u.dtype, [red, val]), u.dtype)

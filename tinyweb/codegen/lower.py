@@ -7,8 +7,8 @@ an offset, flip mirrors, pad shifts and guards), so views never copy data. A RED
 its reduced dimensions. The resulting index arithmetic is simplified by the rules in symbolic.py, then the
 linearizer orders everything into nested loops with loop-invariant code hoisted out of reduction loops.
 
-Optimizations are a list of actions (`Opt`: upcast an output axis, unroll a reduction loop, swap output loops, GPU
-workgroup sizes) that `lower` applies; `heuristic_opts` chooses them by default, BEAM search (tinyweb/search.py) by timing.
+Optimizations are a list of actions (`Opt`: upcast an output axis, unroll a reduction loop, swap output loops, run a
+reduction in blocks, GPU workgroup sizes) that `lower` applies; `heuristic_opts` chooses them by default, BEAM search (tinyweb/search.py) by timing.
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
@@ -49,10 +49,13 @@ def at(node: UOp, gate: UOp, idx) -> UOp:
 
 class Lowerer:
   """State of one kernel's lowering: loop ranges are numbered, and each reduction's loops are made once per context."""
-  def __init__(self, group: int = 0, unrolls: Optional[dict[tuple[UOp, int], int]] = None):
+  def __init__(self, group: int = 0, unrolls: Optional[dict[tuple[UOp, int], int]] = None,
+               blocks: Optional[dict[tuple[UOp, int], int]] = None):
     self.range_id = 0
     self.reduce_ranges: dict[tuple, dict[int, UOp]] = {}   # loops of each reduction, shared by its upcast copies
     self.unrolls = unrolls or {}   # (REDUCE_AXIS, axis) -> iterations per loop trip (see Opt UNROLL)
+    # (REDUCE_AXIS, axis) -> (iterations per block, the loop over blocks) (see Opt BLOCK)
+    self.blocks = {k: (n, self.new_range(k[0].src[0].shape[k[1]] // n)) for k, n in (blocks or {}).items()}
     # GPU grouped reductions (see group_size): `group` threads of a workgroup share each top-level reduction
     self.group = group
     self.lidx = UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, group),), "lidx") if group else None
@@ -101,13 +104,18 @@ def _reduce(ctx: Lowerer, x: UOp):
   key = (u, frozenset(r for i in idx for r in i.toposort() if r.op is Ops.RANGE))
   if ctx.group and not key[1] and any(src.shape[a] != 1 for a in axes): return _group_reduce(ctx, x)
   unroll = {a: ctx.unrolls.get((u, a), 1) for a in axes if src.shape[a] != 1}
-  if key not in ctx.reduce_ranges: ctx.reduce_ranges[key] = {a: ctx.new_range(src.shape[a] // n) for a, n in unroll.items() if src.shape[a] != n}
+  blocks = {a: ctx.blocks[(u, a)] for a in unroll if (u, a) in ctx.blocks}
+  span = {a: blocks[a][0] if a in blocks else src.shape[a] for a in unroll}   # the iterations of the loop over axis a
+  if key not in ctx.reduce_ranges: ctx.reduce_ranges[key] = {a: ctx.new_range(span[a] // n) for a, n in unroll.items() if span[a] != n}
   rr = ctx.reduce_ranges[key]
+  def red_index(a: int, off: int) -> UOp:
+    i = tile_index(rr.get(a), unroll[a], off)
+    return blocks[a][1] * blocks[a][0] + i if a in blocks else i
   # an unrolled loop does `n` iterations per trip: their values are combined before the accumulator update
   vals = []
   for offs in itertools.product(*[range(n) for n in unroll.values()]):
     off = dict(zip(unroll, offs))
-    inner = [(tile_index(rr.get(a), unroll[a], off[a]) if a in unroll else UOp.const(IDX, 0)) if a in axes else i for a, i in enumerate(idx)]
+    inner = [(red_index(a, off[a]) if a in unroll else UOp.const(IDX, 0)) if a in axes else i for a, i in enumerate(idx)]
     vals.append(at(src, gate, inner))
   val = functools.reduce(lambda a, b: a.alu(rop, b), vals)
   return UOp(Ops.REDUCE, u.dtype, (val, *rr.values()), rop) if rr else val
@@ -199,6 +207,10 @@ class Opt:
   UPCAST a n: compute n neighbouring outputs along output axis a per loop iteration, each with its own accumulator
     (register tiling: loads are shared between them, and the C compiler vectorizes them).
   UNROLL a n: reduction loop a (numbered as `reduce_loops` lists them) does n iterations per trip.
+  BLOCK a n: CPU, reduction loop a runs in blocks of n iterations, and the loop over blocks moves out, right inside the
+    outermost output loop: the inner output loops then reuse the data of one block from the cache (a matmul's rows of B
+    4 KiB apart evict each other from L2 long before 1024 of them are read). Each output's accumulator is kept in the
+    output buffer between blocks, so the order of its sum is unchanged. Only where the kernel's value is that reduction.
   SWAP a b: exchange the nesting order of output loops a and b (the outermost loop is split across CPU cores; on a GPU
     the innermost is the one that neighbouring threads differ in).
   LOCAL 0 n: GPU, n threads per workgroup (default: the renderer's local_size).
@@ -212,7 +224,7 @@ class Opt:
   amount: int
   def __repr__(self): return f"{self.kind}({self.axis},{self.amount})"
 
-OPT_KINDS = ("UPCAST", "UNROLL", "SWAP", "LOCAL", "GROUP", "TILE", "TC")
+OPT_KINDS = ("UPCAST", "UNROLL", "SWAP", "LOCAL", "GROUP", "TILE", "TC", "BLOCK")
 
 class OptError(ValueError):
   """An optimization action that does not apply to a kernel (BEAM search drops such candidates)."""
@@ -229,22 +241,23 @@ class AppliedOpts:
   upcasts: dict[int, int]               # output axis -> outputs per loop iteration
   unrolls: dict[tuple[UOp, int], int]   # (REDUCE_AXIS, axis) -> iterations per loop trip
   order: list[int]                      # output axes, outermost loop first
+  blocks: dict[tuple[UOp, int], int]    # (REDUCE_AXIS, axis) -> iterations per block
   local: int = 0
   group: int = 0
   tiles: list[tuple[int, int]] = field(default_factory=list)   # (output axis, threads along it), outermost first
   tc: bool = False
 
-def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
-  """Check each action against the kernel and the target and collect their effect; an action that does not apply raises
-  OptError saying why."""
+def apply_opts(value: UOp, renderer, opts: list[Opt], out_buf: Optional[UOp] = None) -> AppliedOpts:
+  """Check each action against the kernel (its value, stored to out_buf) and the target and collect their effect; an
+  action that does not apply raises OptError saying why."""
   shape, gpu = value.shape, getattr(renderer, "has_threads", False)
   loops = reduce_loops(value)
-  ao = AppliedOpts({}, {}, list(range(len(shape))))
+  ao = AppliedOpts({}, {}, list(range(len(shape))), {})
   for o in opts:
     def check(ok: bool, why: str):
       if not ok: raise OptError(f"{o} does not apply to a kernel of shape {shape} on {getattr(renderer, 'device', 'CPU')}: {why}")
     check(o.kind in OPT_KINDS, f"unknown kind {o.kind!r}; valid: {OPT_KINDS}")
-    check(o.kind not in ("UPCAST", "UNROLL") or o.amount >= 2, "the amount must be at least 2")
+    check(o.kind not in ("UPCAST", "UNROLL", "BLOCK") or o.amount >= 2, "the amount must be at least 2")
     if o.kind == "UPCAST":
       check(0 <= o.axis < len(shape), f"output axes are 0..{len(shape) - 1}")
       n = ao.upcasts.get(o.axis, 1) * o.amount
@@ -256,6 +269,16 @@ def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
       n = ao.unrolls.get((u, a), 1) * o.amount
       check(u.src[0].shape[a] % n == 0, f"{n} does not divide the loop size {u.src[0].shape[a]}")
       ao.unrolls[(u, a)] = n
+    elif o.kind == "BLOCK":
+      check(not gpu, "GPU threads do not run the output loops")
+      check(0 <= o.axis < len(loops), f"the kernel has {len(loops)} reduction loops")
+      red = value
+      while red.op in (Ops.RESHAPE, Ops.PERMUTE): red = red.src[0]   # they only move the values
+      check(all(u is red for u, _ in loops) and out_buf is not None and out_buf.dtype == value.dtype and
+            out_buf not in value.toposort(), "the kernel's value must be its only reduction, stored as it is to a buffer it does not read")
+      u, a = loops[o.axis]
+      check(u.src[0].shape[a] % o.amount == 0 and o.amount < u.src[0].shape[a], f"{o.amount} must divide the loop size {u.src[0].shape[a]}")
+      ao.blocks[(u, a)] = o.amount
     elif o.kind == "SWAP":
       check(0 <= o.axis < len(shape) and 0 <= o.amount < len(shape) and o.axis != o.amount, f"two different output axes of 0..{len(shape) - 1}")
       i, j = ao.order.index(o.axis), ao.order.index(o.amount)
@@ -286,25 +309,40 @@ def apply_opts(value: UOp, renderer, opts: list[Opt]) -> AppliedOpts:
     if (shape[a] // ao.upcasts.get(a, 1)) % n:
       raise OptError(f"{opts}: TILE({a},{n}) does not divide the {shape[a] // ao.upcasts.get(a, 1)} loop iterations of axis {a} "
                      f"(kernel of shape {shape})")
+  if any(n % ao.unrolls.get(k, 1) or n == ao.unrolls.get(k, 1) for k, n in ao.blocks.items()):
+    raise OptError(f"{opts}: a block must be a multiple of its loop's unroll, and larger (kernel of shape {shape})")
   return ao
 
-def choose_upcasts(value: UOp) -> dict[int, int]:
+def choose_upcasts(value: UOp, lanes: int = 0) -> dict[int, int]:
   """Register tiling for kernels with a reduction: compute several neighbouring outputs per loop iteration, each with its
   own accumulator, so loads are reused across them and the C compiler can vectorize along the last axis (its stores are
-  contiguous). Returns {output axis: how many outputs along it}."""
+  contiguous). `lanes`: the renderer's float32 vectors (CStyleRenderer.vector_groups). Returns {output axis: how many
+  outputs along it}."""
   if not any(u.op is Ops.REDUCE_AXIS for u in value.toposort()): return {}
   shape, out = value.shape, {}
   axes = [i for i, n in enumerate(shape) if n > 1]
   if not axes: return {}
   last = axes[-1]
+  strides = read_strides(value, last) if lanes and value.dtype == dtypes.float32 else None
+  # vectors (CPU), for a matmul-like kernel: some reads are shared by a row of outputs, the others move along it. Where
+  # they move contiguously, preferably 4 vectors along the last axis (else what divides it), where some are gathered (a
+  # matmul with a transposed operand) one; and as many rows as keep the accumulators within 28 of the 32 vector registers
+  # (more vectors along the row share the rows' loads and any per-row work, more rows share the vectors' loads)
+  matmul_like = bool(strides) and 0 in strides and len(strides) > 1
+  vectors = [v for v in ((4, 8, 7, 6, 5, 3, 2, 1) if strides == {0, 1} else (1,)) if matmul_like and shape[last] % (v * lanes) == 0]
+  if vectors:
+    out[last], amts = vectors[0] * lanes, [a for a in (16, 8, 4, 2) if a * vectors[0] <= 28]
   # 8 (a vector) where it divides, else the largest divisor up to 24: a whole short row (a 10x10 image) beats pairs
-  out[last] = 8 if shape[last] % 8 == 0 else max(d for d in range(1, min(shape[last], 24) + 1) if shape[last] % d == 0)
-  # a second axis, at most 32 accumulators in all: preferably one that a load moving along the last axis does not move
-  # along (it is then loaded once for all of them; a conv's input does not depend on the output channel)
-  amt = 4 if out[last] == 8 else 2 if out[last] <= 16 else 0
+  else:
+    out[last] = 8 if shape[last] % 8 == 0 else max(d for d in range(1, min(shape[last], 24) + 1) if shape[last] % d == 0)
+    amts = [4] if out[last] == 8 else [2] if out[last] <= 16 else []
+  # a second axis, at most 32 accumulators in all (or vectors, above): preferably one that a load moving along the last axis
+  # does not move along (it is then loaded once for all of them; a conv's input does not depend on the output channel)
   along_last = [a for a in load_axes(value) if last in a]
-  fits = [i for i in reversed(axes[:-1]) if amt and shape[i] % amt == 0]
-  if fits: out[next((i for i in fits if any(i not in a for a in along_last)), fits[0])] = amt
+  for amt in amts:
+    if fits := [i for i in reversed(axes[:-1]) if shape[i] % amt == 0]:
+      out[next((i for i in fits if any(i not in a for a in along_last)), fits[0])] = amt
+      break
   return {a: n for a, n in out.items() if n > 1}
 
 def load_axes(value: UOp) -> list[set[int]]:
@@ -329,6 +367,23 @@ def load_axes(value: UOp) -> list[set[int]]:
     for x in u.src: walk(x, deps)
   walk(value, tuple(frozenset([i]) for i in range(len(value.shape))))
   return list(out.values())
+
+def read_strides(value: UOp, axis: int) -> Optional[set[int]]:
+  """How far each read moves per step of output `axis` (in elements; 0: it does not move), or None where a read moves
+  through a division, modulo or guard."""
+  lw = Lowerer()
+  r = lw.new_range(value.shape[axis])
+  val = graph_rewrite(graph_rewrite(at(value, TRUE, [r if i == axis else UOp.const(IDX, 0) for i in range(len(value.shape))]),
+                                    lowering, ctx=lw), symbolic)
+  def terms(u: UOp) -> list[UOp]: return terms(u.src[0]) + terms(u.src[1]) if u.op is Ops.ADD else [u]
+  def stride(idx: UOp) -> Optional[int]:
+    moving = [t for t in terms(idx) if r in t.toposort()]
+    if not moving: return 0
+    if len(moving) == 1 and moving[0] is r: return 1
+    if len(moving) == 1 and moving[0].op is Ops.MUL and moving[0].src[0] is r and moving[0].src[1].op is Ops.CONST: return moving[0].src[1].arg
+    return None
+  out = {stride(u.src[1]) for u in val.toposort() if u.op is Ops.LOAD}
+  return None if None in out else out
 
 GROUP_MIN = 1024     # GPU: a reduction over at least this many elements per output may be shared by a workgroup...
 GROUP_MAX_OUTPUTS = 16384   # ...when there are fewer outputs than this (more: one thread per output tile fills the GPU)
@@ -371,15 +426,29 @@ def choose_tiles(value: UOp, renderer, upcasts: dict[int, int]) -> list[Opt]:
     if n > 1: out.insert(0, Opt("TILE", a, n))
   return out if prod(o.amount for o in out) >= 8 else []
 
-def heuristic_opts(value: UOp, renderer) -> list[Opt]:
+BLOCK_SIZE = 256   # CPU: a long reduction of a wide-tiled matmul runs in blocks of this many steps (Opt BLOCK)
+
+def heuristic_opts(value: UOp, renderer, out_buf: Optional[UOp] = None) -> list[Opt]:
   """The hand-written choice: tensor cores where they apply, on GPU targets a grouped reduction for big reductions, else
-  register tiling (choose_upcasts) and, on GPUs, workgroup tiles (choose_tiles)."""
+  register tiling (choose_upcasts) and, on GPUs, workgroup tiles (choose_tiles); on the CPU, a matmul tiled wide with a
+  long reduction also gets its loop over column tiles outermost and its reduction in blocks (Opt BLOCK): a block of B's
+  rows then stays in the cache while all rows of A pass by."""
   from tinyweb.codegen.tensor_cores import contraction   # (it builds on this module)
   if not isinstance(contraction(value, renderer), str): return [Opt("TC", 0, 0)]
   gpu = getattr(renderer, "has_threads", False)
   if gpu and (g := group_size(value, renderer)): return [Opt("GROUP", 0, g)]
-  upcasts = choose_upcasts(value)
-  return [Opt("UPCAST", a, n) for a, n in upcasts.items()] + (choose_tiles(value, renderer, upcasts) if gpu else [])
+  ups = choose_upcasts(value, getattr(renderer, "vector_lanes", 0))
+  opts = [Opt("UPCAST", a, n) for a, n in ups.items()]
+  if gpu: return opts + choose_tiles(value, renderer, ups)
+  out_loops, loops = [i for i, n in enumerate(value.shape) if n // ups.get(i, 1) > 1], reduce_loops(value)
+  if len(out_loops) == 2 and ups.get(out_loops[1], 1) > getattr(renderer, "vector_lanes", 0) > 0 and len(loops) == 1 and \
+     (k := loops[0][0].src[0].shape[loops[0][1]]) > BLOCK_SIZE and k % BLOCK_SIZE == 0:
+    blocked = opts + [Opt("SWAP", *out_loops), Opt("BLOCK", 0, BLOCK_SIZE)]
+    try:
+      apply_opts(value, renderer, blocked, out_buf)
+      return blocked
+    except OptError: pass   # the kernel computes more than the reduction
+  return opts
 
 def noopt_opts(ast: UOp, renderer) -> list[Opt]:
   """NOOPT=1: no optimization, except a grouped reduction where the target cannot run the kernel without one (lavapipe's
@@ -406,16 +475,19 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
   assert ast.op is Ops.SINK and len(ast.src) == 1 and ast.src[0].op is Ops.STORE
   store = ast.src[0]
   out_buf, value = store.src[0], store.src[1]
-  if opts is None: opts = noopt_opts(ast, renderer) if NOOPT else heuristic_opts(value, renderer)
+  if opts is None: opts = noopt_opts(ast, renderer) if NOOPT else heuristic_opts(value, renderer, out_buf)
   gpu = getattr(renderer, "has_threads", False)
-  ao = apply_opts(value, renderer, opts)
+  ao = apply_opts(value, renderer, opts, out_buf)
   if ao.tc:
     from tinyweb.codegen.tensor_cores import lower_tc
     return lower_tc(ast, renderer, opts)
-  lw = Lowerer(ao.group, ao.unrolls)
+  lw = Lowerer(ao.group, ao.unrolls, ao.blocks)
   shape, upcasts = value.shape, ao.upcasts
   out_ranges = [lw.new_range(n // upcasts.get(i, 1)) if n // upcasts.get(i, 1) != 1 else None for i, n in enumerate(shape)]
   loops = [out_ranges[i] for i in ao.order if out_ranges[i] is not None]   # outermost first
+  parallel = loops[0] if loops else None
+  block_loops = [r for _, r in lw.blocks.values()]
+  loops = loops[:1] + block_loops + loops[1:]   # inside the outermost loop: the cores' outputs stay apart
   threads, lids = 0, []
   if gpu and ao.tiles:   # gid is the workgroup index; each tiled axis adds the thread's index in the workgroup along it
     tile = dict(ao.tiles)
@@ -446,7 +518,7 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
   if lw.group_ranges: sink = wrap_group_reduces(sink, lw)
   tile_threads = prod(n for _, n in ao.tiles) if ao.tiles else 0   # threads per workgroup of a tiled kernel
   if ao.tiles: sink = stage_loads(sink, lw, lids, tile_threads)
-  uops = linearize(sink, loops if not gpu else [], lw.staging)
+  uops = linearize(sink, loops if not gpu else [], lw.staging, block_inits(sink, block_loops))
   gl = sorted([u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL], key=lambda u: u.arg[0])
   has_reduce = any(u.op is Ops.DEFINE_ACC for u in uops)
   name = ("r_" if has_reduce else "E_") + ("_".join(str(n) for n in shape) if shape else "0")
@@ -472,8 +544,21 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
     return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, opts=list(opts), threads=threads, local_size=local,
                    grid=launch_grid(threads * (group or tile_threads or 1), local, renderer.max_groups), group=group,
                    tiled=bool(ao.tiles), staging=lw.staging)
-  return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, parallel_range=loops[0] if loops else None,
-                 opts=list(opts))
+  return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, parallel_range=parallel, opts=list(opts))
+
+def block_inits(sink: UOp, block_loops: list[UOp]) -> dict[UOp, UOp]:
+  """Opt BLOCK: each stored REDUCE's accumulator starts from what the previous blocks left in the output (the identity
+  in the first block)."""
+  if not block_loops: return {}
+  later = functools.reduce(lambda a, b: a.alu(Ops.OR, b), [UOp.const(IDX, 0) < r for r in block_loops])
+  inits = {}
+  for st in sink.src:
+    buf, idx, red = st.src
+    if red.op is not Ops.REDUCE or red in inits: raise OptError(f"BLOCK: a stored value is not a reduction of its own ({red.op})")
+    # the load is not gated: it reads the allocated output (garbage in the first block, then unused), which lets clang
+    # vectorize it; a gated load is a branch per element
+    inits[red] = later.where(UOp(Ops.LOAD, buf.dtype, (buf, idx)), UOp.const(red.dtype, reduce_identity(red.arg, red.dtype)))
+  return inits
 
 LOCAL_MEMORY = 16384   # bytes of workgroup memory staging may use: WebGPU's guaranteed minimum per workgroup
 STAGE_BLOCKS = (32, 16, 8, 4)   # reduction iterations staged at a time, largest first
@@ -539,12 +624,14 @@ def stage_loads(sink: UOp, lw: Lowerer, lids: list[UOp], threads: int) -> UOp:
       replace[red] = UOp(Ops.REDUCE, red.dtype, (substitute(red.src[0], {**replace, r: k_at(inner)}),) + new_ranges, red.arg)
   return graph_rewrite(substitute(sink, replace), symbolic) if replace else sink
 
-def linearize(sink: UOp, out_ranges: list[UOp], staging: Optional[dict[UOp, list[UOp]]] = None) -> list[UOp]:
+def linearize(sink: UOp, out_ranges: list[UOp], staging: Optional[dict[UOp, list[UOp]]] = None,
+              inits: Optional[dict[UOp, UOp]] = None) -> list[UOp]:
   """Order the program: open the output loops, emit each value once at the loop depth it needs, close loops.
-  A REDUCE becomes: accumulator init; the loop-invariant part of its body (hoisted); its loops; the update.
+  A REDUCE becomes: accumulator init (the reduction's identity, or its value in `inits`); the loop-invariant part of its
+  body (hoisted); its loops; the update.
   staging (see stage_loads): a reduction loop -> workgroup-memory stores that run before it opens (each inside loops of
   its own), followed by a barrier; another barrier after the loop closes, before the stores of the next trip."""
-  staging = staging or {}
+  staging, inits = staging or {}, inits or {}
   rng: dict[UOp, frozenset] = {}
   for u in UOp(Ops.SINK, None, sink.src + tuple(s for st in staging.values() for s in st)).toposort():
     if u.op is Ops.RANGE: rng[u] = frozenset([u])
@@ -576,7 +663,9 @@ def linearize(sink: UOp, out_ranges: list[UOp], staging: Optional[dict[UOp, list
       red = frozenset(u.src[1:])
       # loop-invariant parts of the bodies are computed once, before the reduction loop
       hoist([x.src[0] for x in group], open_ranges)
-      for x in group: out.append(UOp(Ops.DEFINE_ACC, x.dtype, (x,)))
+      for x in group:
+        if x in inits: emit(inits[x], open_ranges)
+        out.append(UOp(Ops.DEFINE_ACC, x.dtype, (x, inits[x]) if x in inits else (x,)))
       opened = open_ranges
       for r in u.src[1:]:
         if r in staging: emit_staging(staging[r], opened)

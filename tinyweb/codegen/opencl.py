@@ -29,7 +29,7 @@ class OpenCLRenderer(CStyleRenderer):
   mem_types = {dtypes.bool: "uchar", dtypes.float16: "ushort", dtypes.bfloat16: "ushort"}
   int_suffix = {dtypes.int64: "L", dtypes.uint64: "UL", dtypes.uint32: "u"}
   barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
-  vector_width = 4   # vload4/vstore4
+  vector_width, vector_type = 4, "float4"   # vload4/vstore4
   def render_vector_load(self, buf: str, idx: str) -> str: return f"vload4(0, {buf}+{idx})"
   def render_vector_store(self, buf: str, idx: str, vals: list[str]) -> str: return f"vstore4((float4)({', '.join(vals)}), 0, {buf}+{idx});"
 
