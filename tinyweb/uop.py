@@ -83,7 +83,10 @@ class UOp(metaclass=UOpMeta):
 
   # ---- construction helpers ----
   @staticmethod
-  def const(dtype: DType, value: Any) -> UOp: return UOp(Ops.CONST, dtype, (), cast_scalar(value, dtype))
+  def const(dtype: DType, value: Any) -> UOp:
+    if type(value) is int and dtype is dtypes.int32 and -0x80000000 <= value <= 0x7fffffff:   # index math: already exact
+      return UOp(Ops.CONST, dtype, (), value)
+    return UOp(Ops.CONST, dtype, (), cast_scalar(value, dtype))
   def alu(self, op: Ops, *srcs: UOp) -> UOp:
     out = dtypes.bool if op in COMPARISON else (srcs[-1].dtype if op is Ops.WHERE else self.dtype)
     return UOp(op, out, (self,) + srcs)

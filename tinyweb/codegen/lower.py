@@ -331,7 +331,9 @@ def choose_upcasts(value: UOp, lanes: int = 0) -> dict[int, int]:
   matmul_like = bool(strides) and 0 in strides and len(strides) > 1
   vectors = [v for v in ((4, 8, 7, 6, 5, 3, 2, 1) if strides == {0, 1} else (1,)) if matmul_like and shape[last] % (v * lanes) == 0]
   if vectors:
-    out[last], amts = vectors[0] * lanes, [a for a in (16, 8, 4, 2) if a * vectors[0] <= 28]
+    # (a reduction over several loops (a conv's gradient) lowers its index math per copy: at most 64 copies, 4 vectors)
+    most = 28 if len(reduce_loops(value)) == 1 else 4
+    out[last], amts = vectors[0] * lanes, [a for a in (16, 8, 4, 2) if a * vectors[0] <= most]
   # 8 (a vector) where it divides, else the largest divisor up to 24: a whole short row (a 10x10 image) beats pairs
   else:
     out[last] = 8 if shape[last] % 8 == 0 else max(d for d in range(1, min(shape[last], 24) + 1) if shape[last] % d == 0)
