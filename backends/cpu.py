@@ -33,21 +33,46 @@ class ClangCompiler(Compiler):
 
 # Kernels with more work than this (FLOPs + bytes) are split across cores: below it, thread hand-off costs more.
 PARALLEL_MIN_WORK = 1 << 18
-_pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1) if (os.cpu_count() or 1) > 1 else None
+CORES = os.cpu_count() or 1
+_pool = ThreadPoolExecutor(max_workers=CORES - 1) if CORES > 1 else None   # + the caller's thread
+
+@functools.cache
+def thread_pool():
+  """The C thread pool (backends/cpu_threads.c), compiled once (then from the kernel cache); None where it cannot be."""
+  try:
+    with open(os.path.join(os.path.dirname(__file__), "cpu_threads.c")) as f: src = f.read()
+    compiler = ClangCompiler()
+    lib = load_library(compiler.compile_cached(src))
+  except (OSError, RuntimeError): return None
+  lib.tw_threads_run.restype = None
+  return lib.tw_threads_run
+
+def load_library(lib: bytes):
+  """dlopen needs a file: write the shared object to a temp file, load it, remove the file."""
+  fd, path = tempfile.mkstemp(suffix=".so")
+  with os.fdopen(fd, "wb") as f: f.write(lib)
+  try: return ctypes.CDLL(path)
+  finally: os.unlink(path)
 
 class CoreSplitProgram:
   """A native kernel `self.fxn(*buffers[, core_lo, core_hi])` (set by the subclass) called through ctypes; a kernel with a
-  parallel outer loop (core_split renderers) gets that loop split into one chunk per core."""
-  fxn = None
+  parallel outer loop (core_split renderers) gets that loop split into one chunk per core, run by the C thread pool
+  through the kernel's `chunk_fxn` entry point where it has one, else by Python threads."""
+  fxn = chunk_fxn = None
   def bind(self, *bufs, global_size=None, parallel: int = 0, work: int = 0):
     """The launch as a no-argument callable, with the ctypes arguments and the split across cores worked out once."""
     args, fxn = [ctypes.cast(b, ctypes.c_void_p) for b in bufs], self.fxn
     if not parallel: return functools.partial(fxn, *args)
-    n = min(parallel, os.cpu_count() or 1) if _pool is not None and work >= PARALLEL_MIN_WORK else 1
+    n = min(parallel, CORES) if CORES > 1 and work >= PARALLEL_MIN_WORK else 1
     if n == 1: return functools.partial(fxn, *args, 0, parallel)
     chunks = [(parallel * i // n, parallel * (i + 1) // n) for i in range(n)]
-    def run():   # ctypes releases the GIL during the call, so the chunks run in parallel
-      for f in [_pool.submit(fxn, *args, lo, hi) for lo, hi in chunks]: f.result()
+    if self.chunk_fxn is not None and (run_chunks := thread_pool()) is not None:
+      lo, hi = (ctypes.c_int * n)(*[c[0] for c in chunks]), (ctypes.c_int * n)(*[c[1] for c in chunks])
+      return functools.partial(run_chunks, self.chunk_fxn, (ctypes.c_void_p * len(args))(*args), lo, hi, n)
+    def run():   # ctypes releases the GIL during the call, so the chunks run in parallel; this thread runs the first
+      pending = [_pool.submit(fxn, *args, lo, hi) for lo, hi in chunks[1:]]
+      fxn(*args, *chunks[0])
+      for f in pending: f.result()
     return run
   def __call__(self, *bufs, global_size=None, parallel: int = 0, work: int = 0, wait=False):
     st = time.perf_counter() if wait else 0.0
@@ -56,13 +81,10 @@ class CoreSplitProgram:
 
 class CPUProgram(CoreSplitProgram):
   def __init__(self, device, name: str, lib: bytes):
-    # dlopen needs a file: write the shared object once to a temp file, keep the handle, remove the file
-    fd, path = tempfile.mkstemp(suffix=".so")
-    with os.fdopen(fd, "wb") as f: f.write(lib)
-    try: self.lib = ctypes.CDLL(path)
-    finally: os.unlink(path)
+    self.lib = load_library(lib)
     self.fxn = getattr(self.lib, name)
     self.fxn.restype = None
+    self.chunk_fxn = getattr(self.lib, f"{name}_chunk", None)   # (kernels with a parallel loop, see ClangRenderer)
 
 class CPUDevice(Compiled):
   def __init__(self, name: str = "CPU"):

@@ -210,3 +210,33 @@ def test_cold_schedule_compiles_ahead_in_batches(monkeypatch):
   for src in runs:   # renamed apart within a run
     names = re.findall(r"void (E_7_13\w*)\(", src)
     assert len(names) == len(set(names)) >= 1
+
+def test_cpu_thread_pool_matches_one_core_and_survives_fork():
+  """The CPU device runs a kernel's outer loop in chunks on the C thread pool (backends/cpu_threads.c): results must
+  equal one core's bit for bit, and a forked child (its own threads) must still run parallel kernels."""
+  ok, why = Device.check("CPU")
+  if not ok: pytest.skip(f"CPU device unavailable: {why}")
+  script = textwrap.dedent("""
+    import os, sys, numpy as np
+    from tinyweb import Tensor
+    import tinyweb.backends.cpu as cpu
+    assert cpu.CORES > 1 and cpu.thread_pool() is not None
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((256, 300)).astype(np.float32), rng.standard_normal((300, 192)).astype(np.float32)
+    def compute(): return [(Tensor(a) @ Tensor(b)).numpy(), ((Tensor(a) * 3 + 1).exp2().sum(1)).numpy()]
+    par = compute()
+    cpu.PARALLEL_MIN_WORK = 1 << 62
+    one = compute()
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(par, one)), "thread pool differs from one core"
+    np.testing.assert_allclose(par[0], a @ b, rtol=1e-4, atol=1e-4)
+    cpu.PARALLEL_MIN_WORK = 1
+    pid = os.fork()
+    if pid == 0:
+      os._exit(0 if compute()[0].tobytes() == par[0].tobytes() else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    print("ok")
+  """)
+  if (os.cpu_count() or 1) < 2: pytest.skip("one core: no thread pool")
+  p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+  assert p.returncode == 0 and "ok" in p.stdout, p.stderr

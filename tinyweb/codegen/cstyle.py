@@ -441,4 +441,8 @@ static inline float tw_log2f(float x) {   // x = m * 2^e, m in [sqrt(1/2), sqrt(
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
     # explicit 512-bit vectors stay whole (clang splits them in two where it prefers 256-bit ones, as on most AVX-512 CPUs)
     attr = "__attribute__((min_vector_width(512))) " if self._vectors else ""
-    return self.prelude + f"{attr}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
+    src = self.prelude + f"{attr}void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
+    if prog.parallel_range is None: return src
+    # the entry point of the CPU runtime's thread pool (backends/cpu.py): the buffers as an array, one chunk of the loop
+    args = ", ".join(f"a[{i}]" for i in range(len(prog.globals)))
+    return src + f"void {name}_chunk(void** a, int lo, int hi) {{ {name}({args}, lo, hi); }}\n"
