@@ -37,11 +37,11 @@ CORES = os.cpu_count() or 1
 _pool = ThreadPoolExecutor(max_workers=CORES - 1) if CORES > 1 else None   # + the caller's thread
 
 @functools.cache
-def thread_pool():
-  """The C thread pool (backends/cpu_threads.c), compiled once (then from the kernel cache); None where it cannot be."""
+def thread_pool(compiler: ClangCompiler):
+  """The C thread pool's entry point (backends/cpu_threads.c), compiled once by the device's compiler (then from the
+  kernel cache); None where it cannot be."""
   try:
     with open(os.path.join(os.path.dirname(__file__), "cpu_threads.c")) as f: src = f.read()
-    compiler = ClangCompiler()
     lib = load_library(compiler.compile_cached(src))
   except (OSError, RuntimeError): return None
   lib.tw_threads_run.restype = None
@@ -57,8 +57,9 @@ def load_library(lib: bytes):
 class CoreSplitProgram:
   """A native kernel `self.fxn(*buffers[, core_lo, core_hi])` (set by the subclass) called through ctypes; a kernel with a
   parallel outer loop (core_split renderers) gets that loop split into one chunk per core, run by the C thread pool
-  through the kernel's `chunk_fxn` entry point where it has one, else by Python threads."""
-  fxn = chunk_fxn = None
+  (built by `compiler` when first needed) through the kernel's `chunk_fxn` entry point where it has both, else by
+  Python threads."""
+  fxn = chunk_fxn = compiler = None
   def bind(self, *bufs, global_size=None, parallel: int = 0, work: int = 0):
     """The launch as a no-argument callable, with the ctypes arguments and the split across cores worked out once."""
     args, fxn = [ctypes.cast(b, ctypes.c_void_p) for b in bufs], self.fxn
@@ -66,7 +67,7 @@ class CoreSplitProgram:
     n = min(parallel, CORES) if CORES > 1 and work >= PARALLEL_MIN_WORK else 1
     if n == 1: return functools.partial(fxn, *args, 0, parallel)
     chunks = [(parallel * i // n, parallel * (i + 1) // n) for i in range(n)]
-    if self.chunk_fxn is not None and (run_chunks := thread_pool()) is not None:
+    if self.chunk_fxn is not None and (run_chunks := thread_pool(self.compiler)) is not None:
       lo, hi = (ctypes.c_int * n)(*[c[0] for c in chunks]), (ctypes.c_int * n)(*[c[1] for c in chunks])
       return functools.partial(run_chunks, self.chunk_fxn, (ctypes.c_void_p * len(args))(*args), lo, hi, n)
     def run():   # ctypes releases the GIL during the call, so the chunks run in parallel; this thread runs the first
@@ -85,6 +86,7 @@ class CPUProgram(CoreSplitProgram):
     self.fxn = getattr(self.lib, name)
     self.fxn.restype = None
     self.chunk_fxn = getattr(self.lib, f"{name}_chunk", None)   # (kernels with a parallel loop, see ClangRenderer)
+    self.compiler = device.compiler
 
 class CPUDevice(Compiled):
   def __init__(self, name: str = "CPU"):

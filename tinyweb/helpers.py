@@ -4,6 +4,9 @@ import os, functools, operator, math
 from typing import Any, Iterable, Sequence
 
 def prod(xs: Iterable[int]) -> int: return functools.reduce(operator.mul, xs, 1)
+def largest_divisor(n: int, most: int) -> int:
+  """The largest divisor of n that is at most `most` (1 at least)."""
+  return max(d for d in range(1, max(1, min(n, most)) + 1) if n % d == 0)
 def flatten(xss: Iterable[Iterable[Any]]) -> list: return [x for xs in xss for x in xs]
 def argsort(xs: Sequence) -> list[int]: return sorted(range(len(xs)), key=xs.__getitem__)
 def all_same(xs: Sequence) -> bool: return all(x == xs[0] for x in xs)

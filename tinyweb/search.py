@@ -72,12 +72,11 @@ def actions(value: UOp, renderer) -> list[Opt]:
   big = [a for a, s in enumerate(shape) if s > 1]
   out += [Opt("SWAP", a, b) for i, a in enumerate(big) for b in big[i + 1:]]
   if getattr(renderer, "tensor_cores", ()): out.append(Opt("TC", 0, 0))
-  if not getattr(renderer, "has_threads", False):
-    out += [Opt("BLOCK", i, n) for i, (u, a) in enumerate(loops) for n in BLOCK_AMOUNTS if n < u.src[0].shape[a]]
   if getattr(renderer, "has_threads", False):
     out += [Opt("LOCAL", 0, n) for n in THREAD_AMOUNTS if n <= renderer.max_local_size]
     if loops: out += [Opt("GROUP", 0, n) for n in THREAD_AMOUNTS if n <= renderer.max_local_size]
     out += [Opt("TILE", a, n) for a in big for n in TILE_AMOUNTS if n <= min(shape[a], renderer.max_local_size)]
+  else: out += [Opt("BLOCK", i, n) for i, (u, a) in enumerate(loops) for n in BLOCK_AMOUNTS if n < u.src[0].shape[a]]
   return out
 
 def within_limits(value: UOp, renderer, opts: list[Opt], out_buf: UOp) -> bool:

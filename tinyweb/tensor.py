@@ -7,7 +7,7 @@ import math, struct, weakref, itertools
 from typing import Any, Optional, Sequence, Union
 from tinyweb.dtype import DType, dtypes, to_dtype, promote, promote_with_scalar, least_upper_dtype, cast_scalar, \
   float_to_bf16_bits, bf16_bits_to_float, scalar_dtype
-from tinyweb.helpers import prod, argsort, flatten, TRAINING, NO_GRAD, all_same
+from tinyweb.helpers import prod, argsort, flatten, largest_divisor, TRAINING, NO_GRAD, all_same
 from tinyweb.uop import UOp, Ops, MOVEMENT, unique_id
 from tinyweb.device import Device, Buffer, IdWeakSet
 from tinyweb.schedule import create_schedule, realized_cache, buffer_uop, apply_realized, substitute, is_contiguous_buffer
@@ -733,7 +733,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     if op is Ops.ADD and prod(self.shape[a] for a in axes) >= SPLIT_MIN and \
        prod(s for i, s in enumerate(self.shape) if i not in axes) <= SPLIT_MAX_OUTPUTS:
       out = self._split_sum(axes).reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape)))
-    else: out = self._wrap(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)), self) if axes else self
+    else: out = self._reduce_axes(op, axes) if axes else self
     if keepdim: return out
     return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
@@ -745,14 +745,16 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     additions differs from one loop's.)"""
     keep = [i for i in range(self.ndim) if i not in axes]
     red = [self.shape[i] for i in axes]
-    def divisor(n: int, most: int) -> int: return max(d for d in range(1, min(n, most) + 1) if n % d == 0)
-    v = divisor(red[-1], 16)
-    if len(red) == 1: a = divisor(red[0] // v, SPLIT_CHUNKS); split = (a, red[0] // (a * v), v)
-    else: a = divisor(red[0], SPLIT_CHUNKS); split = (a, red[0] // a, *red[1:-1], red[-1] // v, v)
+    v = largest_divisor(red[-1], 16)
+    if len(red) == 1: a = largest_divisor(red[0] // v, SPLIT_CHUNKS); split = (a, red[0] // (a * v), v)
+    else: a = largest_divisor(red[0], SPLIT_CHUNKS); split = (a, red[0] // a, *red[1:-1], red[-1] // v, v)
     n = len(keep)
     x = self.permute(keep + list(axes)).reshape(tuple(self.shape[i] for i in keep) + split)
-    partial = x._wrap(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (Ops.ADD, tuple(range(n + 1, n + len(split) - 1)))), x).contiguous()
-    return partial._wrap(UOp(Ops.REDUCE_AXIS, x.dtype, (partial.uop,), (Ops.ADD, tuple(range(n, n + len(split))))), partial)
+    partial = x._reduce_axes(Ops.ADD, tuple(range(n + 1, n + len(split) - 1))).contiguous()
+    return partial._reduce_axes(Ops.ADD, tuple(range(n, n + len(split))))
+
+  def _reduce_axes(self, op: Ops, axes: tuple[int, ...]) -> Tensor:   # one REDUCE_AXIS, keeping the reduced dims as 1
+    return self._wrap(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)), self)
 
   def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else \

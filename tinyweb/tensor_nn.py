@@ -5,7 +5,7 @@ convolutions and pooling are movement-op views (no copies) followed by one multi
 from __future__ import annotations
 import math, struct
 from typing import Optional, Sequence
-from tinyweb.helpers import prod, ceildiv, dedup
+from tinyweb.helpers import prod, ceildiv, dedup, largest_divisor
 
 def _T():
   from tinyweb.tensor import Tensor   # lazy: tensor.py imports this module
@@ -30,7 +30,7 @@ def _f32(x: float) -> float: return struct.unpack("f", struct.pack("f", x))[0]
 
 def _batch_chunk(n: int, item_bytes: int, budget: int = 1 << 18) -> int:
   """The largest divisor of n whose items take at most `budget` bytes (at least 1)."""
-  return max(d for d in range(1, n + 1) if n % d == 0 and (d == 1 or d * item_bytes <= budget))
+  return largest_divisor(n, budget // item_bytes)
 
 def _reduce_loss(loss, reduction: str, op: str, count=None):
   if reduction == "none": return loss

@@ -181,7 +181,7 @@ class CStyleRenderer:
       if (x := todo.pop()) in pure and x not in out: out.add(x); todo.extend(x.src)
     return out
 
-  def vector_groups(self, prog: Program) -> dict[UOp, tuple[tuple[UOp, ...], int]]:
+  def vector_groups(self, prog: Program, inits: dict[UOp, UOp]) -> dict[UOp, tuple[tuple[UOp, ...], int]]:
     """Groups of `vector_lanes` uops that compute neighbouring float32 outputs the same way (the copies an UPCAST makes
     along the last axis: a matmul's row of outputs), found from runs of stores to consecutive addresses and followed
     back through their values; as {uop: (its group, its lane)}. Each group is rendered as one vector op: a load of
@@ -194,7 +194,6 @@ class CStyleRenderer:
     def stride(lanes) -> int:   # lane l's address is lane 0's + l * stride (0: no such stride)
       (b0, c0), buf, s = const_offset(lanes[0].src[1]), lanes[0].src[0], const_offset(lanes[1].src[1])[1] - const_offset(lanes[0].src[1])[1]
       return s if all(x.src[0] is buf and const_offset(x.src[1]) == (b0, c0 + l * s) for l, x in enumerate(lanes)) else 0
-    inits = {u.src[0]: u.src[1] for u in prog.uops if u.op is Ops.DEFINE_ACC and len(u.src) > 1}
     def match(lanes: tuple[UOp, ...], got: dict) -> bool:
       u = lanes[0]
       if all(x is u for x in lanes) or lanes in got: return True
@@ -249,7 +248,8 @@ class CStyleRenderer:
     wide = self.wide_indices(prog) if self.index_type else set()
     runs = self.vector_runs(prog)   # GPU targets: float4-style loads and stores
     in_run = {u for run in runs.values() for u in run}
-    vec = self.vector_groups(prog)
+    inits = {u.src[0]: u.src[1] for u in prog.uops if u.op is Ops.DEFINE_ACC and len(u.src) > 1}   # (Opt BLOCK)
+    vec = self.vector_groups(prog, inits)
     self._vectors = bool(vec)
     vnames: dict[tuple[UOp, ...], str] = {}   # a group's vector variable
     emitted: set = set()                      # (group, op): rendered, at the first of its lanes in program order
@@ -282,7 +282,6 @@ class CStyleRenderer:
       elif u.op is Ops.WHERE: expr = self.code_for_op[Ops.WHERE](self, r(u.src[0]), splat(srcs(1)), splat(srcs(2)), u.dtype)
       else: expr = self.render_alu(u.op, [v(srcs(i)) for i in range(len(u.src))], u.dtype, u.src[0].dtype, list(u.src))
       return f"{self.vector_type} {vnames[lanes]} = {expr};"
-    inits = {u.src[0]: u.src[1] for u in prog.uops if u.op is Ops.DEFINE_ACC and len(u.src) > 1}
     unused = self.unused_addresses(prog, vec) if vec else set()
     params = []
     for g in prog.globals:
@@ -293,6 +292,8 @@ class CStyleRenderer:
     wmma: dict[tuple, str] = {}   # the sources of each tensor-core instruction issued -> its result array
     depth = 1
     def line(s: str): body.append("  " * depth + s)
+    # a store of a grouped reduction: the workgroup's threads hold one value, thread 0 stores it
+    def store_line(st: str): line(f"if ({self.local_id} == 0u) {{ {st} }}" if prog.group else st)
     for u in prog.uops:
       op = u.op
       if op in (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.SINK) or u in unused: continue
@@ -340,8 +341,7 @@ class CStyleRenderer:
         for i, x in enumerate(run): names[x] = f"{vname}.{'xyzw'[i]}"
       elif u in runs:
         run = runs[u]
-        st = self.render_vector_store(r(u.src[0]), self.vector_address(run[0], r), [r(x.src[2]) for x in run])
-        line(f"if ({self.local_id} == 0u) {{ {st} }}" if prog.group else st)
+        store_line(self.render_vector_store(r(u.src[0]), self.vector_address(run[0], r), [r(x.src[2]) for x in run]))
       elif u in in_run: continue   # rendered with its run
       elif op is Ops.LOAD:
         buf, idx = u.src[0], u.src[1]
@@ -355,8 +355,7 @@ class CStyleRenderer:
           for s in self.render_wmma(wmma[u.src], u.arg[0], [r(x) for x in u.src]): line(s)
         names[u] = f"{wmma[u.src]}[{u.arg[1]}]"
       elif op is Ops.STORE:
-        st = self.render_store(r(u.src[0]), r(u.src[1]), r(u.src[2]), u.src[2].dtype)
-        line(f"if ({self.local_id} == 0u) {{ {st} }}" if prog.group else st)   # grouped: the workgroup's threads hold one value
+        store_line(self.render_store(r(u.src[0]), r(u.src[1]), r(u.src[2]), u.src[2].dtype))
       else:
         srcs = [r(s) for s in u.src]
         if op is Ops.CAST: expr = self.render_cast(srcs[0], u.dtype, u.src[0].dtype)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 from tinyweb.dtype import dtypes, DType
 import itertools, functools, math
-from tinyweb.helpers import prod, NOOPT, TILES
+from tinyweb.helpers import prod, largest_divisor, NOOPT, TILES
 from tinyweb.uop import UOp, UPat, Ops, PatternMatcher, ELEMENTWISE, graph_rewrite, substitute
 from tinyweb.codegen.symbolic import symbolic
 
@@ -193,7 +193,6 @@ class Program:
   group: int = 0
   # GPU workgroup tiles (Opt TILE): the workgroup's threads span a block of outputs; gid is the workgroup index
   tiled: bool = False
-  staging: dict = field(default_factory=dict)   # reduction loop -> the workgroup-memory stores run before each trip
   @property
   def parallel(self) -> int: return self.parallel_range.src[0].arg if self.parallel_range is not None else 0
   @property
@@ -257,7 +256,7 @@ def apply_opts(value: UOp, renderer, opts: list[Opt], out_buf: Optional[UOp] = N
     def check(ok: bool, why: str):
       if not ok: raise OptError(f"{o} does not apply to a kernel of shape {shape} on {getattr(renderer, 'device', 'CPU')}: {why}")
     check(o.kind in OPT_KINDS, f"unknown kind {o.kind!r}; valid: {OPT_KINDS}")
-    check(o.kind not in ("UPCAST", "UNROLL", "BLOCK") or o.amount >= 2, "the amount must be at least 2")
+    check(o.kind not in ("UPCAST", "UNROLL", "BLOCK", "TILE") or o.amount >= 2, "the amount must be at least 2")
     if o.kind == "UPCAST":
       check(0 <= o.axis < len(shape), f"output axes are 0..{len(shape) - 1}")
       n = ao.upcasts.get(o.axis, 1) * o.amount
@@ -286,8 +285,7 @@ def apply_opts(value: UOp, renderer, opts: list[Opt], out_buf: Optional[UOp] = N
     elif o.kind == "TILE":
       check(gpu, "only GPU targets have workgroups")
       check(0 <= o.axis < len(shape) and o.axis not in dict(ao.tiles), f"an output axis of 0..{len(shape) - 1} not tiled yet")
-      check(o.amount >= 2 and prod(n for _, n in ao.tiles) * o.amount <= renderer.max_local_size,
-            f"at least 2 threads, at most {renderer.max_local_size} in the workgroup")
+      check(prod(n for _, n in ao.tiles) * o.amount <= renderer.max_local_size, f"at most {renderer.max_local_size} threads in the workgroup")
       ao.tiles.append((o.axis, o.amount))
     elif o.kind == "TC":
       from tinyweb.codegen.tensor_cores import contraction   # (it builds on this module)
@@ -336,7 +334,7 @@ def choose_upcasts(value: UOp, lanes: int = 0) -> dict[int, int]:
     out[last], amts = vectors[0] * lanes, [a for a in (16, 8, 4, 2) if a * vectors[0] <= most]
   # 8 (a vector) where it divides, else the largest divisor up to 24: a whole short row (a 10x10 image) beats pairs
   else:
-    out[last] = 8 if shape[last] % 8 == 0 else max(d for d in range(1, min(shape[last], 24) + 1) if shape[last] % d == 0)
+    out[last] = 8 if shape[last] % 8 == 0 else largest_divisor(shape[last], 24)
     amts = [4] if out[last] == 8 else [2] if out[last] <= 16 else []
   # a second axis, at most 32 accumulators in all (or vectors, above): preferably one that a load moving along the last axis
   # does not move along (it is then loaded once for all of them; a conv's input does not depend on the output channel)
@@ -545,7 +543,7 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
                              f"thread's loops after {limit} in all (lavapipe/llvmpipe), which would give wrong results")
     return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, opts=list(opts), threads=threads, local_size=local,
                    grid=launch_grid(threads * (group or tile_threads or 1), local, renderer.max_groups), group=group,
-                   tiled=bool(ao.tiles), staging=lw.staging)
+                   tiled=bool(ao.tiles))
   return Program(name, uops, gl, [out_buf.arg[0]], tuple(shape), flops, mem, parallel_range=parallel, opts=list(opts))
 
 def block_inits(sink: UOp, block_loops: list[UOp]) -> dict[UOp, UOp]:
