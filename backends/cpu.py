@@ -3,6 +3,7 @@ from __future__ import annotations
 import ctypes, functools, os, subprocess, tempfile, time, shutil
 from concurrent.futures import ThreadPoolExecutor
 from tinyweb.device import Allocator, Compiler, Compiled
+from tinyweb.helpers import host_has_fma
 from tinyweb.codegen.cstyle import ClangRenderer
 
 class CPUAllocator(Allocator):
@@ -91,3 +92,4 @@ class CPUProgram(CoreSplitProgram):
 class CPUDevice(Compiled):
   def __init__(self, name: str = "CPU"):
     super().__init__(name, CPUAllocator(), ClangRenderer(), ClangCompiler(), CPUProgram)
+    self.renderer.fused_multiply_add = host_has_fma()

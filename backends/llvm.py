@@ -7,6 +7,7 @@ import ctypes, itertools
 from tinyweb.device import Compiler, Compiled
 from tinyweb.codegen.llvmir import LLVMRenderer
 from tinyweb.backends.cpu import CPUAllocator, CoreSplitProgram
+from tinyweb.helpers import host_has_fma
 
 def _llvmlite():
   try: import llvmlite, llvmlite.binding as llvm
@@ -60,3 +61,4 @@ class LLVMDevice(Compiled):
     self.llvm = compiler.llvm
     self.jit = self.llvm.create_lljit_compiler()
     super().__init__(name, CPUAllocator(), LLVMRenderer(), compiler, LLVMProgram)
+    self.renderer.fused_multiply_add = host_has_fma()

@@ -24,9 +24,10 @@ from __future__ import annotations
 import functools, math, operator, struct, time
 from operator import itemgetter
 from array import array
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 from typing import Callable, Optional
 from tinyweb.device import Allocator, Compiler, Compiled
+from tinyweb.helpers import host_has_fma
 from tinyweb.dtype import DType, dtypes, cast_scalar
 from tinyweb.uop import Ops
 from tinyweb.codegen.lower import reduce_identity
@@ -383,6 +384,53 @@ def make_fold(rop: Ops, dt: DType) -> Callable:
     return [seq(a, val[l::lanes]) for l, a in enumerate(acc)]
   return fold
 
+# float32 fma (C's fmaf: a*b+c rounded once), for the fused sums of products (lower.fused_products). From doubles: the
+# product of two float32s is exact in a double, and the double sum s rounded to float32 is the exact sum rounded, except
+# where s is exactly halfway between two float32s (the sum's rounding to a double may have made it so): there, and where
+# s rounds past float32's range, the exact sum is found by TwoSum and rounded through round-to-odd (a double's last bit
+# set where it is inexact, which one rounding to float32 then gets right).
+_D, _Q = struct.Struct("<d"), struct.Struct("<q")
+def _fma32_exact(a: float, b: float, c: float) -> float:
+  p = a * b
+  s = p + c
+  if not math.isfinite(s): return _f32(s)
+  t = s - p
+  err = (p - (s - t)) + (c - t)   # TwoSum: s + err == p + c exactly
+  if err and not _Q.unpack(_D.pack(s))[0] & 1: s = math.nextafter(s, math.copysign(math.inf, err))
+  return _f32(s)
+
+def _hard(s: float, r: float) -> bool:   # (see above) s is halfway between float32s, or rounded to +-inf from a finite s
+  d = s - r
+  return (d != 0 and _f32(e := r + d + d) == e) or (math.isinf(r) and math.isfinite(s))
+
+def _fma32(a: float, b: float, c: float) -> float:
+  r = _f32(s := a * b + c)
+  return _fma32_exact(a, b, c) if _hard(s, r) else r
+
+def _fma32s(a: list, b: list, c: list) -> list:
+  """_fma32 over lists, at C speed but for the rare hard cases."""
+  s = list(map(operator.add, map(operator.mul, a, b), c))
+  r = _f32s(s)
+  d = list(map(operator.sub, s, r))
+  e = list(map(operator.add, r, map(operator.add, d, d)))
+  for i in chain(compress(range(len(s)), map(operator.eq, e, _f32s(e))), compress(range(len(s)), map(math.isinf, r))):
+    if _hard(s[i], r[i]): r[i] = _fma32_exact(a[i], b[i], c[i])
+  return r
+
+def fma_fold(acc, a, b, n: int, lanes: int):
+  """acc = fma(a, b, acc) for each of n iterations in order (ACC_UPDATE of a fused product, float32): a and b are n
+  iterations of `lanes` lanes each, iteration-major (or one value), acc `lanes` lanes (or one value)."""
+  total = n * lanes
+  av, bv = (x if type(x) is list else [x] * total for x in (a, b))
+  def seq(acc: float, av: list, bv: list) -> float:
+    for x, y in zip(av, bv): acc = _fma32(x, y, acc)
+    return acc
+  if lanes == 1 and type(acc) is not list: return seq(acc, av, bv)
+  if type(acc) is not list: acc = [acc] * lanes
+  if lanes * 2 < n: return [seq(c, av[l::lanes], bv[l::lanes]) for l, c in enumerate(acc)]   # few lanes, long loops
+  for j in range(0, total, lanes): acc = _fma32s(av[j:j + lanes], bv[j:j + lanes], acc)
+  return acc
+
 # ---- the program: parsed once into a tree of instructions and loop nests ----
 
 OP, ACC, NEST = 0, 1, 2
@@ -458,11 +506,11 @@ class PythonProgram:
       elif op is Ops.DEFINE_ACC:
         body.append((OP, i, functools.partial(_identity, cast_scalar(reduce_identity(Ops[arg], dt), dt)), ()))
         depth[i] = d
-      elif op is Ops.ACC_UPDATE:
-        acc, val = srcs
+      elif op is Ops.ACC_UPDATE:   # sources: the accumulator and its value, or a fused product's two factors
+        acc, *vals = srcs
         if depth.get(acc) != d - 1:
           raise ValueError(f"PYTHON: kernel {self.name}: ACC_UPDATE outside its accumulator's loop")
-        body.append((ACC, acc, make_fold(Ops[arg], dt), (resolve(val, d),)))
+        body.append((ACC, acc, fma_fold if len(vals) == 2 else make_fold(Ops[arg], dt), tuple(resolve(v, d) for v in vals)))
       else:
         if op is Ops.LOAD: fn = load
         elif op is Ops.STORE: fn = store
@@ -521,7 +569,7 @@ def _run(items: list, env: list, lanes: int, n: int):
   for it in items:
     kind = it[0]
     if kind == OP: env[it[1]] = it[2](*map(get, it[3]))
-    elif kind == ACC: env[it[1]] = it[2](env[it[1]], env[it[3][0]], n, lanes // n)
+    elif kind == ACC: env[it[1]] = it[2](env[it[1]], *map(get, it[3]), n, lanes // n)
     else: _run_nest(it[1], env, lanes)
 
 def loop_values(f0: int, n: int, size: int, stride: int) -> list:
@@ -563,6 +611,7 @@ class PythonDevice(Compiled):
   is_fallback = True   # Device.DEFAULT picks it only when no other device is available
   def __init__(self, name: str = "PYTHON"):
     super().__init__(name, PythonAllocator(), PythonRenderer(), PythonCompiler(), PythonProgram)
+    self.renderer.fused_multiply_add = host_has_fma()   # as the CPU device does: the same bits
     # called with each program before it runs (its `work`, in lane-operations): lets a caller (the test suite) bound
     # how much interpretation it accepts
     self.work_hook: Optional[Callable] = None

@@ -1,9 +1,11 @@
 """The PYTHON device (a pure-Python interpreter of the linear program): what the parametrized suite does not show.
 - it runs with numpy, ctypes and WebGPU unavailable (as in Pyodide without WebGPU) and is then the default device;
 - it gives the CPU device's results bit for bit (C semantics: wrapping ints, float32/16/bfloat16 rounding after every
-  op, IEEE specials, truncating division, casts of NaN/inf) -- a check of the codegen by two independent back ends;
+  op, or once per fused multiply-add, IEEE specials, truncating division, casts of NaN/inf) -- a check of the codegen by
+  two independent back ends;
 - its vectorized loops reduce in the loop's order; gated loads and stores never touch memory where the gate is false."""
 import json, math, os, struct, subprocess, sys, textwrap
+from fractions import Fraction
 import numpy as np
 import pytest
 from tinyweb import Tensor, dtypes
@@ -116,6 +118,47 @@ def test_float_ops_match_cpu_bitwise(name, dt):
   b = list(reversed(SPECIAL_F))
   cpu, py = both(FLOAT_EXPRS[name], a, b, dt=dt)
   assert py == cpu, f"{name} on {dt.name}: PYTHON {py} vs CPU {cpu}"
+
+def nearest_f32(v) -> float:
+  """The float32 nearest the exact rational v (ties to an even mantissa), by exact comparison with its neighbours."""
+  guess = np.float32(float(v))
+  cands = [guess, np.nextafter(guess, np.float32(-np.inf)), np.nextafter(guess, np.float32(np.inf))]
+  cands = [c for c in cands if np.isfinite(c)]
+  return float(min(cands, key=lambda c: (abs(Fraction(float(c)) - v), int(np.array(c).view(np.uint32)) & 1)))
+
+def test_fma32_rounds_once():
+  """The interpreter's float32 fma (for fused sums of products), one value at a time and over lists, against the exactly
+  rounded a*b+c: random operands over a wide range, sums that cancel, and cases where rounding twice (through a double)
+  would be wrong."""
+  r = np.random.default_rng(1)
+  f = lambda *v: [float(np.float32(x)) for x in v]
+  cases = [f(1 + 2**-12, 1 + 2**-12, 2**-60), f(1 + 2**-12, 1 + 2**-12, -2**-60), f(1 + 2**-12, -(1 + 2**-12), 2**-60),
+           f(3.0, 1 / 3, -1.0), f(2**-75, 2**-75, 2**-149), f(1e30, 1e30, -1e38), f(0.1, 10.0, -1.0)]
+  for _ in range(3000):
+    a, b, c = (float(np.float32(r.uniform(-1, 1) * 2.0 ** r.integers(-40, 40))) for _ in range(3))
+    cases.append([a, b, c])
+    cases.append([a, b, float(np.float32(-a * b * (1 + r.uniform(-1e-6, 1e-6))))])   # near-cancelling sums
+  wants = []
+  for a, b, c in cases:
+    v = Fraction(a) * Fraction(b) + Fraction(c)
+    wants.append(nearest_f32(v) if abs(v) < Fraction(float(np.finfo(np.float32).max)) else math.copysign(math.inf, v))
+    assert pyrt._fma32(a, b, c) == wants[-1], (a, b, c)
+  assert pyrt._fma32s(*map(list, zip(*cases))) == wants   # the list version, as the interpreter's wide loops use it
+  assert math.isnan(pyrt._fma32(math.inf, 0.0, 1.0)) and pyrt._fma32(math.inf, 2.0, 1.0) == math.inf
+
+def test_sum_of_products_is_fused_like_cpu():
+  """Where the CPU device fuses a float32 sum of products into fma updates (a CPU with fma instructions), the interpreter
+  does too: 2^-30 * 2^-30 = 2^-60, then (1 + 2^-12)^2 + 2^-60 = 1 + 2^-11 + 2^-24 + 2^-60 rounds up once (to 1 + 2^-11
+  + 2^-23), where a rounded product (a tie, to even: 1 + 2^-11) plus 2^-60 stays 1 + 2^-11."""
+  cpu_or_skip()
+  x = [0.0] * 64
+  x[0], x[1] = 2.0 ** -30, 1 + 2.0 ** -12
+  cpu, py = both(lambda a, b: (a * b).sum(), x, x)
+  assert py == cpu
+  fused = Device["CPU"].renderer.fused_multiply_add
+  assert Device["PYTHON"].renderer.fused_multiply_add == fused
+  want = 1 + 2.0 ** -11 + (2.0 ** -23 if fused else 0)
+  assert cpu == [struct.unpack("<I", struct.pack("<f", want))[0]]
 
 INT_EXPRS = {
   "add": lambda a, b: a + b, "mul": lambda a, b: a * b, "neg": lambda a, b: -a,

@@ -93,18 +93,26 @@ def test_heuristics_and_noopt_are_action_lists(capsys):
   with Context(DEBUG=3): (Tensor(A) @ Tensor(B)).realize()
   assert "optimizations [UPCAST(1,16), UPCAST(0,4)]" in capsys.readouterr().out
 
-def sequential_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def sequential_matmul(a: np.ndarray, b: np.ndarray, fused: bool) -> np.ndarray:
+  """float32 sums in increasing k order: each product and each sum rounded, or (fused) each a*b+acc rounded once. The fused
+  step is computed in long double (64-bit mantissa on x86-64: the product of two float32s exact, the sum rounded there,
+  then to float32; that double rounding differs from one rounding with probability ~2^-40 per step)."""
   out = np.zeros((a.shape[0], b.shape[1]), np.float32)
-  for k in range(a.shape[1]): out = out + a[:, k:k + 1] * b[k:k + 1, :]   # float32: each product rounded, then each sum
+  for k in range(a.shape[1]):
+    if fused: out = (a[:, k:k + 1].astype(np.longdouble) * b[k:k + 1, :] + out).astype(np.float32)
+    else: out = out + a[:, k:k + 1] * b[k:k + 1, :]
   return out
 
 def test_matmul_keeps_sum_order(device):
   """The CPU's register tiles of 16-float vectors (loaded, or gathered from a transposed operand) and blocked reduction
   (the accumulators kept in the output between blocks of 256 steps) leave each output's sum in increasing k order:
-  bitwise equal to that sum done by numpy. A kernel with more than the reduction (a bias added) is tiled but not blocked."""
+  bitwise equal to that sum done by numpy (with one fma per step where the device fuses multiply-adds, as the CPU device
+  does on CPUs with fma instructions). A kernel with more than the reduction (a bias added) is tiled but not blocked."""
+  assert np.finfo(np.longdouble).nmant >= 63, "the fused reference needs an 80-bit long double (x86-64) or wider"
+  fused = Device[device].renderer.fused_multiply_add
   a, b, bias = rng.standard_normal((8, 512), dtype=np.float32), rng.standard_normal((512, 128), dtype=np.float32), rng.standard_normal(128, dtype=np.float32)
   bt = rng.standard_normal((32, 512), dtype=np.float32)
-  ref, ref_t = sequential_matmul(a, b), sequential_matmul(a, bt.T)
+  ref, ref_t = sequential_matmul(a, b, fused), sequential_matmul(a, bt.T, fused)
   item = kernel_of(Tensor(a, device=device) @ Tensor(b, device=device))
   got, src = run_with(item, device, None)
   np.testing.assert_array_equal(got.reshape(ref.shape), ref)

@@ -1,6 +1,6 @@
 """Small shared utilities: environment/context variables, counters, and a few pure functions."""
 from __future__ import annotations
-import os, functools, operator, math
+import os, functools, operator, math, platform
 from typing import Any, Iterable, Sequence
 
 def prod(xs: Iterable[int]) -> int: return functools.reduce(operator.mul, xs, 1)
@@ -68,6 +68,15 @@ class GlobalCounters:
   @staticmethod
   def reset():
     GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s = 0, 0, 0, 0.0
+
+@functools.cache
+def host_has_fma() -> bool:
+  """Whether this machine's CPU has fused multiply-add instructions (x86's FMA3; every 64-bit ARM CPU). The CPU, LLVM and
+  PYTHON devices fuse sums of products (lower.fused_products) only where it has: elsewhere an fma is a slow library call."""
+  if platform.machine().lower() in ("arm64", "aarch64"): return True
+  try:
+    with open("/proc/cpuinfo") as f: return any(line.startswith("flags") and "fma" in line.split() for line in f)
+  except OSError: return False
 
 def cache_dir() -> str:
   d = os.getenv("TINYWEB_CACHE_DIR") or os.path.join(os.getenv("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tinyweb")

@@ -143,9 +143,11 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   @staticmethod
   def _const_uop(value, dt: DType, device: str, shape: tuple[int, ...]) -> UOp:
+    """A constant of this shape: the view Tensor(value).reshape(1, ...).expand(shape) would make."""
     c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, None, (), device),), cast_scalar(value, dt))
     if shape == (): return c
-    return UOp(Ops.EXPAND, dt, (UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape)),), tuple(shape))
+    c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
+    return c if all(n == 1 for n in shape) else UOp(Ops.EXPAND, dt, (c,), tuple(shape))
 
   @staticmethod
   def _from_bytes(data: bytes, dt: DType, device: str, shape: Optional[tuple[int, ...]]) -> UOp:
@@ -508,9 +510,9 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
       dt = promote(x.dtype, y.dtype)
     else:
       scalar = y.item() if hasattr(y, "item") and not hasattr(y, "__len__") else y
-      if isinstance(scalar, (bool, int, float)):
+      if isinstance(scalar, (bool, int, float)):   # (made in x's shape at once: the commonest case, kept cheap)
         dt = promote_with_scalar(x.dtype, scalar)
-        y = Tensor(Tensor._const_uop(scalar, dt, x.device, ()))
+        y = Tensor(Tensor._const_uop(scalar, dt, x.device, x.shape))
       else:
         y = Tensor(y, device=x.device)
         dt = promote(x.dtype, y.dtype)

@@ -54,6 +54,8 @@ COMPARISON = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ}
 def _const_key(x):  # -0.0 vs 0.0 and NaN must stay distinct in the hash-consing table
   return (x, math.copysign(1.0, x), math.isnan(x)) if isinstance(x, float) else x
 
+_UNKNOWN = object()   # UOp._device not computed yet (None is a result: a graph without a device)
+
 class UOpMeta(type):
   # key -> weak reference to the UOp; a plain dict of weakrefs (not a WeakValueDictionary): UOp() is the hottest call of
   # the compiler and WeakValueDictionary's get and set are Python code
@@ -72,10 +74,10 @@ def _forget(key, ref):   # a UOp died: drop its entry unless a newer UOp with th
 
 class UOp(metaclass=UOpMeta):
   """An immutable IR node. Two UOps built from the same op, dtype, sources and arg are the same object."""
-  __slots__ = ("op", "dtype", "src", "arg", "_shape", "_bounds", "_sum", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "_shape", "_bounds", "_sum", "_device", "__weakref__")
   def __init__(self, op: Ops, dtype: Optional[DType] = None, src: tuple = (), arg: Any = None):
     self.op, self.dtype, self.src, self.arg = op, dtype, tuple(src), arg
-    self._shape, self._bounds = None, None
+    self._shape, self._bounds, self._device = None, None, _UNKNOWN
     self._sum = None   # symbolic.simplify_sum's memo: the terms of an int ADD that is already a canonical sum
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
   def replace(self, **kw) -> UOp:
@@ -127,17 +129,24 @@ class UOp(metaclass=UOpMeta):
 
   @property
   def device(self) -> Optional[str]:
-    """The device of a tensor-graph node: found by walking down to a DEVICE, BUFFER or COPY (which moves data)."""
-    stack, seen = [self], set()
+    """The device of a tensor-graph node: found by walking down to a DEVICE, BUFFER or COPY (which moves data); kept
+    (every op of a tensor expression asks its sources)."""
+    if self._device is not _UNKNOWN: return self._device
+    stack, seen, dev = [self], set(), None
     while stack:
       u = stack.pop()
-      if u.op is Ops.DEVICE: return u.arg
-      if u.op is Ops.BUFFER: return u.arg[0].device
-      if u.op is Ops.COPY: return u.arg
-      if u not in seen:
+      if u._device is not _UNKNOWN: dev = u._device
+      elif u.op is Ops.DEVICE: dev = u.arg
+      elif u.op is Ops.BUFFER: dev = u.arg[0].device
+      elif u.op is Ops.COPY: dev = u.arg
+      elif u not in seen:
         seen.add(u)
         stack.extend(reversed(u.src))
-    return None
+        continue
+      else: continue
+      if dev is not None: break
+    self._device = dev
+    return dev
 
   @property
   def base(self) -> UOp:

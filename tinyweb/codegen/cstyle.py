@@ -30,6 +30,7 @@ class CStyleRenderer:
   vector_lanes = 0  # CPU: float32 lanes of the vector type `vector_type` for whole vector computations (see vector_groups)
   vector_width = 0  # GPU: float32 elements per vector load/store of type `vector_type` (see vector_runs); 0: none
   vector_type = ""
+  fused_multiply_add = False   # sums of products update their accumulator with one fma (see lower.fused_products)
 
   def check_dtype(self, dt: DType, what: str = ""):
     if dt in self.unsupported:
@@ -70,6 +71,7 @@ class CStyleRenderer:
     Ops.SHL: lambda self, a, b, c, dt: f"({a}<<{b})", Ops.SHR: lambda self, a, b, c, dt: f"({a}>>{b})",
     Ops.WHERE: lambda self, a, b, c, dt: f"({a}?{b}:{c})",
   }
+  def render_fma(self, a: str, b: str, c: str) -> str: return f"fma({a}, {b}, {c})"   # float32 a*b+c, rounded once
   def render_alu(self, op: Ops, srcs: list[str], dt: DType, sdt: DType, src_uops: list[UOp]) -> str:
     if op in (Ops.IDIV, Ops.MOD): return self.render_int_div(op, srcs[0], srcs[1], dt, src_uops[1])
     if (fn := self.code_for_op.get(op)) is None: raise NotImplementedError(f"{type(self).__name__}: no rendering for {op}")
@@ -269,7 +271,10 @@ class CStyleRenderer:
       def addr(x: UOp) -> str: return f"({r(x.src[0])}+{r(x.src[1])}{f'{-lane * step:+d}' if lane else ''})"   # lane 0's element
       def srcs(i: int) -> tuple[UOp, ...]: return tuple(x.src[i] for x in lanes)
       if u.op is Ops.STORE: return f"*({self.vector_type}*){addr(u)} = {splat(srcs(2))};"
-      if u.op is Ops.ACC_UPDATE: return f"{vnames[lanes]} = {self.render_alu(lanes[0].arg, [vnames[lanes], v(tuple(x.src[0] for x in lanes))], u.dtype, u.dtype, list(u.src))};"
+      if u.op is Ops.ACC_UPDATE:
+        if len(u.src) == 3:   # fused: lanes are the reductions, their values the products
+          return f"{vnames[lanes]} = tw_fma16({splat(tuple(x.src[0].src[0] for x in lanes))}, {splat(tuple(x.src[0].src[1] for x in lanes))}, {vnames[lanes]});"
+        return f"{vnames[lanes]} = {self.render_alu(lanes[0].arg, [vnames[lanes], v(tuple(x.src[0] for x in lanes))], u.dtype, u.dtype, list(u.src))};"
       if u.op is Ops.DEFINE_ACC:
         red = lanes[0]
         vnames[lanes] = new_name("acc")
@@ -316,9 +321,10 @@ class CStyleRenderer:
         init = r(u.src[1]) if len(u.src) > 1 else self.render_const(reduce_identity(red.arg, u.dtype), u.dtype)
         line(self.render_decl(u.dtype, names[red], init, mutable=True))
       elif op is Ops.ACC_UPDATE:
-        red, val = u.src
+        red, *vals = u.src
         acc = names[red]
-        upd = self.render_alu(red.arg, [acc, r(val)], u.dtype, u.dtype, [red, val])
+        upd = self.render_fma(r(vals[0]), r(vals[1]), acc) if len(vals) == 2 else \
+              self.render_alu(red.arg, [acc, r(vals[0])], u.dtype, u.dtype, [red, vals[0]])
         line(f"{acc} = {self.round_result(upd, u.dtype)};")
       elif op is Ops.REDUCE: continue
       elif op is Ops.SPECIAL:   # GPU only: a thread index (arg: its name), or a workgroup reduction (arg: ("group", ...))
@@ -391,6 +397,10 @@ static inline unsigned short tw_f32_to_bf16(float f) {
   return (unsigned short)((c.u + 0x7fffu + ((c.u >> 16) & 1u)) >> 16);
 }
 static inline float tw_bf16_round(float f) { return tw_bf16_to_f32(tw_f32_to_bf16(f)); }
+static inline tw_float16 tw_fma16(tw_float16 a, tw_float16 b, tw_float16 c) {   // a*b+c rounded once, as __builtin_fmaf
+#pragma clang fp contract(fast)
+  return a * b + c;   /* contracted to one fma here only: kernels are compiled with -ffp-contract=off */
+}
 // exp2 and log2 that clang vectorizes (libm's are calls, one element at a time: 5x slower). Every input, including
 // NaN, +-inf, 0 and denormal results or inputs, gives libm's answer within 1 ulp (exp2) / 3 ulp (log2).
 static inline float tw_exp2f(float x) {   // 2^x = 2^n * 2^f, n = rint(x), |f| <= 1/2, 2^f by its Taylor series
@@ -421,6 +431,7 @@ static inline float tw_log2f(float x) {   // x = m * 2^e, m in [sqrt(1/2), sqrt(
   code_for_op = {**CStyleRenderer.code_for_op,
                  Ops.EXP2: lambda self, a, b, c, dt: f"exp2({a})" if dt == dtypes.float64 else f"tw_exp2f({a})",
                  Ops.LOG2: lambda self, a, b, c, dt: f"log2({a})" if dt == dtypes.float64 else f"tw_log2f({a})"}
+  def render_fma(self, a: str, b: str, c: str) -> str: return f"__builtin_fmaf({a}, {b}, {c})"
   def round_result(self, expr: str, dt: DType) -> str:
     if dt == dtypes.float16: return f"((float)(__fp16)({expr}))"
     if dt == dtypes.bfloat16: return f"tw_bf16_round({expr})"

@@ -8,7 +8,8 @@ Semantics are the CPU device's (ClangRenderer), dtype for dtype:
 - float max/min propagate NaN, integer x/0 and x%0 give 0, INT_MIN/-1 wraps (CStyleRenderer).
 - float -> int casts go through 64 bits and wrap like the CPU device; where x86-64 has no answer (NaN, inf, beyond the
   64-bit range) the result is the CPU's too (INT64_MIN, and all ones for uint64), not the GPU's saturation.
-- no fused multiply-add (NVRTC -fmad=false, like clang's -ffp-contract=off), IEEE division and square root.
+- no fused multiply-add (NVRTC -fmad=false, like clang's -ffp-contract=off) except where the CPU device fuses too: a
+  float32 sum of products updates its accumulator with fmaf (lower.fused_products); IEEE division and square root.
 One exception, on purpose: matrix multiplies of float16/bfloat16 run on the tensor cores where they fit (sm_80+, see
 codegen/tensor_cores.py), which multiply exactly and sum in float32 like cuBLAS/PyTorch, where the CPU device rounds each
 product to the 16-bit type first. NOOPT=1 keeps the CPU device's semantics.
@@ -25,6 +26,8 @@ HALF = {dtypes.float16: ("tw_f16_to_f32", "tw_f32_to_f16"), dtypes.bfloat16: ("t
 class CUDARenderer(CStyleRenderer):
   device = "CUDA"
   has_threads = True
+  fused_multiply_add = True   # fmaf (NVRTC runs with -fmad=false: only these fuse)
+  def render_fma(self, a: str, b: str, c: str) -> str: return f"fmaf({a}, {b}, {c})"
   workgroup_tiles = True   # shared-memory tiles for matmul-like kernels (lower.choose_tiles)
   local_size = 128        # threads per block (grouped reductions use up to 256)
   max_local_size = 1024   # the runtime sets it from the GPU

@@ -81,6 +81,7 @@ class _Function:
 class LLVMRenderer:
   device = "LLVM"
   core_split = True   # like C on the CPU: the outermost output loop runs [core_lo, core_hi), the runtime splits it
+  fused_multiply_add = False   # the runtime sets it where the CPU has fma instructions (see lower.fused_products)
 
   def render(self, prog: Program) -> str:
     f = _Function()
@@ -123,8 +124,11 @@ class LLVMRenderer:
         init = r(u.src[1]) if len(u.src) > 1 else const(reduce_identity(red.arg, u.dtype), u.dtype)
         f.emit(f"store {REG[u.dtype]} {init}, ptr {accs[red]}")
       elif op is Ops.ACC_UPDATE:
-        red, val = u.src
-        upd = self.round_result(f, self.render_alu(f, red.arg, [r(red), r(val)], u.dtype, u.dtype, [red, val]), u.dtype)
+        red, *vals = u.src
+        if len(vals) == 2:   # a fused product (lower.fused_products): float32
+          f.decls.add("declare float @llvm.fma.f32(float, float, float)")
+          upd = f.op(f"call float @llvm.fma.f32(float {r(vals[0])}, float {r(vals[1])}, float {r(red)})")
+        else: upd = self.round_result(f, self.render_alu(f, red.arg, [r(red), r(vals[0])], u.dtype, u.dtype, [red, vals[0]]), u.dtype)
         f.emit(f"store {REG[u.dtype]} {upd}, ptr {accs[red]}")
       elif op is Ops.LOAD:
         buf, idx, gate = r(u.src[0]), r(u.src[1]), r(u.src[2]) if len(u.src) > 2 else None

@@ -518,7 +518,8 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
   if lw.group_ranges: sink = wrap_group_reduces(sink, lw)
   tile_threads = prod(n for _, n in ao.tiles) if ao.tiles else 0   # threads per workgroup of a tiled kernel
   if ao.tiles: sink = stage_loads(sink, lw, lids, tile_threads)
-  uops = linearize(sink, loops if not gpu else [], lw.staging, block_inits(sink, block_loops))
+  uops = linearize(sink, loops if not gpu else [], lw.staging, block_inits(sink, block_loops),
+                   getattr(renderer, "fused_multiply_add", False))
   gl = sorted([u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL], key=lambda u: u.arg[0])
   has_reduce = any(u.op is Ops.DEFINE_ACC for u in uops)
   name = ("r_" if has_reduce else "E_") + ("_".join(str(n) for n in shape) if shape else "0")
@@ -529,7 +530,7 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
     if u.op is Ops.RANGE: mults.append(mult * u.src[0].arg)
     elif u.op is Ops.ENDRANGE: mults.pop()
     elif u.op in ELEMENTWISE and u.dtype is not None and u.dtype.is_float and u.op not in (Ops.CAST, Ops.BITCAST): flops += mult
-    elif u.op is Ops.ACC_UPDATE: flops += mult
+    elif u.op is Ops.ACC_UPDATE: flops += mult * (len(u.src) - 1)   # a fused product: 2
   mem = sum(g.arg[1] * g.dtype.itemsize for g in gl)
   if gpu:
     local = group or tile_threads or ao.local or max(1, min(renderer.local_size, renderer.max_local_size, threads))
@@ -624,11 +625,22 @@ def stage_loads(sink: UOp, lw: Lowerer, lids: list[UOp], threads: int) -> UOp:
       replace[red] = UOp(Ops.REDUCE, red.dtype, (substitute(red.src[0], {**replace, r: k_at(inner)}),) + new_ranges, red.arg)
   return graph_rewrite(substitute(sink, replace), symbolic) if replace else sink
 
+def fused_products(sink: UOp) -> dict[UOp, tuple[UOp, UOp]]:
+  """The float32 sums of products whose update can be one fused multiply-add, acc = fma(a, b, acc) (one rounding instead
+  of two: what BLAS and torch's CPU kernels do, and twice the arithmetic per instruction): {REDUCE: (a, b)} for each
+  REDUCE ADD whose value is a MUL that nothing else uses."""
+  users: dict[UOp, int] = {}
+  for u in sink.toposort():
+    for x in u.src: users[x] = users.get(x, 0) + 1
+  return {u: u.src[0].src for u in sink.toposort() if u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32
+          and u.src[0].op is Ops.MUL and u.src[0].dtype == dtypes.float32 and users[u.src[0]] == 1}
+
 def linearize(sink: UOp, out_ranges: list[UOp], staging: Optional[dict[UOp, list[UOp]]] = None,
-              inits: Optional[dict[UOp, UOp]] = None) -> list[UOp]:
+              inits: Optional[dict[UOp, UOp]] = None, fma: bool = False) -> list[UOp]:
   """Order the program: open the output loops, emit each value once at the loop depth it needs, close loops.
   A REDUCE becomes: accumulator init (the reduction's identity, or its value in `inits`); the loop-invariant part of its
-  body (hoisted); its loops; the update.
+  body (hoisted); its loops; the update: ACC_UPDATE(reduce, value), or with `fma` for a sum of products (see
+  fused_products) ACC_UPDATE(reduce, a, b), acc = fma(a, b, acc).
   staging (see stage_loads): a reduction loop -> workgroup-memory stores that run before it opens (each inside loops of
   its own), followed by a barrier; another barrier after the loop closes, before the stores of the next trip."""
   staging, inits = staging or {}, inits or {}
@@ -638,6 +650,8 @@ def linearize(sink: UOp, out_ranges: list[UOp], staging: Optional[dict[UOp, list
     else:
       s = frozenset().union(*[rng[x] for x in u.src]) if u.src else frozenset()
       rng[u] = s - frozenset(u.src[1:]) if u.op is Ops.REDUCE else s
+  # (a product the same in every iteration is hoisted out of the loop, not fused)
+  fused = {x: ab for x, ab in fused_products(sink).items() if rng[x.src[0]] & frozenset(x.src[1:])} if fma else {}
   siblings: dict[tuple, list[UOp]] = {}   # reductions over the same loops (upcast copies) share one loop nest
   for u in sink.toposort():
     if u.op is Ops.REDUCE: siblings.setdefault(u.src[1:], []).append(u)
@@ -671,8 +685,10 @@ def linearize(sink: UOp, out_ranges: list[UOp], staging: Optional[dict[UOp, list
         if r in staging: emit_staging(staging[r], opened)
         out.append(r); done.add(r)
         opened = opened | {r}
-      for x in group: emit(x.src[0], open_ranges | red)
-      for x in group: out.append(UOp(Ops.ACC_UPDATE, x.dtype, (x, x.src[0])))
+      values = {x: fused.get(x, (x.src[0],)) for x in group}
+      for x in group:
+        for v in values[x]: emit(v, open_ranges | red)
+      for x in group: out.append(UOp(Ops.ACC_UPDATE, x.dtype, (x, *values[x])))
       for r in reversed(u.src[1:]):
         out.append(UOp(Ops.ENDRANGE, None, (r,)))
         if r in staging: out.append(UOp(Ops.BARRIER))

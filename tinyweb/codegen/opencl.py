@@ -20,6 +20,7 @@ HALF16 = (dtypes.float16, dtypes.bfloat16)   # computed in float, stored as 16-b
 class OpenCLRenderer(CStyleRenderer):
   device = "CL"
   has_threads = True
+  fused_multiply_add = True   # fma(): correctly rounded in OpenCL C
   local_size = 64        # threads per workgroup (capped by max_local_size)
   max_local_size = 256   # the runtime sets it from the device's max work-group size
   max_groups = 2**31 - 1   # OpenCL has no limit on the number of workgroups; flat thread indices are int32

@@ -9,7 +9,8 @@ threads at once.
 Format (text, so DEBUG=4 shows it): `name NAME`, `threads N`, then one line per uop with five fields:
 `index OP dtype sources arg`, where sources are comma-separated indices of earlier lines and `-` marks an empty field.
 DEFINE_GLOBAL's arg is `position,size`; DEFINE_ACC's and ACC_UPDATE's is the reduction op (a REDUCE is referred to by
-its DEFINE_ACC's index; ACC_UPDATE's sources are the accumulator and the value); CONST's is the value's repr; an
+its DEFINE_ACC's index; ACC_UPDATE's sources are the accumulator and the value, or for a fused product (lower.fused_products) the accumulator
+and the two factors: acc = fma(a, b, acc)); CONST's is the value's repr; an
 integer ALU op whose value bounds (UOp.vmin/vmax) prove it cannot overflow has `inrange` (no wrap-around check).
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ class PythonRenderer:
   has_threads = True
   local_size = max_local_size = 1
   max_groups = 2**31 - 1   # the interpreter ignores the launch grid: one dimension always fits
+  fused_multiply_add = False   # the device sets it as the CPU device's (see lower.fused_products)
 
   def render(self, prog: Program) -> str:
     index: dict[UOp, int] = {}

@@ -22,6 +22,7 @@ PACKED = {dtypes.bool: 8, dtypes.int8: 8, dtypes.uint8: 8, dtypes.int16: 16, dty
 class WGSLRenderer(CStyleRenderer):
   device = "WEBGPU"
   has_threads = True
+  fused_multiply_add = False   # WGSL's fma() may round twice (lavapipe's does): no fused updates on WEBGPU
   local_size = 64            # threads per workgroup (capped by max_local_size)
   max_local_size = 256       # the runtime sets these two from the adapter's limits
   max_groups = 65535
