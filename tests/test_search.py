@@ -110,20 +110,20 @@ def test_matmul_keeps_sum_order(device):
   does on CPUs with fma instructions). A kernel with more than the reduction (a bias added) is tiled but not blocked."""
   assert np.finfo(np.longdouble).nmant >= 63, "the fused reference needs an 80-bit long double (x86-64) or wider"
   fused = Device[device].renderer.fused_multiply_add
-  a, b, bias = rng.standard_normal((8, 512), dtype=np.float32), rng.standard_normal((512, 128), dtype=np.float32), rng.standard_normal(128, dtype=np.float32)
+  a, b, bias = rng.standard_normal((16, 512), dtype=np.float32), rng.standard_normal((512, 128), dtype=np.float32), rng.standard_normal(128, dtype=np.float32)
   bt = rng.standard_normal((32, 512), dtype=np.float32)
   ref, ref_t = sequential_matmul(a, b, fused), sequential_matmul(a, bt.T, fused)
   item = kernel_of(Tensor(a, device=device) @ Tensor(b, device=device))
   got, src = run_with(item, device, None)
   np.testing.assert_array_equal(got.reshape(ref.shape), ref)
-  fused = kernel_of(Tensor(a, device=device) @ Tensor(b, device=device) + Tensor(bias, device=device))
-  np.testing.assert_array_equal(run_with(fused, device, None)[0].reshape(ref.shape), ref + bias)
+  with_bias = kernel_of(Tensor(a, device=device) @ Tensor(b, device=device) + Tensor(bias, device=device))
+  np.testing.assert_array_equal(run_with(with_bias, device, None)[0].reshape(ref.shape), ref + bias)
   transposed = kernel_of(Tensor(a, device=device) @ Tensor(bt, device=device).T)
   got_t, src_t = run_with(transposed, device, None)
   np.testing.assert_array_equal(got_t.reshape(ref_t.shape), ref_t)
   if device == "CPU":
     assert Opt("BLOCK", 0, 256) in lower(item.ast, Device[device].renderer).opts and "tw_float16" in src
-    assert not any(o.kind == "BLOCK" for o in lower(fused.ast, Device[device].renderer).opts)
+    assert not any(o.kind == "BLOCK" for o in lower(with_bias.ast, Device[device].renderer).opts)
     assert "(tw_float16){" in src_t   # gathered
 
 def test_mismatches_tolerates_reordered_sums_only():
