@@ -133,7 +133,7 @@ class UOp(metaclass=UOpMeta):
     (every op of a tensor expression asks its sources)."""
     if self._device is not _UNKNOWN: return self._device
     stack, seen, dev = [self], set(), None
-    while stack:
+    while stack and dev is None:
       u = stack.pop()
       if u._device is not _UNKNOWN: dev = u._device
       elif u.op is Ops.DEVICE: dev = u.arg
@@ -142,9 +142,6 @@ class UOp(metaclass=UOpMeta):
       elif u not in seen:
         seen.add(u)
         stack.extend(reversed(u.src))
-        continue
-      else: continue
-      if dev is not None: break
     self._device = dev
     return dev
 

@@ -632,10 +632,10 @@ def fused_products(sink: UOp) -> dict[UOp, tuple[UOp, UOp]]:
   """The float32 sums of products whose update can be one fused multiply-add, acc = fma(a, b, acc) (one rounding instead
   of two: what BLAS and torch's CPU kernels do, and twice the arithmetic per instruction): {REDUCE: (a, b)} for each
   REDUCE ADD whose value is a MUL that nothing else uses."""
-  users: dict[UOp, int] = {}
-  for u in sink.toposort():
+  topo, users = sink.toposort(), {}
+  for u in topo:
     for x in u.src: users[x] = users.get(x, 0) + 1
-  return {u: u.src[0].src for u in sink.toposort() if u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32
+  return {u: u.src[0].src for u in topo if u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype == dtypes.float32
           and u.src[0].op is Ops.MUL and u.src[0].dtype == dtypes.float32 and users[u.src[0]] == 1}
 
 def linearize(sink: UOp, out_ranges: list[UOp], staging: Optional[dict[UOp, list[UOp]]] = None,

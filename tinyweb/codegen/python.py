@@ -9,8 +9,8 @@ threads at once.
 Format (text, so DEBUG=4 shows it): `name NAME`, `threads N`, then one line per uop with five fields:
 `index OP dtype sources arg`, where sources are comma-separated indices of earlier lines and `-` marks an empty field.
 DEFINE_GLOBAL's arg is `position,size`; DEFINE_ACC's and ACC_UPDATE's is the reduction op (a REDUCE is referred to by
-its DEFINE_ACC's index; ACC_UPDATE's sources are the accumulator and the value, or for a fused product (lower.fused_products) the accumulator
-and the two factors: acc = fma(a, b, acc)); CONST's is the value's repr; an
+its DEFINE_ACC's index; ACC_UPDATE's sources are the accumulator and the value, or for a fused product
+(lower.fused_products) the accumulator and the two factors: acc = fma(a, b, acc)); CONST's is the value's repr; an
 integer ALU op whose value bounds (UOp.vmin/vmax) prove it cannot overflow has `inrange` (no wrap-around check).
 """
 from __future__ import annotations
