@@ -215,7 +215,7 @@ def test_cold_schedule_compiles_ahead_in_batches(monkeypatch):
     assert len(names) == len(set(names)) >= 1
 
 def test_cpu_thread_pool_matches_one_core_and_survives_fork():
-  """The CPU device runs a kernel's outer loop in chunks on the C thread pool (backends/cpu_threads.c): results must
+  """The CPU device runs a kernel's outer loop in pieces on the C thread pool (backends/cpu_threads.c): results must
   equal one core's bit for bit, and a forked child (its own threads) must still run parallel kernels."""
   ok, why = Device.check("CPU")
   if not ok: pytest.skip(f"CPU device unavailable: {why}")
@@ -228,9 +228,11 @@ def test_cpu_thread_pool_matches_one_core_and_survives_fork():
     a, b = rng.standard_normal((256, 300)).astype(np.float32), rng.standard_normal((300, 192)).astype(np.float32)
     def compute(): return [(Tensor(a) @ Tensor(b)).numpy(), ((Tensor(a) * 3 + 1).exp2().sum(1)).numpy()]
     par = compute()
+    cpu.PIECES_PER_CORE = 37   # pieces of uneven sizes, claimed by whichever thread is free
+    many = compute()
     cpu.PARALLEL_MIN_WORK = 1 << 62
     one = compute()
-    assert all(x.tobytes() == y.tobytes() for x, y in zip(par, one)), "thread pool differs from one core"
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(par + many, one + one)), "thread pool differs from one core"
     np.testing.assert_allclose(par[0], a @ b, rtol=1e-4, atol=1e-4)
     cpu.PARALLEL_MIN_WORK = 1
     pid = os.fork()
@@ -243,3 +245,38 @@ def test_cpu_thread_pool_matches_one_core_and_survives_fork():
   if (os.cpu_count() or 1) < 2: pytest.skip("one core: no thread pool")
   p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
   assert p.returncode == 0 and "ok" in p.stdout, p.stderr
+
+def test_buffers_are_freed_without_the_garbage_collector(device):
+  """Dropping the last tensor on a buffer frees it at once: scheduling (with an in-place update that needs a copy
+  first), running and state dicts leave no reference cycles that would hold buffers until Python's cycle collector
+  runs (device memory then grew by a few buffers every step)."""
+  import gc, weakref
+  from tinyweb.nn.state import get_state_dict
+  gc.collect()
+  gc.disable()
+  try:
+    a, b = Tensor(np.ones(64, np.float32), device=device).realize(), Tensor(np.full(64, 2, np.float32), device=device).realize()
+    c = (((a * b + 1).relu() - a).exp() * 0.5 + b.abs()).realize()
+    a.assign(a.flip(0) + c).realize()   # reads elements it overwrites: through a temporary buffer
+    assert get_state_dict({"a": a, "c": c}).keys() == {"a", "c"}
+    refs = [weakref.ref(t.uop.base.arg[0]) for t in (a, b, c)]
+    np.testing.assert_allclose(a.numpy(), 1 + 0.5 * np.exp(np.float32(2)) + 2, rtol=1e-6)
+    del a, b, c
+    assert [r() for r in refs] == [None] * 3
+  finally: gc.enable()
+
+def test_cpu_wide_loops_only_in_elementwise_kernels():
+  """With AVX-512 the CPU renderer asks clang for 16-float vectors in elementwise kernels' long innermost loops (not in
+  reductions, not in loops too short to fill a vector). (The CPU device's differential tests check such kernels'
+  results on machines with AVX-512.)"""
+  from tinyweb.codegen.cstyle import ClangRenderer
+  r = ClangRenderer()
+  r.wide_loop_pragma = "#pragma clang loop vectorize_width(16)"
+  x = Tensor(np.arange(4096, dtype=np.float32), device="CPU").realize()
+  def src(t: Tensor) -> str:
+    items, _, _ = create_schedule([t.uop])
+    return r.render(lower(items[-1].ast, r))
+  assert r.wide_loop_pragma in src((x * 2).exp())
+  assert r.wide_loop_pragma not in src(x.reshape(64, 64).sum(1))
+  assert r.wide_loop_pragma not in src(x.reshape(4, 1024).T.contiguous())   # its innermost loop has 4 trips
+  assert r.wide_loop_pragma in src(x.reshape(1024, 4).T.contiguous())       # 1024

@@ -118,8 +118,11 @@ def test_tensor_from_numpy(device):
 
 def test_tensor_from_numpy_views_and_0d(device):
   a = np.arange(24, dtype=np.float32).reshape(4, 6)
+  readonly = a.copy()
+  readonly.flags.writeable = False
   for name, v in [("T", a.T), ("step", a[::2, 1::2]), ("neg_step", a[::-1]), ("0d", np.array(3.5, np.float32)),
-                  ("empty", np.zeros((0, 2), np.int32))]:
+                  ("empty", np.zeros((0, 2), np.int32)), ("big_endian", a.astype(">f4")), ("big_endian_int", a.astype(">i2")),
+                  ("read_only", readonly), ("from_bytes", np.frombuffer(a.tobytes(), np.float32))]:
     with case(name):
       t = Tensor(v, device=device)
       assert t.shape == np.shape(v)

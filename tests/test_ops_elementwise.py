@@ -119,6 +119,14 @@ def test_sign_with_zeros(device):
   check_op(None, torch.sign, lambda x: x.sign(), device=device, vals=[vi])
   check_op(None, torch.abs, lambda x: x.abs(), device=device, vals=[vi])
 
+def test_abs_clears_the_sign_bit(device):
+  """abs of -0.0 is +0.0 and of NaN is NaN, as torch's; its gradient is torch's g * sign(x) (0 at 0)."""
+  v = np.array([-2.5, -0.0, 0.0, np.nan, -np.inf, 3.0, -1e-40], np.float32)
+  got = Tensor(v, device=device).abs().numpy()
+  ref = torch.tensor(v).abs().numpy()
+  assert got.tobytes() == ref.tobytes(), (got, ref)
+  check_op(None, torch.abs, lambda x: x.abs(), device=device, vals=[np.array([-2.0, -0.0, 0.0, 0.5, -3.0], np.float32)])
+
 # ---------------------------------------------------------------- binary ops
 def prep_div(vals): return [vals[0], away0(vals[1])]
 def prep_pow(vals): return [np.abs(vals[0]) + np.float32(0.5), vals[1]]  # positive base

@@ -118,10 +118,11 @@ class TinyJit:
     for u in self.output_uops:
       for x in u.toposort():
         if x.op is Ops.BUFFER and x.arg[0] in swap: uop_swap[x] = buffer_uop(swap[x.arg[0]], (swap[x.arg[0]].size,))
-    new_outs = iter([Tensor(substitute(u, uop_swap) if uop_swap else u) for u in self.output_uops])
-    def rebuild(x):
-      if isinstance(x, Tensor): return next(new_outs)
-      if isinstance(x, (list, tuple)): return type(x)(rebuild(y) for y in x)
-      if isinstance(x, dict): return {k: rebuild(v) for k, v in x.items()}
-      return x
-    return rebuild(self.outputs)
+    return _rebuild(self.outputs, iter([Tensor(substitute(u, uop_swap) if uop_swap else u) for u in self.output_uops]))
+
+def _rebuild(x, new_outs):
+  """`x` (the captured function's return value) with its tensors replaced, in order, by those of `new_outs`."""
+  if isinstance(x, Tensor): return next(new_outs)
+  if isinstance(x, (list, tuple)): return type(x)(_rebuild(y, new_outs) for y in x)
+  if isinstance(x, dict): return {k: _rebuild(v, new_outs) for k, v in x.items()}
+  return x

@@ -180,11 +180,7 @@ def _split_for_buffer_limit(graph: list[UOp], realize: set):
   if not any(limits.values()): return
   while True:
     reads: dict[UOp, frozenset] = {}   # node -> the buffers a kernel computing it reads (realized values count as one)
-    def inputs_of(u: UOp) -> frozenset:
-      if (r := reads.get(u)) is None:
-        r = reads[u] = frozenset([u.arg[0]]) if u.op is Ops.BUFFER else frozenset().union(*[inputs_below(s) for s in u.src])
-      return r
-    def inputs_below(u: UOp) -> frozenset: return frozenset([u]) if u in realize else inputs_of(u)
+    def inputs_of(u: UOp) -> frozenset: return _kernel_inputs(u, realize, reads)
     over = next(((u, limit) for u in graph if u in realize and (value := _kernel_value(u)) is not None and
                  (limit := limits.get(u.device)) and len(inputs_of(value)) + 1 > limit), None)
     if over is None: return
@@ -202,50 +198,67 @@ def _split_for_buffer_limit(graph: list[UOp], realize: set):
                          f"under the device's limit of {limit} buffers per kernel")
     realize.add(max(fits, key=lambda n: (len(inputs_of(n)), -n.size)))
 
+def _kernel_inputs(u: UOp, realize: set, reads: dict) -> frozenset:
+  """The buffers a kernel computing `u` reads, a realized value below it counting as one (memoized in `reads`)."""
+  if (r := reads.get(u)) is None:
+    r = reads[u] = frozenset([u.arg[0]]) if u.op is Ops.BUFFER else \
+        frozenset().union(*[frozenset([s]) if s in realize else _kernel_inputs(s, realize, reads) for s in u.src])
+  return r
+
 def _reads_other_elements(value: UOp, target: UOp, realize: set) -> bool:
   """True when computing `value` in place would read elements of `target` that were already overwritten:
   the target buffer is read through anything other than the target view itself used elementwise."""
-  buf = target.base
-  seen: dict[tuple[UOp, bool], bool] = {}   # the graph is a DAG: each (node, context) is answered once
-  def visit(u: UOp, under_non_elementwise: bool) -> bool:
-    if (key := (u, under_non_elementwise)) in seen: return seen[key]
-    if u is target: r = under_non_elementwise
-    elif u is buf: r = True
-    elif u in realize and u is not value: r = False
-    else:
-      bad = under_non_elementwise or u.op not in ELEMENTWISE
-      r = any(visit(s, bad) for s in u.src)
-    seen[key] = r
-    return r
-  return visit(value, False)
+  return _reads_target(value, False, value, target, realize, {})
+
+def _reads_target(u: UOp, under_non_elementwise: bool, value: UOp, target: UOp, realize: set, seen: dict) -> bool:
+  # (a module-level function, not a closure: a recursive closure is a reference cycle, which would keep the graph's
+  # buffers allocated until the garbage collector runs)
+  if (key := (u, under_non_elementwise)) in seen: return seen[key]   # the graph is a DAG: each (node, context) once
+  if u is target: r = under_non_elementwise
+  elif u is target.base: r = True
+  elif u in realize and u is not value: r = False
+  else:
+    bad = under_non_elementwise or u.op not in ELEMENTWISE
+    r = any(_reads_target(s, bad, value, target, realize, seen) for s in u.src)
+  seen[key] = r
+  return r
 
 def _kernel(value: UOp, out: Buffer, realize: set, result: dict, producer: dict) -> ScheduleItem:
   """Build the kernel AST storing `value` into `out`: realized inputs become DEFINE_GLOBAL loads."""
-  bufs: list[Buffer] = [out]
-  index: dict[Buffer, int] = {out: 0}
-  deps, existing = [], set()
-  def glob(buf: Buffer) -> UOp:
-    if buf not in index:
-      index[buf] = len(bufs)
-      bufs.append(buf)
-    return UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), (index[buf], buf.size))
-  done: dict[UOp, UOp] = {}
-  def build(u: UOp) -> UOp:   # stops at realized values: their inputs belong to other kernels
-    if (r := done.get(u)) is not None: return r
-    if u in realize:
-      r = result[u]
-      done[u] = substitute(r, {r.base: glob(r.base.arg[0])})
-      deps.append(producer[u])
+  k = _KernelBuilder(out, realize, result, producer)
+  store = UOp(Ops.STORE, None, (k.glob(out), k.build(value)))
+  return ScheduleItem("kernel", UOp(Ops.SINK, None, (store,)), k.bufs, tuple(k.deps), frozenset(k.existing))
+
+class _KernelBuilder:
+  """The AST of one kernel, with the buffers it binds (bufs[0] is written), the items it waits for and the buffers it
+  reads as they were. (A class rather than recursive closures: those are reference cycles, which would keep the
+  buffers allocated until the garbage collector runs.)"""
+  def __init__(self, out: Buffer, realize: set, result: dict, producer: dict):
+    self.realize, self.result, self.producer = realize, result, producer
+    self.bufs: list[Buffer] = [out]
+    self.index: dict[Buffer, int] = {out: 0}
+    self.deps: list[ScheduleItem] = []
+    self.existing: set[Buffer] = set()
+    self.done: dict[UOp, UOp] = {}
+  def glob(self, buf: Buffer) -> UOp:
+    if buf not in self.index:
+      self.index[buf] = len(self.bufs)
+      self.bufs.append(buf)
+    return UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), (self.index[buf], buf.size))
+  def build(self, u: UOp) -> UOp:   # stops at realized values: their inputs belong to other kernels
+    if (r := self.done.get(u)) is not None: return r
+    if u in self.realize:
+      r = self.result[u]
+      r = substitute(r, {r.base: self.glob(r.base.arg[0])})
+      self.deps.append(self.producer[u])
     elif u.op is Ops.BUFFER:
-      done[u] = glob(u.arg[0])
-      existing.add(u.arg[0])
-    elif u.op in (Ops.CONST, Ops.ARANGE): done[u] = UOp(u.op, u.dtype, (), u.arg)
-    elif u.op in (Ops.CONTIGUOUS, Ops.DETACH): done[u] = build(u.src[0])
-    else: done[u] = u.replace(src=tuple(build(s) for s in u.src))
-    return done[u]
-  build(value)
-  store = UOp(Ops.STORE, None, (glob(out), done[value]))
-  return ScheduleItem("kernel", UOp(Ops.SINK, None, (store,)), bufs, tuple(deps), frozenset(existing))
+      r = self.glob(u.arg[0])
+      self.existing.add(u.arg[0])
+    elif u.op in (Ops.CONST, Ops.ARANGE): r = UOp(u.op, u.dtype, (), u.arg)
+    elif u.op in (Ops.CONTIGUOUS, Ops.DETACH): r = self.build(u.src[0])
+    else: r = u.replace(src=tuple(self.build(s) for s in u.src))
+    self.done[u] = r
+    return r
 
 def _order(items: list[ScheduleItem], assigns: list[ScheduleItem]) -> list[ScheduleItem]:
   """Topological order of the items (stable): data dependencies, plus: an in-place write runs after every other item

@@ -126,7 +126,9 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
       arr = np.asarray(data, order="C")   # (ascontiguousarray would turn 0-d into 1-d)
       if arr.dtype.name not in _NP_NAMES: raise TypeError(f"Tensor: numpy dtype {arr.dtype} is not supported; valid: {list(_NP_NAMES)}")
       src_dt = _NP_NAMES[arr.dtype.name]
-      uop = Tensor._from_bytes(arr.tobytes(), src_dt, dev, arr.shape)
+      if not arr.dtype.isnative: arr = arr.astype(arr.dtype.newbyteorder("="))   # ('>f4' is named float32 too)
+      # a writable array is copied into the buffer directly (tobytes would copy it once more first)
+      uop = Tensor._from_bytes(memoryview(arr.reshape(-1)).cast("B") if arr.flags.writeable else arr.tobytes(), src_dt, dev, arr.shape)
       if dt is not None and dt != src_dt: uop = Tensor(uop).cast(dt).uop
     else: raise TypeError(f"Tensor: cannot create a tensor from {type(data).__name__}")
     self.uop: UOp = uop
@@ -150,7 +152,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return c if all(n == 1 for n in shape) else UOp(Ops.EXPAND, dt, (c,), tuple(shape))
 
   @staticmethod
-  def _from_bytes(data: bytes, dt: DType, device: str, shape: Optional[tuple[int, ...]]) -> UOp:
+  def _from_bytes(data: bytes | memoryview, dt: DType, device: str, shape: Optional[tuple[int, ...]]) -> UOp:
     n = len(data) // dt.itemsize
     if n * dt.itemsize != len(data): raise ValueError(f"Tensor: {len(data)} bytes is not a whole number of {dt.name} elements")
     buf = Buffer(device, n, dt).copyin(memoryview(data))
@@ -983,7 +985,12 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def square(self) -> Tensor: return self * self
   def abs(self) -> Tensor:
     if self.dtype.is_bool or self.dtype.is_unsigned: return self
-    return self * self.sign() if self.dtype.is_float else (self < 0).where(-self, self)   # (float: gradient 0 at 0, like PyTorch)
+    if not self.dtype.is_float: return (self < 0).where(-self, self)
+    # a float's sign bit cleared: one instruction in a fused kernel, and PyTorch's value for -0.0 and NaN too. The gradient
+    # is PyTorch's, g * sign(x) (0 at 0)
+    bits = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[self.dtype.itemsize]
+    out = (self.detach().bitcast(bits) & (bits.max >> 1)).bitcast(self.dtype)
+    return out.custom_gradient([self], lambda g: (g * self.sign(),))
   def sign(self) -> Tensor:
     if self.dtype.is_bool: return self
     if self.dtype.is_unsigned: return (self > 0).cast(self.dtype)

@@ -26,22 +26,24 @@ def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
   """Every Tensor reachable from `obj` through attributes, list/tuple items and dict values, keyed by its path
   ("layers.0.weight"), each key starting with `prefix`. A tensor reachable by two paths appears under both."""
   out: dict[str, Tensor] = {}
-  on_path: set[int] = set()   # guards against cycles (e.g. a child that refers back to its parent)
-  def walk(x: Any, key: str):
-    if isinstance(x, Tensor):
-      out[prefix + key] = x
-      return
-    if id(x) in on_path or isinstance(x, _NOT_CONTAINERS): return
-    if isinstance(x, dict): items = x.items()
-    elif hasattr(x, "_asdict") and isinstance(x, tuple): items = x._asdict().items()   # namedtuple: by field name
-    elif isinstance(x, (list, tuple)): items = enumerate(x)
-    elif hasattr(x, "__dict__"): items = vars(x).items()
-    else: return
-    on_path.add(id(x))
-    for k, v in list(items): walk(v, f"{key}.{k}" if key else str(k))
-    on_path.discard(id(x))
-  walk(obj, "")
+  _walk(obj, "", prefix, out, set())
   return out
+
+def _walk(x: Any, key: str, prefix: str, out: dict, on_path: set):
+  """Add the tensors reachable from `x` to `out`; `on_path` guards against cycles (a child that refers back to its
+  parent). (Not a closure: a recursive closure is a reference cycle, keeping `out` alive until garbage collection.)"""
+  if isinstance(x, Tensor):
+    out[prefix + key] = x
+    return
+  if id(x) in on_path or isinstance(x, _NOT_CONTAINERS): return
+  if isinstance(x, dict): items = x.items()
+  elif hasattr(x, "_asdict") and isinstance(x, tuple): items = x._asdict().items()   # namedtuple: by field name
+  elif isinstance(x, (list, tuple)): items = enumerate(x)
+  elif hasattr(x, "__dict__"): items = vars(x).items()
+  else: return
+  on_path.add(id(x))
+  for k, v in list(items): _walk(v, f"{key}.{k}" if key else str(k), prefix, out, on_path)
+  on_path.discard(id(x))
 
 def get_parameters(obj: Any) -> list[Tensor]:
   """The distinct tensors of `get_state_dict(obj)`, in the order first found."""
