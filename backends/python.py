@@ -145,20 +145,22 @@ _EXP2_C = [_f32(c) for c in (0.693147182464599609375, 0.2402265071868896484375, 
                              1.5252733804059566110e-5)]
 _LOG2_C = [_f32(c) for c in (2.885390081777927, 0.961796693925976, 0.577078016355585, 0.412198583111132, 0.320598897975325)]
 _I = struct.Struct("<i")
-def _horner(x: float, coeffs: list[float]) -> float:   # c0 + x*(c1 + x*(...)), rounded after every op like the C
+def _mad(a: float, b: float, c: float, fused: bool) -> float:   # the prelude's TW_MAD: a*b+c rounded once or twice
+  return _fma32(a, b, c) if fused else _f32(_f32(a * b) + c)
+def _horner(x: float, coeffs: list[float], fused: bool) -> float:   # c0 + x*(c1 + x*(...)) in TW_MAD steps like the C
   t = coeffs[-1]
-  for c in reversed(coeffs[:-1]): t = _f32(c + _f32(x * t))
+  for c in reversed(coeffs[:-1]): t = _mad(x, t, c, fused)
   return t
-def _c_exp2f(x: float) -> float:
+def _c_exp2f(x: float, fused: bool = False) -> float:
   if x != x: return x
   c = -150.0 if x < -150.0 else 128.0 if x > 128.0 else x
   n = float(round(c))   # rint: to nearest even, like Python's round
   f = c - n             # exact
-  p = _f32(1.0 + _f32(f * _horner(f, _EXP2_C)))
+  p = _mad(f, _horner(f, _EXP2_C, fused), 1.0, fused)
   n1 = int(n) >> 1
   return _f32(_f32(p * 2.0 ** n1) * 2.0 ** (int(n) - n1))
 _FLT_MIN, _SQRT2 = _f32(1.17549435e-38), _f32(1.41421356)
-def _c_log2f(x: float) -> float:
+def _c_log2f(x: float, fused: bool = False) -> float:
   if not 0.0 < x < math.inf: return -math.inf if x == 0.0 else x if x == math.inf else math.nan
   sub = x < _FLT_MIN
   b = _I.unpack(struct.pack("<f", x * 8388608.0 if sub else x))[0]
@@ -166,9 +168,11 @@ def _c_log2f(x: float) -> float:
   m = struct.unpack("<f", _I.pack((b & 0x007fffff) | 0x3f800000))[0]
   if m > _SQRT2: m, e = m * 0.5, e + 1
   s = _f32(_f32(m - 1.0) / _f32(m + 1.0))
-  p = _f32(s * _horner(_f32(s * s), _LOG2_C))
+  p = _f32(s * _horner(_f32(s * s), _LOG2_C, fused))
   return _f32(float(e) + p)
-F32_TRANSCENDENTAL = {Ops.EXP2: lift1(_c_exp2f), Ops.LOG2: lift1(_c_log2f)}   # float32, float16, bfloat16
+# float32, float16, bfloat16; by op and whether the CPU device's prelude fuses their polynomial steps (TW_FMA)
+F32_TRANSCENDENTAL = {(op, fused): lift1(functools.partial(fn, fused=fused))
+                      for op, fn in ((Ops.EXP2, _c_exp2f), (Ops.LOG2, _c_log2f)) for fused in (False, True)}
 
 FLOAT_OPS = {
   Ops.ADD: lift2(operator.add), Ops.MUL: lift2(operator.mul), Ops.NEG: lift1(operator.neg),
@@ -192,13 +196,14 @@ ROUNDED = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, 
 WRAPPED = {Ops.ADD, Ops.MUL, Ops.NEG, Ops.IDIV, Ops.SHL}
 
 @functools.cache
-def alu(op: Ops, dt: DType, inrange: bool = False) -> Callable:
-  """The function computing `op` with result dtype `dt` on scalars or lists (`inrange`: known not to overflow)."""
+def alu(op: Ops, dt: DType, inrange: bool = False, fused: bool = False) -> Callable:
+  """The function computing `op` with result dtype `dt` on scalars or lists (`inrange`: known not to overflow; `fused`:
+  exp2/log2 with fused multiply-adds, as the CPU device's where the host has fma)."""
   if op is Ops.WHERE: return _where
   if op in COMPARE_OPS: return COMPARE_OPS[op]
   if op in (Ops.SHL, Ops.SHR) and dt.is_int: fn = _shift(op is Ops.SHL, dt)
   elif op in (Ops.IDIV, Ops.MOD) and dt.is_int: fn = _int_div(op)
-  elif op in F32_TRANSCENDENTAL and dt.is_float and dt != dtypes.float64: fn = F32_TRANSCENDENTAL[op]
+  elif (op, fused) in F32_TRANSCENDENTAL and dt.is_float and dt != dtypes.float64: fn = F32_TRANSCENDENTAL[(op, fused)]
   else: fn = (BOOL_OPS if dt.is_bool else FLOAT_OPS if dt.is_float else INT_OPS).get(op)
   if fn is None: raise NotImplementedError(f"PYTHON: no implementation of {op} for {dt.name}")
   norm = normalizer(dt) if op in (ROUNDED if dt.is_float else WRAPPED) and not inrange else None
@@ -516,7 +521,7 @@ class PythonProgram:
         elif op is Ops.STORE: fn = store
         elif op is Ops.CAST: fn = cast(dt, uops[srcs[0]][1])
         elif op is Ops.BITCAST: fn = bitcast(dt, uops[srcs[0]][1])
-        else: fn = alu(op, dt, arg == "inrange")
+        else: fn = alu(op, dt, arg == "inrange", arg == "fused")
         body.append((OP, i, fn, tuple(resolve(s, d) for s in srcs)))
         depth[i] = d
       if op is not Ops.CONST: prev = op   # constants have no position (a loop's bound may sit between two RANGEs)

@@ -11,7 +11,8 @@ Format (text, so DEBUG=4 shows it): `name NAME`, `threads N`, then one line per 
 DEFINE_GLOBAL's arg is `position,size`; DEFINE_ACC's and ACC_UPDATE's is the reduction op (a REDUCE is referred to by
 its DEFINE_ACC's index; ACC_UPDATE's sources are the accumulator and the value, or for a fused product
 (lower.fused_products) the accumulator and the two factors: acc = fma(a, b, acc)); CONST's is the value's repr; an
-integer ALU op whose value bounds (UOp.vmin/vmax) prove it cannot overflow has `inrange` (no wrap-around check).
+integer ALU op whose value bounds (UOp.vmin/vmax) prove it cannot overflow has `inrange` (no wrap-around check); EXP2
+and LOG2 have `fused` where their polynomials take fused multiply-adds (as the CPU device's, see its TW_FMA).
 """
 from __future__ import annotations
 from tinyweb.uop import UOp, Ops, ALU
@@ -45,6 +46,7 @@ class PythonRenderer:
         if u.op is Ops.DEFINE_GLOBAL: arg = f"{u.arg[0]},{u.arg[1]}"
         else: arg = u.src[0].arg.name if u.op is Ops.ACC_UPDATE else u.arg
         if u.op in ALU and u.dtype.is_int and (u.vmin > u.dtype.min or u.vmax < u.dtype.max): arg = "inrange"
+        if u.op in (Ops.EXP2, Ops.LOG2) and self.fused_multiply_add: arg = "fused"   # (the CPU device's TW_FMA)
         if not (arg is None or isinstance(arg, (int, str))) or " " in str(arg):
           raise NotImplementedError(f"PYTHON: cannot serialize {u.op} arg {arg!r}")
         emit(u, u.op.name, tuple(index[s] for s in u.src), arg)
