@@ -7,7 +7,7 @@ import os, warnings
 import numpy as np
 import pytest
 from tinyweb import Tensor, Device, Context
-from tinyweb.codegen.lower import Opt, OptError, lower, heuristic_opts
+from tinyweb.codegen.lower import Opt, OptError, lower, heuristic_opts, BLOCK_SIZE
 from tinyweb.engine import CompiledKernel
 from tinyweb.schedule import create_schedule
 from tinyweb import search
@@ -49,9 +49,11 @@ CPU_OPTS = [[], [Opt("UPCAST", 1, 4)], [Opt("UPCAST", 0, 4), Opt("UPCAST", 1, 8)
             [Opt("UNROLL", 0, 4), Opt("UNROLL", 0, 5)], [Opt("UPCAST", 1, 2), Opt("UNROLL", 0, 2), Opt("SWAP", 0, 1)],
             [Opt("UPCAST", 0, 12), Opt("UPCAST", 1, 16)]]
 GPU_OPTS = [[Opt("LOCAL", 0, 16)], [Opt("UPCAST", 1, 4), Opt("LOCAL", 0, 8)], [Opt("GROUP", 0, 8)], [Opt("GROUP", 0, 32)]]
-# targets that run the output loops (no threads): reductions in blocks, with the accumulators kept in the output between them
+# targets that run the output loops (no threads): reductions in blocks, with the accumulators kept in the output between
+# them; an output loop in blocks, the loop over them outermost
 LOOP_OPTS = [[Opt("BLOCK", 0, 4)], [Opt("UNROLL", 0, 2), Opt("BLOCK", 0, 10)],
-             [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 4), Opt("SWAP", 0, 1), Opt("BLOCK", 0, 5)]]
+             [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 4), Opt("SWAP", 0, 1), Opt("BLOCK", 0, 5)], [Opt("SPLIT", 1, 4)],
+             [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 2), Opt("SWAP", 0, 1), Opt("BLOCK", 0, 5), Opt("SPLIT", 0, 3)]]
 
 def test_actions_change_code_not_results(device):
   r = Device[device].renderer   # LOCAL/GROUP need workgroups of several threads (PYTHON runs one thread per group)
@@ -80,7 +82,9 @@ def test_actions_that_do_not_apply_raise_clearly():
   for opts, msg in [([Opt("UPCAST", 1, 5)], "5 does not divide the axis size 16"), ([Opt("UPCAST", 2, 2)], "output axes are 0..1"),
                     ([Opt("UNROLL", 1, 2)], "1 reduction loops"), ([Opt("UPCAST", 1, 4), Opt("UPCAST", 1, 8)], "32 does not divide"),
                     ([Opt("LOCAL", 0, 64)], "only GPU targets"), ([Opt("SWAP", 1, 1)], "two different output axes"),
-                    ([Opt("TILE", 0, 2)], "only GPU targets"), ([Opt("SPLIT", 0, 2)], "unknown kind"),
+                    ([Opt("TILE", 0, 2)], "only GPU targets"), ([Opt("SPREAD", 0, 2)], "unknown kind"),
+                    ([Opt("SPLIT", 0, 5)], "must divide the 12 loop trips"), ([Opt("UPCAST", 0, 4), Opt("SPLIT", 0, 3)], "be fewer"),
+                    ([Opt("SPLIT", 0, 2), Opt("SPLIT", 1, 2)], "split once"),
                     ([Opt("BLOCK", 0, 20)], "must divide the loop size 20"), ([Opt("UNROLL", 0, 4), Opt("BLOCK", 0, 4)], "larger")]:
     with pytest.raises(OptError, match=msg) as e: lower(ast, r, opts)
     assert "(12, 16)" in str(e.value) and str(opts[-1]) in str(e.value)
@@ -104,13 +108,15 @@ def sequential_matmul(a: np.ndarray, b: np.ndarray, fused: bool) -> np.ndarray:
   return out
 
 def test_matmul_keeps_sum_order(device):
-  """The CPU's register tiles of 16-float vectors (loaded, or gathered from a transposed operand) and blocked reduction
-  (the accumulators kept in the output between blocks of 256 steps) leave each output's sum in increasing k order:
+  """The CPU's register tiles of 16-float vectors (loaded, or gathered from a transposed operand), blocked reduction
+  (the accumulators kept in the output between blocks of BLOCK_SIZE steps) and rows in blocks (SPLIT) leave each
+  output's sum in increasing k order:
   bitwise equal to that sum done by numpy (with one fma per step where the device fuses multiply-adds, as the CPU device
   does on CPUs with fma instructions). A kernel with more than the reduction (a bias added) is tiled but not blocked."""
   assert np.finfo(np.longdouble).nmant >= 63, "the fused reference needs an 80-bit long double (x86-64) or wider"
   fused = Device[device].renderer.fused_multiply_add
-  a, b, bias = rng.standard_normal((16, 512), dtype=np.float32), rng.standard_normal((512, 128), dtype=np.float32), rng.standard_normal(128, dtype=np.float32)
+  rows = 64 if device == "CPU" else 16   # (CPU: 8 row tiles, in blocks of 4)
+  a, b, bias = rng.standard_normal((rows, 512), dtype=np.float32), rng.standard_normal((512, 128), dtype=np.float32), rng.standard_normal(128, dtype=np.float32)
   bt = rng.standard_normal((32, 512), dtype=np.float32)
   ref, ref_t = sequential_matmul(a, b, fused), sequential_matmul(a, bt.T, fused)
   item = kernel_of(Tensor(a, device=device) @ Tensor(b, device=device))
@@ -122,7 +128,9 @@ def test_matmul_keeps_sum_order(device):
   got_t, src_t = run_with(transposed, device, None)
   np.testing.assert_array_equal(got_t.reshape(ref_t.shape), ref_t)
   if device == "CPU":
-    assert Opt("BLOCK", 0, 256) in lower(item.ast, Device[device].renderer).opts and "tw_float16" in src
+    opts = lower(item.ast, Device[device].renderer).opts
+    assert Opt("BLOCK", 0, BLOCK_SIZE) in opts and "tw_float16" in src
+    assert Opt("SPLIT", 0, 4) in opts or (os.cpu_count() or 1) > 2   # (at least one block per core)
     assert not any(o.kind == "BLOCK" for o in lower(with_bias.ast, Device[device].renderer).opts)
     assert "(tw_float16){" in src_t   # gathered
 

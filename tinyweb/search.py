@@ -29,13 +29,13 @@ from tinyweb.codegen.lower import Opt, OptError, lower, apply_opts, heuristic_op
 from tinyweb.codegen.tensor_cores import contraction
 from tinyweb.engine import CompiledKernel
 
-SEARCH_VERSION = 3       # bump when the meaning of actions changes: cached results of older searches are ignored
+SEARCH_VERSION = 4       # bump when the meaning of actions changes: cached results of older searches are ignored
 MAX_UPCAST = 128         # most outputs one loop iteration computes (each needs a register)
 VECTOR_MAX_UPCAST = 256  # the same where the renderer has vectors (ClangRenderer.vector_lanes: AVX-512 registers hold 16 floats)
 MAX_UNROLL = 32          # most iterations one trip of the reduction loops does
 MAX_BODY = 512           # upcast x unroll: the size of the loop body (lowering time in Python grows with it)
 MIN_PROGRESS = (0.01, 5e-6)   # a round must beat the best time so far by this fraction and these seconds to go on
-UPCAST_AMOUNTS, UNROLL_AMOUNTS, BLOCK_AMOUNTS = (2, 3, 4, 8, 16), (2, 4, 8, 16), (64, 128, 256, 512)
+UPCAST_AMOUNTS, UNROLL_AMOUNTS, BLOCK_AMOUNTS, SPLIT_AMOUNTS = (2, 3, 4, 8, 16), (2, 4, 8, 16), (64, 128, 256, 512), (4, 8, 16, 32)
 THREAD_AMOUNTS = (16, 32, 64, 128, 256)   # GPU: LOCAL and GROUP sizes
 TILE_AMOUNTS = (2, 4, 8, 16)   # GPU: threads of a workgroup along one output axis
 TIMED_RUNS = 3
@@ -76,7 +76,9 @@ def actions(value: UOp, renderer) -> list[Opt]:
     out += [Opt("LOCAL", 0, n) for n in THREAD_AMOUNTS if n <= renderer.max_local_size]
     if loops: out += [Opt("GROUP", 0, n) for n in THREAD_AMOUNTS if n <= renderer.max_local_size]
     out += [Opt("TILE", a, n) for a in big for n in TILE_AMOUNTS if n <= min(shape[a], renderer.max_local_size)]
-  else: out += [Opt("BLOCK", i, n) for i, (u, a) in enumerate(loops) for n in BLOCK_AMOUNTS if n < u.src[0].shape[a]]
+  else:
+    out += [Opt("BLOCK", i, n) for i, (u, a) in enumerate(loops) for n in BLOCK_AMOUNTS if n < u.src[0].shape[a]]
+    out += [Opt("SPLIT", a, n) for a in big for n in SPLIT_AMOUNTS if n < shape[a]]
   return out
 
 def within_limits(value: UOp, renderer, opts: list[Opt], out_buf: UOp) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 from tinyweb.dtype import dtypes, DType
-import itertools, functools, math
+import itertools, functools, math, os
 from tinyweb.helpers import prod, largest_divisor, NOOPT, TILES
 from tinyweb.uop import UOp, UPat, Ops, PatternMatcher, ELEMENTWISE, graph_rewrite, substitute
 from tinyweb.codegen.symbolic import symbolic
@@ -212,6 +212,9 @@ class Opt:
     output buffer between blocks, so the order of its sum is unchanged. Only where the kernel's value is that reduction.
   SWAP a b: exchange the nesting order of output loops a and b (the outermost loop is split across CPU cores; on a GPU
     the innermost is the one that neighbouring threads differ in).
+  SPLIT a n: CPU, output loop a runs in blocks of n trips, and the loop over blocks becomes the outermost loop (the one
+    split across cores): the other output loops and the reduction's blocks then run within one block of axis a, so
+    what they read of that block stays in the cache (a matmul's block of rows of A in L2 while all of B passes by).
   LOCAL 0 n: GPU, n threads per workgroup (default: the renderer's local_size).
   GROUP 0 n: GPU, n threads of a workgroup share each top-level reduction (see _group_reduce); n a power of two.
   TILE a n: GPU, n neighbouring output tiles along axis a are computed by n threads of one workgroup (the workgroup
@@ -223,7 +226,7 @@ class Opt:
   amount: int
   def __repr__(self): return f"{self.kind}({self.axis},{self.amount})"
 
-OPT_KINDS = ("UPCAST", "UNROLL", "SWAP", "LOCAL", "GROUP", "TILE", "TC", "BLOCK")
+OPT_KINDS = ("UPCAST", "UNROLL", "SWAP", "LOCAL", "GROUP", "TILE", "TC", "BLOCK", "SPLIT")
 
 class OptError(ValueError):
   """An optimization action that does not apply to a kernel (BEAM search drops such candidates)."""
@@ -245,6 +248,7 @@ class AppliedOpts:
   group: int = 0
   tiles: list[tuple[int, int]] = field(default_factory=list)   # (output axis, threads along it), outermost first
   tc: bool = False
+  splits: dict[int, int] = field(default_factory=dict)   # output axis -> loop trips per block (Opt SPLIT)
 
 def apply_opts(value: UOp, renderer, opts: list[Opt], out_buf: Optional[UOp] = None) -> AppliedOpts:
   """Check each action against the kernel (its value, stored to out_buf) and the target and collect their effect; an
@@ -256,7 +260,7 @@ def apply_opts(value: UOp, renderer, opts: list[Opt], out_buf: Optional[UOp] = N
     def check(ok: bool, why: str):
       if not ok: raise OptError(f"{o} does not apply to a kernel of shape {shape} on {getattr(renderer, 'device', 'CPU')}: {why}")
     check(o.kind in OPT_KINDS, f"unknown kind {o.kind!r}; valid: {OPT_KINDS}")
-    check(o.kind not in ("UPCAST", "UNROLL", "BLOCK", "TILE") or o.amount >= 2, "the amount must be at least 2")
+    check(o.kind not in ("UPCAST", "UNROLL", "BLOCK", "TILE", "SPLIT") or o.amount >= 2, "the amount must be at least 2")
     if o.kind == "UPCAST":
       check(0 <= o.axis < len(shape), f"output axes are 0..{len(shape) - 1}")
       n = ao.upcasts.get(o.axis, 1) * o.amount
@@ -278,6 +282,10 @@ def apply_opts(value: UOp, renderer, opts: list[Opt], out_buf: Optional[UOp] = N
       u, a = loops[o.axis]
       check(u.src[0].shape[a] % o.amount == 0 and o.amount < u.src[0].shape[a], f"{o.amount} must divide the loop size {u.src[0].shape[a]}")
       ao.blocks[(u, a)] = o.amount
+    elif o.kind == "SPLIT":
+      check(not gpu, "GPU threads do not run the output loops")
+      check(0 <= o.axis < len(shape) and not ao.splits, f"one output axis of 0..{len(shape) - 1}, split once")
+      ao.splits[o.axis] = o.amount
     elif o.kind == "SWAP":
       check(0 <= o.axis < len(shape) and 0 <= o.amount < len(shape) and o.axis != o.amount, f"two different output axes of 0..{len(shape) - 1}")
       i, j = ao.order.index(o.axis), ao.order.index(o.amount)
@@ -307,6 +315,9 @@ def apply_opts(value: UOp, renderer, opts: list[Opt], out_buf: Optional[UOp] = N
     if (shape[a] // ao.upcasts.get(a, 1)) % n:
       raise OptError(f"{opts}: TILE({a},{n}) does not divide the {shape[a] // ao.upcasts.get(a, 1)} loop iterations of axis {a} "
                      f"(kernel of shape {shape})")
+  for a, n in ao.splits.items():
+    if (trips := shape[a] // ao.upcasts.get(a, 1)) % n or n >= trips:
+      raise OptError(f"{opts}: SPLIT({a},{n}) must divide the {trips} loop trips of axis {a}, and be fewer (kernel of shape {shape})")
   if any(n % ao.unrolls.get(k, 1) or n == ao.unrolls.get(k, 1) for k, n in ao.blocks.items()):
     raise OptError(f"{opts}: a block must be a multiple of its loop's unroll, and larger (kernel of shape {shape})")
   return ao
@@ -429,13 +440,15 @@ def choose_tiles(value: UOp, renderer, upcasts: dict[int, int]) -> list[Opt]:
     if n > 1: out.insert(0, Opt("TILE", a, n))
   return out if prod(o.amount for o in out) >= 8 else []
 
-BLOCK_SIZE = 256   # CPU: a long reduction of a wide-tiled matmul runs in blocks of this many steps (Opt BLOCK)
+BLOCK_SIZE = 128   # CPU: a long reduction of a wide-tiled matmul runs in blocks of this many steps (Opt BLOCK)
+SPLIT_ROWS = 128   # CPU: and its rows in blocks of at most this many (Opt SPLIT), at least one block per core
 
 def heuristic_opts(value: UOp, renderer, out_buf: Optional[UOp] = None) -> list[Opt]:
   """The hand-written choice: tensor cores where they apply, on GPU targets a grouped reduction for big reductions, else
   register tiling (choose_upcasts) and, on GPUs, workgroup tiles (choose_tiles); on the CPU, a matmul tiled wide with a
   long reduction also gets its loop over column tiles outermost and its reduction in blocks (Opt BLOCK): a block of B's
-  rows then stays in the cache while all rows of A pass by."""
+  rows then stays in the cache while all rows of A pass by, and its rows in blocks (Opt SPLIT), the loop over those
+  outermost: the rows of A of one block stay in L2 while all of B passes by (1024^3: 12.0 -> 7.8 ms on 2 cores)."""
   from tinyweb.codegen.tensor_cores import contraction   # (it builds on this module)
   if not isinstance(contraction(value, renderer), str): return [Opt("TC", 0, 0)]
   gpu = getattr(renderer, "has_threads", False)
@@ -447,6 +460,9 @@ def heuristic_opts(value: UOp, renderer, out_buf: Optional[UOp] = None) -> list[
   if len(out_loops) == 2 and ups.get(out_loops[1], 1) > getattr(renderer, "vector_lanes", 0) > 0 and len(loops) == 1 and \
      (k := loops[0][0].src[0].shape[loops[0][1]]) > BLOCK_SIZE and k % BLOCK_SIZE == 0:
     blocked = opts + [Opt("SWAP", *out_loops), Opt("BLOCK", 0, BLOCK_SIZE)]
+    rows, up = value.shape[out_loops[0]] // ups.get(out_loops[0], 1), ups.get(out_loops[0], 1)
+    if (n := largest_divisor(rows, min(SPLIT_ROWS // up, rows // max(2, os.cpu_count() or 1)))) >= 2:
+      blocked.append(Opt("SPLIT", out_loops[0], n))
     try:
       apply_opts(value, renderer, blocked, out_buf)
       return blocked
@@ -488,6 +504,10 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
   shape, upcasts = value.shape, ao.upcasts
   out_ranges = [lw.new_range(n // upcasts.get(i, 1)) if n // upcasts.get(i, 1) != 1 else None for i, n in enumerate(shape)]
   loops = [out_ranges[i] for i in ao.order if out_ranges[i] is not None]   # outermost first
+  for a, n in ao.splits.items():   # the loop over blocks outermost, the loop within a block where axis a's loop was
+    blocks, within = lw.new_range(out_ranges[a].src[0].arg // n), lw.new_range(n)
+    loops = [blocks] + [within if r is out_ranges[a] else r for r in loops]
+    out_ranges[a] = blocks * n + within
   parallel = loops[0] if loops else None
   block_loops = [r for _, r in lw.blocks.values()]
   loops = loops[:1] + block_loops + loops[1:]   # inside the outermost loop: the cores' outputs stay apart
