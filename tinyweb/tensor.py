@@ -69,6 +69,14 @@ def _broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     out.append(non1.pop() if non1 else 1)
   return tuple(out)
 
+def _array_bytes(arr) -> bytes | memoryview:
+  """A C-contiguous numpy array's bytes: a writable array's own memory (copied into the buffer directly: tobytes would
+  copy it once more first), else (read-only, or Pyodide's numpy, whose arrays have no buffer interface) a copy."""
+  if arr.flags.writeable:
+    try: return memoryview(arr.reshape(-1)).cast("B")
+    except TypeError: pass
+  return arr.tobytes()
+
 def _flatten_list(data, op="Tensor") -> tuple[list, tuple[int, ...]]:
   if not isinstance(data, (list, tuple)): return [data], ()
   if len(data) == 0: return [], (0,)
@@ -127,8 +135,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
       if arr.dtype.name not in _NP_NAMES: raise TypeError(f"Tensor: numpy dtype {arr.dtype} is not supported; valid: {list(_NP_NAMES)}")
       src_dt = _NP_NAMES[arr.dtype.name]
       if not arr.dtype.isnative: arr = arr.astype(arr.dtype.newbyteorder("="))   # ('>f4' is named float32 too)
-      # a writable array is copied into the buffer directly (tobytes would copy it once more first)
-      uop = Tensor._from_bytes(memoryview(arr.reshape(-1)).cast("B") if arr.flags.writeable else arr.tobytes(), src_dt, dev, arr.shape)
+      uop = Tensor._from_bytes(_array_bytes(arr), src_dt, dev, arr.shape)
       if dt is not None and dt != src_dt: uop = Tensor(uop).cast(dt).uop
     else: raise TypeError(f"Tensor: cannot create a tensor from {type(data).__name__}")
     self.uop: UOp = uop
