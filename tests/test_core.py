@@ -280,3 +280,35 @@ def test_cpu_wide_loops_only_in_elementwise_kernels():
   assert r.wide_loop_pragma not in src(x.reshape(64, 64).sum(1))
   assert r.wide_loop_pragma not in src(x.reshape(4, 1024).T.contiguous())   # its innermost loop has 4 trips
   assert r.wide_loop_pragma in src(x.reshape(1024, 4).T.contiguous())       # 1024
+
+def test_schedules_are_reused_for_graphs_of_the_same_structure(device):
+  """A graph with the structure of one scheduled before (other buffers) reuses its schedule: the same kernel ASTs, its
+  own buffers. Graphs that differ only in which buffers are the same (a * b against x * x), in constants, shapes or
+  buffer versions (in-place updates) are not confused."""
+  from tinyweb import schedule
+  rng = np.random.default_rng(5)
+  vals = [rng.standard_normal(12).astype(np.float32) for _ in range(4)]
+  a, b, c, d = (Tensor(v, device=device).realize() for v in vals)
+  def f(x, y): return ((x * y + 1).relu() - x).exp().sum() + x
+  first_items, _, _ = create_schedule([f(a, b).uop])
+  second_items, _, _ = create_schedule([f(c, d).uop])
+  assert [it.ast for it in second_items] == [it.ast for it in first_items]   # the same ASTs, found again
+  assert {x for it in second_items for x in it.bufs} & {x for it in first_items for x in it.bufs} == set()
+  def ref(x, y): return np.exp(np.maximum(x * y + 1, 0) - x).sum() + x
+  np.testing.assert_allclose(f(a, b).numpy(), ref(vals[0], vals[1]), rtol=1e-5)
+  np.testing.assert_allclose(f(c, d).numpy(), ref(vals[2], vals[3]), rtol=1e-5)
+  np.testing.assert_allclose(f(c, c).numpy(), ref(vals[2], vals[2]), rtol=1e-5)   # one buffer in both places
+  np.testing.assert_allclose((f(a, b) * 2).numpy(), ref(vals[0], vals[1]) * 2, rtol=1e-5)
+  versions, cached = [], []
+  for i in range(4):   # each assign gives the buffer a new version; later steps reuse the first step's schedule
+    a.assign(a * 2 + c).realize()
+    vals[0] = vals[0] * 2 + vals[2]
+    np.testing.assert_allclose(a.numpy(), vals[0], rtol=1e-5)
+    versions.append(a.uop.base.arg[1])
+    cached.append(len(schedule._schedule_cache))
+  assert versions == list(range(versions[0], versions[0] + 4)) and cached[1:] == cached[:1] * 3
+  assert f(a.reshape(3, 4)[1:], d.reshape(3, 4)[1:]).shape == (2, 4)   # views of inputs as targets: no kernel
+  v1, v2 = a.reshape(3, 4).T, c.reshape(3, 4).T
+  Tensor.realize_all(v1, v2)
+  np.testing.assert_array_equal(v2.numpy(), vals[2].reshape(3, 4).T)
+  assert len(schedule._schedule_cache) <= schedule.SCHEDULE_CACHE_SIZE

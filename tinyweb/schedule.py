@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from collections import defaultdict
 from typing import Optional
 from tinyweb.device import Buffer, Device
+from tinyweb.dtype import DType
 from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, unique_id, substitute
 
 @dataclass(eq=False)
@@ -81,10 +82,97 @@ def _expands(u: UOp) -> bool: return u.op is Ops.EXPAND and u.shape != u.src[0].
 
 def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp], dict[UOp, UOp]]:
   """Returns the kernels/copies to run, in order; for every target the uop of the buffer (view) holding it; and for
-  every ASSIGN in the graph the uop of its buffer after it runs."""
-  orig_targets = list(targets)
+  every ASSIGN in the graph the uop of its buffer after it runs. A graph with the structure of one scheduled before
+  (other buffers, the same ops, shapes and constants) reuses that schedule (see ScheduleTemplate)."""
   sink = UOp(Ops.SINK, None, tuple(targets))
   graph = sink.toposort()
+  key, inputs = structure_key(graph)
+  if (template := _schedule_cache.get(key)) is not None: return template.instantiate(graph, inputs, list(targets))
+  out = _create_schedule(list(targets), sink, graph)
+  if (template := ScheduleTemplate.capture(graph, inputs, list(targets), *out)) is not None:
+    if len(_schedule_cache) >= SCHEDULE_CACHE_SIZE: del _schedule_cache[next(iter(_schedule_cache))]   # the oldest
+    _schedule_cache[key] = template
+  return out
+
+# ---- schedules reused for graphs of the same structure ----
+
+SCHEDULE_CACHE_SIZE = 1024
+
+def structure_key(graph: list[UOp]) -> tuple[tuple, list[tuple[Buffer, int]]]:
+  """What a graph's schedule depends on, without its buffers: each node's op, dtype, arg and sources (by position in the
+  toposorted graph), with each buffer replaced by its first position among the graph's buffers (with its device, size,
+  and version counted from the version of its first node: an in-place update's next step has the same key); and
+  those buffers in that order, each with that first version. CONTIGUOUS's unique id and CUSTOM_GRAD's rule do not
+  change the schedule: only whether they are there."""
+  index: dict[UOp, int] = {}
+  slots: dict[Buffer, tuple[int, int]] = {}   # buffer -> (position, first version)
+  parts = []
+  for u in graph:
+    arg = u.arg
+    if u.op is Ops.BUFFER:
+      b, version = arg
+      i, first = slots.setdefault(b, (len(slots), version))
+      arg = (i, b.device, b.size, version - first)
+    elif u.op in (Ops.CONTIGUOUS, Ops.CUSTOM_GRAD): arg = arg is not None
+    index[u] = len(parts)
+    parts.append((u.op, u.dtype, arg, tuple(index[s] for s in u.src)))
+  return tuple(parts), [(b, first) for b, (_, first) in slots.items()]
+
+_schedule_cache: dict[tuple, ScheduleTemplate] = {}
+
+@dataclass
+class ScheduleTemplate:
+  """A schedule with its buffers as references: ("in", i) the graph's i-th buffer (structure_key's order), ("new", j) the
+  j-th buffer the schedule allocates (`new`: their device, size and dtype). Kernel ASTs hold no buffers (DEFINE_GLOBALs
+  only), so they are shared. A result is (node position, None): that node of the graph (a target that was already a
+  buffer view), or (buffer reference, (shape, version)): a view of a buffer, the version of an input buffer counted
+  from its first version in the graph."""
+  new: list[tuple[str, int, DType]]
+  items: list[tuple[str, Optional[UOp], list[tuple], tuple[int, ...], frozenset]]   # kind, ast, bufs, deps, reads_existing
+  results: list[tuple]    # per target
+  assigned: list[tuple]   # (position of the ASSIGN node, its result)
+
+  @staticmethod
+  def capture(graph: list[UOp], inputs: list[tuple[Buffer, int]], targets: list[UOp], items, results, assigned) -> Optional[ScheduleTemplate]:
+    """The template of a schedule just made for `graph`, or None where its results are not of the forms above."""
+    index = {u: i for i, u in enumerate(graph)}
+    slot = {b: ("in", i) for i, (b, _) in enumerate(inputs)}
+    first = {b: v for b, v in inputs}
+    new: list[tuple[str, int, DType]] = []
+    def ref(b: Buffer) -> tuple:
+      if b not in slot:
+        slot[b] = ("new", len(new))
+        new.append((b.device, b.size, b.dtype))
+      return slot[b]
+    def result(u: UOp) -> Optional[tuple]:
+      if u in index: return (index[u], None)
+      base = u.src[0] if u.op is Ops.RESHAPE else u
+      if base.op is not Ops.BUFFER: return None
+      b, version = base.arg
+      return (ref(b), (u.shape, version - first.get(b, 0)))
+    position = {it: i for i, it in enumerate(items)}
+    t_items = [(it.kind, it.ast, [ref(b) for b in it.bufs], tuple(position[d] for d in it.deps),
+                frozenset(ref(b) for b in it.reads_existing)) for it in items]
+    t_results = [result(results[t]) for t in targets]
+    t_assigned = [(index.get(a), result(r)) for a, r in assigned.items()]
+    if None in t_results or any(a is None or r is None for a, r in t_assigned): return None
+    return ScheduleTemplate(new, t_items, t_results, t_assigned)
+
+  def instantiate(self, graph: list[UOp], inputs: list[tuple[Buffer, int]], targets: list[UOp]):
+    """The schedule for `graph` (whose structure key is this template's), with its own new buffers."""
+    new = [Buffer(device, size, dt) for device, size, dt in self.new]
+    def buf(ref: tuple) -> Buffer: return inputs[ref[1]][0] if ref[0] == "in" else new[ref[1]]
+    def result(r: tuple) -> UOp:
+      where, view = r
+      if view is None: return graph[where]
+      return buffer_uop(buf(where), view[0], view[1] + (inputs[where[1]][1] if where[0] == "in" else 0))
+    items: list[ScheduleItem] = []
+    for kind, ast, bufs, deps, existing in self.items:
+      items.append(ScheduleItem(kind, ast, [buf(r) for r in bufs], tuple(items[d] for d in deps), frozenset(buf(r) for r in existing)))
+    return items, {t: result(r) for t, r in zip(targets, self.results)}, {graph[a]: result(r) for a, r in self.assigned}
+
+def _create_schedule(targets: list[UOp], sink: UOp, graph: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp], dict[UOp, UOp]]:
+  orig_targets = list(targets)
   if any(u.op is Ops.CUSTOM_GRAD for u in graph):   # only autograd needs them: compute the plain value
     done: dict[UOp, UOp] = {}
     for u in graph:

@@ -565,18 +565,20 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   # movement (views: nothing is copied)
 
   def reshape(self, *shape) -> Tensor:
-    shape = _shape_args(shape)
-    if any(not isinstance(s, int) and s is not None for s in shape): raise TypeError(f"reshape: shape must be ints, got {shape}")
-    shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
-    if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
-    if -1 in shape:
-      known = prod(s for s in shape if s != -1)
-      if known == 0 or self.numel() % known != 0:
-        raise ValueError(f"reshape: cannot reshape tensor of shape {self.shape} ({self.numel()} elements) to {shape}")
-      shape = tuple(self.numel() // known if s == -1 else s for s in shape)
-    if any(s < 0 for s in shape) or prod(shape) != self.numel():
-      raise ValueError(f"reshape: cannot reshape tensor of shape {self.shape} ({self.numel()} elements) to {shape} ({prod(shape)} elements)")
-    if shape == self.shape: return self
+    shape, cur = _shape_args(shape), self.shape
+    if shape == cur: return self
+    n = prod(cur)
+    if not all(isinstance(s, int) and s >= 0 for s in shape):   # None (keep that size), -1 (infer it), or invalid
+      if any(not isinstance(s, int) and s is not None for s in shape): raise TypeError(f"reshape: shape must be ints, got {shape}")
+      shape = tuple(cur[i] if s is None else s for i, s in enumerate(shape))
+      if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+      if -1 in shape:
+        known = prod(s for s in shape if s != -1)
+        if known == 0 or n % known != 0: raise ValueError(f"reshape: cannot reshape tensor of shape {cur} ({n} elements) to {shape}")
+        shape = tuple(n // known if s == -1 else s for s in shape)
+    if any(s < 0 for s in shape) or prod(shape) != n:
+      raise ValueError(f"reshape: cannot reshape tensor of shape {cur} ({n} elements) to {shape} ({prod(shape)} elements)")
+    if shape == cur: return self
     return self._wrap(UOp(Ops.RESHAPE, self.dtype, (self.uop,), shape), self)
   def view(self, *shape) -> Tensor: return self.reshape(*shape)
 
@@ -1300,21 +1302,21 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def dot(self, w: Tensor, dtype=None) -> Tensor:
     x = self
     if not isinstance(w, Tensor): w = Tensor(w, device=self.device)
-    if x.ndim == 0 or w.ndim == 0:
-      raise ValueError(f"matmul: both arguments need at least 1 dimension, got shapes {x.shape} and {w.shape}")
-    k_w = w.shape[-2] if w.ndim > 1 else w.shape[0]
-    if x.shape[-1] != k_w:
-      raise ValueError(f"matmul: shapes {x.shape} and {w.shape} cannot be multiplied ({x.shape[-1]} != {k_w})")
+    xs, ws = x.shape, w.shape
+    if not xs or not ws: raise ValueError(f"matmul: both arguments need at least 1 dimension, got shapes {xs} and {ws}")
+    k_w = ws[-2] if len(ws) > 1 else ws[0]
+    if xs[-1] != k_w: raise ValueError(f"matmul: shapes {xs} and {ws} cannot be multiplied ({xs[-1]} != {k_w})")
     if x.device != w.device: raise RuntimeError(f"matmul: expected all tensors on the same device, got {x.device} and {w.device}")
-    if x.ndim > 2 or w.ndim > 2:
-      try: _broadcast_shape("matmul", x.shape[:-2], w.shape[:-2])
-      except ValueError: raise ValueError(f"matmul: batch dimensions of {x.shape} and {w.shape} cannot be broadcast together") from None
+    if len(xs) > 2 or len(ws) > 2:
+      try: _broadcast_shape("matmul", xs[:-2], ws[:-2])
+      except ValueError: raise ValueError(f"matmul: batch dimensions of {xs} and {ws} cannot be broadcast together") from None
     # out[..., n, m] = sum_k x[..., n, 1, k] * w[..., 1, m, k]: one fused multiply-reduce kernel
-    xv = x.reshape(x.shape[:-1] + (1, x.shape[-1])) if w.ndim > 1 else x
-    wv = w.transpose(-1, -2) if w.ndim > 1 else w
-    if w.ndim > 1 and x.ndim > 1: wv = wv.reshape(wv.shape[:-2] + (1,) + wv.shape[-2:])
-    elif w.ndim > 1: xv = x.reshape((1, x.shape[-1]))   # (k,) @ (..., k, m): x as one row
+    if len(ws) > 1:
+      wv = w.transpose(-1, -2)
+      if len(xs) > 1: xv, wv = x.reshape(xs[:-1] + (1, xs[-1])), wv.reshape(ws[:-2] + (1, ws[-1], ws[-2]))
+      else: xv = x.reshape((1, xs[-1]))   # (k,) @ (..., k, m): x as one row
+    else: xv, wv = x, w
     out = (xv * wv).sum(-1, dtype=dtype)
-    if w.ndim > 1 and x.ndim == 1: out = out.reshape(out.shape[:-2] + out.shape[-1:]) if out.ndim >= 2 and out.shape[-2] == 1 else out
+    if len(ws) > 1 and len(xs) == 1 and out.ndim >= 2 and out.shape[-2] == 1: out = out.reshape(out.shape[:-2] + out.shape[-1:])
     return out.cast(dtype) if dtype is not None else out
   def matmul(self, x: Tensor, reverse=False, dtype=None) -> Tensor: return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
