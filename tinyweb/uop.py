@@ -281,6 +281,7 @@ class UPat:
 class PatternMatcher:
   def __init__(self, rules: list[tuple[UPat, Callable]]):
     self.rules = rules
+    self.memo: dict[UOp, UOp] = {}   # graph_rewrite's results without a ctx
     self.by_op: dict[Ops, list] = {}
     for pat, fn in rules:
       for op in (pat.ops if pat.ops is not None else Ops):
@@ -295,26 +296,35 @@ class PatternMatcher:
         if ret is not None and ret is not u: return ret
     return None
 
+REWRITE_MEMO_LIMIT = 1 << 16   # entries of a PatternMatcher's memo before it is cleared
+
 def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None) -> UOp:
-  """Rewrite bottom-up until no rule matches anywhere. Every source is rewritten before its user."""
-  done: dict[UOp, UOp] = {}
-  def rw(u: UOp) -> UOp:
-    # iterative post-order over the not-yet-rewritten part of the graph
-    stack = [u]
-    while stack:
-      n = stack[-1]
-      if n in done: stack.pop(); continue
-      pending = [s for s in n.src if s not in done]
-      if pending: stack.extend(pending); continue
-      stack.pop()
-      new = n if all(done[s] is s for s in n.src) else n.replace(src=tuple(done[s] for s in n.src))
-      for _ in range(1000):
-        r = pm.rewrite(new, ctx)
-        if r is None: break
-        new = rw(r) if r not in done else done[r]
-      done[n] = new
-    return done[u]
-  return rw(root)
+  """Rewrite bottom-up until no rule matches anywhere. Every source is rewritten before its user. Without a ctx a node's
+  result depends on the node alone (UOps are immutable and hash-consed), so results are kept across calls in
+  `pm.memo` (the index arithmetic of one kernel's lowering recurs in the next). Only for kernel graphs: a memo of
+  tensor graphs would keep their buffers alive."""
+  if ctx is None:
+    if len(pm.memo) > REWRITE_MEMO_LIMIT: pm.memo.clear()
+    return _rewrite(root, pm, None, pm.memo)
+  return _rewrite(root, pm, ctx, {})
+
+def _rewrite(u: UOp, pm: PatternMatcher, ctx, done: dict[UOp, UOp]) -> UOp:
+  # iterative post-order over the not-yet-rewritten part of the graph (a module function, not a recursive closure: that
+  # would be a reference cycle holding the graph until the garbage collector runs)
+  stack = [u]
+  while stack:
+    n = stack[-1]
+    if n in done: stack.pop(); continue
+    pending = [s for s in n.src if s not in done]
+    if pending: stack.extend(pending); continue
+    stack.pop()
+    new = n if all(done[s] is s for s in n.src) else n.replace(src=tuple(done[s] for s in n.src))
+    for _ in range(1000):
+      r = pm.rewrite(new, ctx)
+      if r is None: break
+      new = _rewrite(r, pm, ctx, done) if r not in done else done[r]
+    done[n] = new
+  return done[u]
 
 def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
   """Rebuild `root` with every node found in `mapping` replaced (no rewriting rules run)."""
