@@ -349,12 +349,14 @@ def choose_upcasts(value: UOp, lanes: int = 0) -> dict[int, int]:
   # 8 (a vector) where it divides, else the largest divisor up to 24: a whole short row (a 10x10 image) beats pairs
   else:
     out[last] = 8 if shape[last] % 8 == 0 else largest_divisor(shape[last], 24)
-    amts = [4] if out[last] == 8 else [2] if out[last] <= 16 else []
+    # with vectors (CPU), clang holds the 8 along the last axis in one register: then 8 along an axis longer than that
+    # (a conv's output channels; 1.6x faster than 4 for a 64-channel 3x3 conv), else 4
+    amts = ([8, 4] if lanes else [4]) if out[last] == 8 else [2] if out[last] <= 16 else []
   # a second axis, at most 32 accumulators in all (or vectors, above): preferably one that a load moving along the last axis
   # does not move along (it is then loaded once for all of them; a conv's input does not depend on the output channel)
   along_last = [a for a in load_axes(value) if last in a]
   for amt in amts:
-    if fits := [i for i in reversed(axes[:-1]) if shape[i] % amt == 0]:
+    if fits := [i for i in reversed(axes[:-1]) if shape[i] % amt == 0 and (amt < 8 or shape[i] > amt)]:
       out[next((i for i in fits if any(i not in a for a in along_last)), fits[0])] = amt
       break
   return {a: n for a, n in out.items() if n > 1}
