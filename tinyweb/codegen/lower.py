@@ -346,6 +346,9 @@ def choose_upcasts(value: UOp, lanes: int = 0) -> dict[int, int]:
     # of B's rows, 256 x 32 floats, then stays in L1)
     v = 2 if most == 28 and 2 in vectors and any(shape[i] % 8 == 0 for i in axes[:-1]) else vectors[0]
     out[last], amts = v * lanes, [a for a in (16, 8, 4, 2) if a * v <= most]
+  # a whole vector where every read moves contiguously along the last axis (each load then fills one register, and each
+  # cache line is read in one pass: a big sum's partial sums 2.3 -> 1.2 ms for 16M floats)
+  elif strides == {1} and shape[last] % lanes == 0: out[last], amts = lanes, [4]
   # 8 (a vector) where it divides, else the largest divisor up to 24: a whole short row (a 10x10 image) beats pairs
   else:
     out[last] = 8 if shape[last] % 8 == 0 else largest_divisor(shape[last], 24)
