@@ -312,3 +312,9 @@ def test_schedules_are_reused_for_graphs_of_the_same_structure(device):
   Tensor.realize_all(v1, v2)
   np.testing.assert_array_equal(v2.numpy(), vals[2].reshape(3, 4).T)
   assert len(schedule._schedule_cache) <= schedule.SCHEDULE_CACHE_SIZE
+  # constants that Python calls equal but kernels do not: 0.0 and -0.0 (in both orders), NaN
+  for n, (first, second) in [(3, (0.0, -0.0)), (4, (-0.0, 0.0))]:   # (a shape of its own: a structure new to the cache)
+    x = Tensor(np.array([1.0, -2.0, 3.0, -4.0][:n], np.float32), device=device)
+    for z in (first, second):
+      np.testing.assert_array_equal(np.signbit((x * z).numpy()), np.signbit(x.numpy() * np.float32(z)), err_msg=f"x * {z!r}")
+  assert np.isnan((x + float("nan")).numpy()).all() and np.isnan((x * float("nan")).numpy()).all()

@@ -54,10 +54,13 @@ SPLIT_MIN = 1 << 16        # a sum of at least this many elements per output...
 SPLIT_MAX_OUTPUTS = 64     # ...into at most this many outputs is done in two kernels (Tensor._split_sum)
 SPLIT_CHUNKS = 256         # at most this many partial sums per output and vector lane
 _grad_leaves = IdWeakSet()
+CONST_CACHE_SIZE = 4096
+_const_cache: dict[tuple, UOp] = {}   # Tensor._const_uop's
 
 def _fmt_shape(s) -> str: return str(tuple(s))
 
 def _broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+  if all(s == shapes[0] for s in shapes[1:]): return tuple(shapes[0])   # (the common case)
   nd = max(len(s) for s in shapes)
   padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
   out = []
@@ -152,11 +155,19 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   @staticmethod
   def _const_uop(value, dt: DType, device: str, shape: tuple[int, ...]) -> UOp:
-    """A constant of this shape: the view Tensor(value).reshape(1, ...).expand(shape) would make."""
+    """A constant of this shape: the view Tensor(value).reshape(1, ...).expand(shape) would make. Kept in a small cache:
+    the scalars of an expression (x * 0.5 + 1) recur on every call, and building their four uops is a good part of it."""
+    # (floats by sign too, -0.0 is not 0.0; every NaN as one key: NaN != NaN)
+    v = (None if value != value else value, math.copysign(1.0, value)) if isinstance(value, float) else value
+    key = (type(value), v, dt, device, shape)
+    if (c := _const_cache.get(key)) is not None: return c
     c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, None, (), device),), cast_scalar(value, dt))
-    if shape == (): return c
-    c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
-    return c if all(n == 1 for n in shape) else UOp(Ops.EXPAND, dt, (c,), tuple(shape))
+    if shape != ():
+      c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
+      if not all(n == 1 for n in shape): c = UOp(Ops.EXPAND, dt, (c,), tuple(shape))
+    if len(_const_cache) >= CONST_CACHE_SIZE: _const_cache.clear()
+    _const_cache[key] = c
+    return c
 
   @staticmethod
   def _from_bytes(data: bytes | memoryview, dt: DType, device: str, shape: Optional[tuple[int, ...]]) -> UOp:
