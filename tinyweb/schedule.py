@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Optional
 from tinyweb.device import Buffer, Device
 from tinyweb.dtype import DType
-from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, unique_id, substitute, _const_key
+from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, unique_id, substitute, const_key
 
 @dataclass(eq=False)
 class ScheduleItem:
@@ -114,7 +114,7 @@ def structure_key(graph: list[UOp]) -> tuple[tuple, list[tuple[Buffer, int]]]:
       i, first = slots.setdefault(b, (len(slots), version))
       arg = (i, b.device, b.size, version - first)
     elif u.op in (Ops.CONTIGUOUS, Ops.CUSTOM_GRAD): arg = arg is not None
-    elif u.op is Ops.CONST: arg = _const_key(arg)   # (0.0 == -0.0 in Python: their kernels differ)
+    elif u.op is Ops.CONST: arg = const_key(arg)   # (0.0 == -0.0 in Python: their kernels differ)
     index[u] = len(parts)
     parts.append((u.op, u.dtype, arg, tuple(index[s] for s in u.src)))
   return tuple(parts), [(b, first) for b, (_, first) in slots.items()]

@@ -8,7 +8,7 @@ from typing import Any, Optional, Sequence, Union
 from tinyweb.dtype import DType, dtypes, to_dtype, promote, promote_with_scalar, least_upper_dtype, cast_scalar, \
   float_to_bf16_bits, bf16_bits_to_float, scalar_dtype
 from tinyweb.helpers import prod, argsort, flatten, largest_divisor, TRAINING, NO_GRAD, all_same
-from tinyweb.uop import UOp, Ops, MOVEMENT, unique_id
+from tinyweb.uop import UOp, Ops, MOVEMENT, unique_id, const_key
 from tinyweb.device import Device, Buffer, IdWeakSet
 from tinyweb.schedule import create_schedule, realized_cache, buffer_uop, apply_realized, substitute, is_contiguous_buffer
 from tinyweb.engine import run_schedule
@@ -157,9 +157,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def _const_uop(value, dt: DType, device: str, shape: tuple[int, ...]) -> UOp:
     """A constant of this shape: the view Tensor(value).reshape(1, ...).expand(shape) would make. Kept in a small cache:
     the scalars of an expression (x * 0.5 + 1) recur on every call, and building their four uops is a good part of it."""
-    # (floats by sign too, -0.0 is not 0.0; every NaN as one key: NaN != NaN)
-    v = (None if value != value else value, math.copysign(1.0, value)) if isinstance(value, float) else value
-    key = (type(value), v, dt, device, shape)
+    key = (type(value), const_key(value), dt, device, shape)   # (the type: True == 1 == 1.0)
     if (c := _const_cache.get(key)) is not None: return c
     c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, None, (), device),), cast_scalar(value, dt))
     if shape != ():

@@ -51,8 +51,10 @@ MOVEMENT = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
 COMMUTATIVE = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR}
 COMPARISON = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ}
 
-def _const_key(x):  # -0.0 vs 0.0 and NaN must stay distinct in the hash-consing table
-  return (x, math.copysign(1.0, x), math.isnan(x)) if isinstance(x, float) else x
+def const_key(x):
+  """A constant's key where Python's equality is not enough: -0.0 and 0.0 stay apart, and every NaN is one key (NaN != NaN
+  would make each lookup of a NaN miss)."""
+  return (None if x != x else x, math.copysign(1.0, x)) if isinstance(x, float) else x
 
 _UNKNOWN = object()   # UOp._device not computed yet (None is a result: a graph without a device)
 
@@ -61,7 +63,7 @@ class UOpMeta(type):
   # the compiler and WeakValueDictionary's get and set are Python code
   table: dict[tuple, weakref.ref] = {}
   def __call__(cls, op: Ops, dtype: Optional[DType] = None, src: tuple = (), arg: Any = None):
-    key = (op, dtype, src, _const_key(arg) if op is Ops.CONST else arg)
+    key = (op, dtype, src, const_key(arg) if op is Ops.CONST else arg)
     try:
       if (ref := UOpMeta.table.get(key)) is not None and (ret := ref()) is not None: return ret
     except TypeError: return super().__call__(op, dtype, src, arg)   # unhashable arg: not interned

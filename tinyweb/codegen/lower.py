@@ -465,7 +465,8 @@ def heuristic_opts(value: UOp, renderer, out_buf: Optional[UOp] = None) -> list[
   if len(out_loops) == 2 and ups.get(out_loops[1], 1) > getattr(renderer, "vector_lanes", 0) > 0 and len(loops) == 1 and \
      (k := loops[0][0].src[0].shape[loops[0][1]]) > BLOCK_SIZE and k % BLOCK_SIZE == 0:
     blocked = opts + [Opt("SWAP", *out_loops), Opt("BLOCK", 0, BLOCK_SIZE)]
-    rows, up = value.shape[out_loops[0]] // ups.get(out_loops[0], 1), ups.get(out_loops[0], 1)
+    up = ups.get(out_loops[0], 1)
+    rows = value.shape[out_loops[0]] // up
     if (n := largest_divisor(rows, min(SPLIT_ROWS // up, rows // max(2, os.cpu_count() or 1)))) >= 2:
       blocked.append(Opt("SPLIT", out_loops[0], n))
     try:
