@@ -318,3 +318,14 @@ def test_schedules_are_reused_for_graphs_of_the_same_structure(device):
     for z in (first, second):
       np.testing.assert_array_equal(np.signbit((x * z).numpy()), np.signbit(x.numpy() * np.float32(z)), err_msg=f"x * {z!r}")
   assert np.isnan((x + float("nan")).numpy()).all() and np.isnan((x * float("nan")).numpy()).all()
+
+def test_cpu_buffers_are_64_byte_aligned():
+  """CPU buffers start on a cache line (malloc gives big blocks 16 bytes past a page start, where each 16-float vector
+  access would straddle two lines)."""
+  import ctypes
+  ok, why = Device.check("CPU")
+  if not ok: pytest.skip(why)
+  for n in (1, 3, 1000, 1 << 20):
+    t = Tensor(np.arange(n, dtype=np.float32), device="CPU").realize()
+    assert ctypes.addressof(t.uop.base.arg[0].handle) % 64 == 0
+    np.testing.assert_array_equal(t.numpy(), np.arange(n, dtype=np.float32))
