@@ -142,7 +142,7 @@ def test_pt_build_only_gives_state_to_what_the_pickle_built(tmp_path):
   (num(1) + b"Q", "unsupported persistent id"), (tup(text("storage"), glob("torch", "FloatStorage"), num(0), text("cpu"), num(1)) + b"Q",
                                                   "unsupported persistent id"),
   (b"\x80\x09", "pickle protocol above 5"),
-])
+], ids=lambda x: x if isinstance(x, str) else "")
 def test_pt_malformed_pickles(tmp_path, body, words):
   check_pt(tmp_path, pt_file(body), words)
 
@@ -211,7 +211,7 @@ def test_pt_cycles_and_deep_nesting_are_refused(tmp_path):
   (MARK + tensor_record(numel=4) + tensor_record(storage="FloatStorage", numel=1, size=(1,)) + b"l", {"0": b"abcd"}, "declared twice, differently"),
   # nine full views of one storage: on devices that copy, each would be a copy of it
   (MARK + tensor_record(numel=4) * 9 + b"l", {"0": b"abcd"}, "hold more than 8x its 4 bytes"),
-])
+], ids=lambda x: x if isinstance(x, str) else "")
 def test_pt_tensor_records_stay_inside_their_storage(tmp_path, record, storages, words):
   check_pt(tmp_path, pt_file(record, storages), words)
 
@@ -276,7 +276,7 @@ def np_array(shape: tuple, data: bytes, dtype="u1") -> bytes:
   (np_array((1, 3072), bytes(3072)), EMPTY_LIST + b"\x8a\x09" + b"\xff" * 8 + b"\x01" + APPEND, "not a CIFAR-10 batch"),   # 2**71 - 1
   (glob("numpy.core.multiarray", "_reconstruct") + tup(glob("numpy", "dtype"), tup(num(0)), b"C\x01b") + REDUCE, EMPTY_LIST, "_reconstruct of"),
   (glob("numpy.core.multiarray", "_reconstruct") + tup(glob("numpy", "ndarray"), tup(num(0)), b"C\x01b") + REDUCE, EMPTY_LIST, "not a CIFAR-10 batch"),
-])
+], ids=lambda x: x if isinstance(x, str) else "")
 def test_cifar_pickle_malformed_arrays(tmp_path, data, labels, words):
   body = PROTO2 + EMPTY_DICT + MARK + text("data") + data + text("labels") + labels + b"u" + STOP
   refused(load_cifar_batch, cifar(tmp_path, body), words)
@@ -341,8 +341,10 @@ SAFETENSORS_CASES = [
   *[(st_file({"__metadata__": m, "a": entry()}, bytes(8)), "__metadata__ must map strings to strings") for m in ("", 0, False, [], "x", {"n": 1}, [["a", "b"]])],
   *[(st_file({"a": entry(dtype=d)}, bytes(8)), "is not supported") for d in (5, ["F32"], {"F32": 1}, None, "F8_E4M3", "f32")],
   (st_file(None, bytes(8), b'{"a": ' + b"[" * 100000 + b"]" * 100000 + b"}"), "nests too deeply"),
-  (st_file(None, bytes(8), b'{"a": {"dtype": "F32", "shape": [' + b"9" * 5000 + b'], "data_offsets": [0, 8]}}'), "5000-digit integer"),
-  (st_file(None, bytes(8), b'{"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, -' + b"9" * 30 + b']}}'), "30-digit integer"),
+  (st_file(None, bytes(8), b'{"a": {"dtype": "F32", "shape": [' + b"9" * 5000 + b'], "data_offsets": [0, 8]}}'), "number too long to read (Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits)"),
+  (st_file(None, bytes(8), b'{"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, -' + b"9" * 30 + b']}}'), "invalid data_offsets"),
+  (st_file(None, bytes(8), b'{"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 1' + b"0" * 20 + b']}}'), "invalid data_offsets"),   # 2**64 <
+  (st_file({"a": entry(shape=[2**63] * 300, offsets=(0, 8))}, bytes(8)), "needs over 2**64"),   # (its str would pass the int limit)
   (st_file({"a": entry()}, bytes(8))[:8] + b"{}", "the header should be"),                             # header length past the file
   (struct.pack("<Q", 2**63) + b"{}", "over the 104857600-byte limit"),
   (st_file({"a": entry(offsets=(0, 8)), "b": entry(offsets=(4, 12))}, bytes(12)), "an overlap"),
@@ -350,7 +352,7 @@ SAFETENSORS_CASES = [
   (st_file({"a": entry(offsets=(8, 0))}, bytes(8)), "invalid data_offsets"),                          # out of order
   (st_file({"a": entry(offsets=(0, 8)), "b": entry(offsets=(0, 8))}, bytes(8)), "an overlap"),        # the same bytes twice
   (st_file({"a": entry(shape=(3,), offsets=(0, 8))}, bytes(8)), "needs 12"),
-  (st_file({"a": entry(shape=(2**40, 2**40), offsets=(0, 8))}, bytes(8)), "needs 4835703278458516698824704"),
+  (st_file({"a": entry(shape=(2**40, 2**40), offsets=(0, 8))}, bytes(8)), "needs over 2**64"),
   (st_file({"a": entry(shape=(-2,), offsets=(0, 0))}), "invalid shape"),
   (st_file({"a": entry(shape=(True, 2))}, bytes(8)), "invalid shape"),
   (st_file({"a": entry(shape=(2.0,))}, bytes(8)), "invalid shape"),

@@ -194,9 +194,39 @@ def test_safe_save_is_atomic(device, tmp_path, monkeypatch):
   with pytest.raises(RuntimeError, match="disk on fire"):
     safe_save({"a": Tensor([9.0], device=device), "b": Tensor([8.0], device=device)}, target)
   assert target.read_bytes() == old and os.listdir(tmp_path) == ["ckpt.safetensors"]   # old file intact, no temp file left
+  calls.clear()
+  monkeypatch.setattr(state, "_tensor_bytes", lambda t: (_ for _ in ()).throw(KeyboardInterrupt))   # not an Exception either
+  with pytest.raises(KeyboardInterrupt): safe_save({"a": Tensor([9.0], device=device)}, target)
+  assert target.read_bytes() == old and os.listdir(tmp_path) == ["ckpt.safetensors"]
+  monkeypatch.setattr(state, "_tensor_bytes", state.__dict__["_tensor_bytes_orig"])
   with pytest.raises(TypeError): safe_save({"a": [1.0]}, target)
   with pytest.raises(TypeError): safe_save({"a": Tensor([1.0], device=device)}, target, metadata={"n": 1})
   assert target.read_bytes() == old
+
+@pytest.mark.skipif(os.name != "posix", reason="whether a pid lives is only asked on POSIX")
+def test_save_removes_temp_files_that_killed_saves_left(tmp_path):
+  target = tmp_path / "ck.safetensors"
+  killed = textwrap.dedent(f"""
+    import os, signal
+    from tinyweb import Tensor
+    from tinyweb.nn import state
+    state._tensor_bytes = lambda t: os.kill(os.getpid(), signal.SIGKILL)   # killed while writing: no cleanup runs
+    state.safe_save({{"a": Tensor([1.0, 2.0], device="CPU")}}, {str(target)!r})
+  """)
+  for _ in range(3): assert subprocess.run([sys.executable, "-c", killed], timeout=300).returncode == -9
+  stale = os.listdir(tmp_path)   # each save removed the file the save killed before it left: one, not three
+  assert len(stale) == 1 and stale[0].startswith(".ck.safetensors.") and stale[0].endswith(".tmp"), stale
+  live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+  dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+  try:
+    kept = [f".ck.safetensors.{live.pid}.0badcafe.tmp",   # a save in progress in another process
+            f".other.safetensors.{dead}.0badcafe.tmp",     # another file's
+            ".ck.safetensors.notes.tmp", "ck.safetensors.1.0badcafe.tmp"]   # not names a save gives its temporary file
+    for n in kept: (tmp_path / n).write_bytes(b"x")
+    safe_save({"a": Tensor([3.0], device="CPU")}, target)
+    assert sorted(os.listdir(tmp_path)) == sorted(kept + ["ck.safetensors"])
+    assert safe_load(target)["a"].tolist() == [3.0]
+  finally: live.kill()
 
 # ---------------------------------------------------------------------------------------------------------------
 # state dicts
@@ -319,6 +349,49 @@ def test_torch_load_matches_torch(device, tmp_path):
       assert flat[k].shape == tuple(t.shape) and flat[k].dtype == dtypes.from_name(str(t.dtype)[6:]), k
       np.testing.assert_array_equal(flat[k].numpy(), _expected(t), err_msg=k)
     assert flat["model.1.num_batches_tracked"].dtype == dtypes.int64
+
+def _same(ours, theirs, where="") -> None:
+  """`ours` (what torch_load gave) holds what `theirs` (the object torch saved) holds, container types included."""
+  if isinstance(theirs, torch.Tensor):
+    assert isinstance(ours, Tensor) and ours.shape == tuple(theirs.shape) and ours.dtype == dtypes.from_name(str(theirs.dtype)[6:]), where
+    np.testing.assert_array_equal(ours.numpy(), _expected(theirs.detach()), err_msg=where)
+  elif isinstance(theirs, (dict, list, tuple)):
+    assert type(ours) is (tuple if isinstance(theirs, torch.Size) else type(theirs)) and len(ours) == len(theirs), where
+    if isinstance(theirs, dict):
+      assert list(ours) == list(theirs), where
+      for k in theirs: _same(ours[k], theirs[k], f"{where}.{k}")
+    else:
+      for i, (a, b) in enumerate(zip(ours, theirs)): _same(a, b, f"{where}.{i}")
+  else: assert type(ours) is type(theirs) and ours == theirs, where
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_torch_load_real_optimizer_state_and_edge_cases(tmp_path, protocol):
+  torch.manual_seed(0)
+  model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4))
+  opt = torch.optim.Adam([{"params": model[0].parameters()}, {"params": model[1].parameters(), "lr": 0.1}])   # two groups share
+  model(torch.randn(2, 3)).sum().backward()                                                                     # one betas tuple
+  opt.step()
+  ck = {"model": model.state_dict(), "opt": opt.state_dict(), "weight_again": model[0].weight,   # a Parameter over a shared storage
+        "empty": {}, "empty_od": collections.OrderedDict(), "empty_list": [], "zero": torch.zeros(0, 3), "zero_f16": torch.ones(3, 0).half(),
+        "half": torch.tensor(1.5).half(), "bf16": torch.tensor([1.25, -2.0, 3e38]).bfloat16(), "int_keys": {0: torch.ones(1), -7: 2},
+        "misc": [(2, 3.5, None, True, "s", b"b"), torch.Size([2, 3]), 2**70, -1.5e-300], "view": torch.arange(12.).reshape(3, 4)[:, 1::2].t()}
+  torch.save(ck, tmp_path / "ck.pt", pickle_protocol=protocol)
+  out = torch_load(tmp_path / "ck.pt", device="CPU")
+  _same(out, ck)
+  assert out["opt"]["param_groups"][0]["betas"] == (0.9, 0.999) and sorted(out["opt"]["state"]) == [0, 1, 2, 3]
+  torch.save({}, tmp_path / "empty.pt")
+  assert torch_load(tmp_path / "empty.pt") == {}
+  torch.save(collections.OrderedDict(), tmp_path / "empty_od.pt")
+  assert type(torch_load(tmp_path / "empty_od.pt")) is collections.OrderedDict
+
+def test_safetensors_empty_files(tmp_path):
+  safe_save({}, tmp_path / "ours.safetensors")
+  safetensors.torch.save_file({}, str(tmp_path / "ref.safetensors"))
+  for name in ("ours", "ref"):
+    assert safe_load(tmp_path / f"{name}.safetensors") == {} and safe_load_metadata(tmp_path / f"{name}.safetensors") == {}
+  assert safetensors.torch.load_file(str(tmp_path / "ours.safetensors")) == {}
+  null_meta = b'{"__metadata__":null}   '   # what an absent (Option) metadata serializes to
+  assert safe_load_metadata(len(null_meta).to_bytes(8, "little") + null_meta) == {}
 
 def test_torch_load_works_without_torch(tmp_path):
   ck = _torch_checkpoint()

@@ -215,39 +215,37 @@ def _no_duplicates(pairs):
     d[k] = v
   return d
 
-def _json_int(digits: str) -> int:
-  if (n := len(digits.lstrip("-"))) > 20: raise FormatError(f"the header holds a {n}-digit integer (sizes and offsets fit in 20 digits)")
-  return int(digits)
-
-def _is_uint(x) -> bool: return type(x) is int and x >= 0
+def _is_uint(x) -> bool: return type(x) is int and 0 <= x < 2**64   # (a size or offset; also keeps str(x) short)
 
 def _parse_header(head: bytes, data_len: int) -> tuple[dict[str, tuple[DType, tuple[int, ...], int, int]], dict[str, str]]:
   """Validate a header against `data_len` bytes of data: ({name: (dtype, shape, begin, end)} in data order, metadata)."""
   try: text = head.decode("utf-8")
   except UnicodeDecodeError as e: raise FormatError(f"the header is not valid UTF-8 ({e})") from None
   if not text.startswith("{"): raise FormatError(f"the header does not start with '{{' (not a safetensors file?): {text[:20]!r}")
-  try: header = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_json_int)
+  try: header = json.loads(text, object_pairs_hook=_no_duplicates)
   except json.JSONDecodeError as e: raise FormatError(f"the header is not valid JSON: {e}") from None
   except RecursionError: raise FormatError("the header nests too deeply to be a safetensors header") from None
+  except FormatError: raise
+  except ValueError as e: raise FormatError(f"the header holds a number too long to read ({str(e).split(';')[0]})") from None
   meta = header.pop("__metadata__", None)
   if meta is None: meta = {}
   if type(meta) is not dict or not all(type(v) is str for v in meta.values()):
     raise FormatError(f"__metadata__ must map strings to strings, got {_brief.repr(meta)}")
   entries = []
   for name, info in header.items():
-    where = f"tensor {_brief.repr(name)}"
     if type(info) is not dict or not {"dtype", "shape", "data_offsets"} <= set(info):
-      raise FormatError(f"{where}: the entry needs dtype, shape and data_offsets, got {_brief.repr(info)}")
+      raise FormatError(f"tensor {_brief.repr(name)}: the entry needs dtype, shape and data_offsets, got {_brief.repr(info)}")
     dt, shape, offs = SAFETENSORS_DTYPES.get(info["dtype"]) if type(info["dtype"]) is str else None, info["shape"], info["data_offsets"]
-    if dt is None: raise FormatError(f"{where}: dtype {_brief.repr(info['dtype'])} is not supported (supported: {', '.join(SAFETENSORS_DTYPES)})")
-    if type(shape) is not list or not all(_is_uint(s) for s in shape): raise FormatError(f"{where}: invalid shape {_brief.repr(shape)}")
+    if dt is None:
+      raise FormatError(f"tensor {_brief.repr(name)}: dtype {_brief.repr(info['dtype'])} is not supported (supported: {', '.join(SAFETENSORS_DTYPES)})")
+    if type(shape) is not list or not all(_is_uint(s) for s in shape): raise FormatError(f"tensor {_brief.repr(name)}: invalid shape {_brief.repr(shape)}")
     if type(offs) is not list or len(offs) != 2 or not all(_is_uint(o) for o in offs) or offs[0] > offs[1]:
-      raise FormatError(f"{where}: invalid data_offsets {_brief.repr(offs)} (need [begin, end] with 0 <= begin <= end)")
+      raise FormatError(f"tensor {_brief.repr(name)}: invalid data_offsets {_brief.repr(offs)} (need [begin, end] with 0 <= begin <= end)")
     begin, end = offs
-    if end > data_len: raise FormatError(f"{where}: data_offsets {offs} go past the end of the data ({data_len} bytes; truncated file?)")
-    if end - begin != prod(shape) * dt.itemsize:
-      raise FormatError(f"{where}: data_offsets {offs} hold {end - begin} bytes, but shape {_brief.repr(shape)} of {info['dtype']} needs "
-                        f"{prod(shape) * dt.itemsize}")
+    if end > data_len: raise FormatError(f"tensor {_brief.repr(name)}: data_offsets {offs} go past the end of the data ({data_len} bytes; truncated file?)")
+    if end - begin != (need := prod(shape) * dt.itemsize):
+      raise FormatError(f"tensor {_brief.repr(name)}: data_offsets {offs} hold {end - begin} bytes, but shape {_brief.repr(shape)} of {info['dtype']} "
+                        f"needs {need if need < 2**64 else 'over 2**64'}")
     entries.append((begin, end, name, dt, tuple(shape)))
   entries.sort(key=lambda e: (e[0], e[1]))
   pos = 0
