@@ -2,7 +2,7 @@
 (safetensors, torch checkpoints, IDX, CIFAR-10 pickles, checkpoints) must raise the one documented FormatError naming
 the file and the problem, change nothing in the process (no attribute, default or module entry), and stay within a
 small multiple of the file's size in memory (tracemalloc's peak)."""
-import builtins, codecs, collections, functools, gzip, io, json, os, struct, sys, tracemalloc, zipfile, zlib, _codecs
+import builtins, codecs, collections, functools, gzip, io, json, os, pickle, struct, tracemalloc, zipfile, zlib, _codecs
 import pytest
 from tinyweb import Tensor
 from tinyweb.nn import state, datasets
@@ -80,17 +80,17 @@ def pt_file(pickle_body: bytes, storages: dict = None, byteorder="little") -> by
     z.writestr("archive/version", "3\n")
   return buf.getvalue()
 
-@pytest.fixture(autouse=True, scope="module")
-def warm():
-  """A device's first use (imports, allocator) is not a file's memory: load a good checkpoint once first."""
-  Tensor([1.0]).realize()
-  assert load_pt(pt_file(tensor_record(), {"0": bytes(4)})).tolist() == [0, 0, 0, 0]
-
 def write(tmp_path, name: str, data: bytes):
   (tmp_path / name).write_bytes(data)
   return tmp_path / name
 
 def load_pt(src): return torch_load(src, device="CPU")
+
+@pytest.fixture(autouse=True, scope="module")
+def warm():
+  """A device's first use (imports, allocator) is not a file's memory: load a good checkpoint once first."""
+  Tensor([1.0]).realize()
+  assert load_pt(pt_file(tensor_record(), {"0": bytes(4)})).tolist() == [0, 0, 0, 0]
 
 def check_pt(tmp_path, data: bytes, *words, per_byte=20) -> str:
   """The .pt is refused the same way from a path and from bytes."""
@@ -284,7 +284,6 @@ def test_cifar_pickle_malformed_arrays(tmp_path, data, labels, words):
 def test_cifar_array_pickle_builder_matches_numpy(tmp_path):
   np = pytest.importorskip("numpy")   # the bytes above are what numpy writes: the loader reads a good one
   body = PROTO2 + EMPTY_DICT + MARK + text("data") + np_array((1, 3072), bytes(range(256)) * 12) + text("labels") + EMPTY_LIST + num(7) + APPEND + b"u" + STOP
-  import pickle
   d = pickle.loads(body)
   assert d["data"].shape == (1, 3072) and d["data"].dtype == np.uint8 and d["labels"] == [7]
   x, y = load_cifar_batch(cifar(tmp_path, body))

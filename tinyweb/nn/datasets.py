@@ -52,7 +52,7 @@ def _to_native(data, itemsize: int, byteorder: str):
 class _Gunzip:
   """read(n): the next (up to) n bytes of a gzip stream's contents, decompressed only as far as asked (so a header is
   checked before anything is inflated). Concatenated gzip members are one stream, as for gzip.decompress."""
-  def __init__(self, data: memoryview, name: str): self.rest, self.name, self.d = bytes(data), name, zlib.decompressobj(31)
+  def __init__(self, data: memoryview, name: str): self.rest, self.name, self.d = data, name, zlib.decompressobj(31)
   def read(self, n: int) -> bytes:
     out: list[bytes] = []
     while n > 0:
