@@ -210,7 +210,7 @@ def test_pt_cycles_and_deep_nesting_are_refused(tmp_path):
   (tensor_record(numel=4), {}, "no member 'archive/data/0'"),
   (MARK + tensor_record(numel=4) + tensor_record(storage="FloatStorage", numel=1, size=(1,)) + b"l", {"0": b"abcd"}, "declared twice, differently"),
   # nine full views of one storage: on devices that copy, each would be a copy of it
-  (MARK + tensor_record(numel=4) * 9 + b"l", {"0": b"abcd"}, "hold more than 8x its 4 bytes"),
+  (MARK + tensor_record(numel=4) * 9 + b"l", {"0": b"abcd"}, "read more than 8x its 4 bytes"),
 ], ids=lambda x: x if isinstance(x, str) else "")
 def test_pt_tensor_records_stay_inside_their_storage(tmp_path, record, storages, words):
   check_pt(tmp_path, pt_file(record, storages), words)

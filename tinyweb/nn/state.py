@@ -511,7 +511,7 @@ _STORAGE_DTYPES = {
   "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool, "UInt16Storage": dtypes.uint16, "UInt32Storage": dtypes.uint32,
   "UInt64Storage": dtypes.uint64}
 _TORCH_DTYPES = {d.name: d for d in dtypes.all}
-VIEWS_PER_STORAGE = 8   # the tensors over one storage may together hold this many times its bytes (views, tied weights)
+VIEWS_PER_STORAGE = 8   # the tensors over one storage may together read this many times its bytes (views, tied weights)
 
 class _Marker:
   """What the unpickler gives for a torch storage class or dtype: an inert object (no __dict__, not callable)."""
@@ -563,9 +563,9 @@ def _rebuild(storage: Any, offset: Any, size: Any, stride: Any, dtype: Optional[
   if offset + span > avail:
     raise FormatError(f"a tensor with offset {offset}, size {size}, stride {stride} reads past the end of storage "
                       f"{storage.key!r} ({avail} {dt.name} elements)")
-  storage.viewed += numel * isz
+  storage.viewed += span * isz   # the bytes this tensor takes from the storage (a broadcast takes one element, lazily expanded)
   if storage.viewed > VIEWS_PER_STORAGE * storage.nbytes:
-    raise FormatError(f"the tensors over storage {storage.key!r} hold more than {VIEWS_PER_STORAGE}x its {storage.nbytes} bytes")
+    raise FormatError(f"the tensors over storage {storage.key!r} read more than {VIEWS_PER_STORAGE}x its {storage.nbytes} bytes")
   start = storage.start + offset * isz
   expected, contiguous = 1, True
   for s, st in reversed(list(zip(size, stride))):
@@ -633,7 +633,7 @@ def _member(zf: zipfile.ZipFile, name: str, mem: Optional[memoryview]) -> tuple[
 def torch_load(src: Source, device: Optional[str] = None) -> Any:
   """Load a `torch.save` checkpoint (zip format) without torch: the pickled structure (dicts, OrderedDicts, lists,
   numbers) with tinyweb Tensors in place of torch tensors. Storages are used in place where possible (mmap of a
-  path). A malformed checkpoint, or a pickle that names any other global, raises FormatError before anything runs."""
+  path). A malformed checkpoint, or a pickle that names any other global, raises FormatError."""
   mem = _as_memory(src)
   with _naming(src, "torch_load"):
     try: zf = zipfile.ZipFile(os.fspath(src) if isinstance(src, (str, os.PathLike)) else io.BytesIO(src))
