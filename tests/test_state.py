@@ -374,7 +374,8 @@ def test_torch_load_real_optimizer_state_and_edge_cases(tmp_path, protocol):
   ck = {"model": model.state_dict(), "opt": opt.state_dict(), "weight_again": model[0].weight,   # a Parameter over a shared storage
         "empty": {}, "empty_od": collections.OrderedDict(), "empty_list": [], "zero": torch.zeros(0, 3), "zero_f16": torch.ones(3, 0).half(),
         "half": torch.tensor(1.5).half(), "bf16": torch.tensor([1.25, -2.0, 3e38]).bfloat16(), "int_keys": {0: torch.ones(1), -7: 2},
-        "misc": [(2, 3.5, None, True, "s", b"b"), torch.Size([2, 3]), 2**70, -1.5e-300], "view": torch.arange(12.).reshape(3, 4)[:, 1::2].t()}
+        "misc": [(2, 3.5, None, True, "s", b"b"), torch.Size([2, 3]), 2**70, -1.5e-300], "view": torch.arange(12.).reshape(3, 4)[:, 1::2].t(),
+        "broadcast": torch.arange(3.).expand(1000, 3)}   # stride 0: 3 stored floats
   torch.save(ck, tmp_path / "ck.pt", pickle_protocol=protocol)
   out = torch_load(tmp_path / "ck.pt", device="CPU")
   _same(out, ck)
@@ -383,6 +384,47 @@ def test_torch_load_real_optimizer_state_and_edge_cases(tmp_path, protocol):
   assert torch_load(tmp_path / "empty.pt") == {}
   torch.save(collections.OrderedDict(), tmp_path / "empty_od.pt")
   assert type(torch_load(tmp_path / "empty_od.pt")) is collections.OrderedDict
+
+def _plain_value(rng: np.random.Generator, depth=0):
+  """A random nest of the plain values a checkpoint may hold, with shared (memoized) parts."""
+  leaves = [None, True, False, 0, -1, 255, 65536, -2**31, 2**31, 2**63 - 1, -2**100, 0.5, -1e300, float("inf"), "", "é\u2603\U0001f600",
+            "x" * 300, b"", b"\x00\xff" * 200, bytearray(b"ba")]
+  kind = rng.integers(0, 6 if depth < 4 else 1)
+  if kind == 0: return leaves[rng.integers(len(leaves))]
+  items = [_plain_value(rng, depth + 1) for _ in range(rng.integers(0, 5))]
+  if kind == 1: return items
+  if kind == 2: return tuple(items)
+  keys = ["a", "b", "", "long" * 80, 0, 7, -3, 2**62, 1.5, b"k", None, True]
+  d = {keys[rng.integers(len(keys))]: v for v in items}
+  if kind == 3: return d
+  if kind == 4: return collections.OrderedDict(d)
+  return [d, d, items]   # the same objects twice
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_unpickle_reads_plain_values_like_pickle(protocol):
+  import tinyweb.nn.state as state
+  find = {("collections", "OrderedDict"): state._Reducer(collections.OrderedDict, 0, 1), ("_codecs", "encode"): state._Reducer(state._encode, 1, 2)}
+  def find_global(module, name):   # protocols < 3 write bytes and bytearray through globals: give those too
+    if name in ("bytes", "bytearray") and module in ("__builtin__", "builtins"):
+      return state._Reducer(lambda s=b"", enc=None: (bytes if name == "bytes" else bytearray)(s.encode(enc) if enc else s), 0, 2)
+    return find[(module, name)]
+  rng = np.random.default_rng(protocol)
+  for _ in range(200):
+    value = _plain_value(rng)
+    data = pickle.dumps(value, protocol=protocol)
+    assert state.unpickle(data, find_global) == pickle.loads(data), (value, data)
+
+def test_torch_load_storages_at_any_alignment(tmp_path):
+  buf = io.BytesIO()
+  torch.save({"w": torch.tensor([1.5, -2.25, 3.0]), "d": torch.tensor([1.0, -2.0], dtype=torch.float64), "h": torch.tensor([0.5]).half()}, buf)
+  src = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+  for pad in range(8):   # stored members like torch's, but shifted by a member before them (torch aligns them to 64 bytes)
+    with zipfile.ZipFile(tmp_path / "m.pt", "w") as dst:
+      dst.writestr("archive/pad", b"x" * pad)
+      for info in src.infolist(): dst.writestr(info.filename, src.read(info))
+    for source in (tmp_path / "m.pt", (tmp_path / "m.pt").read_bytes()):
+      out = torch_load(source, device="CPU")
+      assert out["w"].tolist() == [1.5, -2.25, 3.0] and out["d"].tolist() == [1.0, -2.0] and out["h"].tolist() == [0.5]
 
 def test_safetensors_empty_files(tmp_path):
   safe_save({}, tmp_path / "ours.safetensors")

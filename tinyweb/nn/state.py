@@ -315,7 +315,8 @@ def safe_save(tensors: dict[str, Tensor], path, metadata: Optional[dict[str, str
 # OrderedDict: no opcode can set an attribute of anything, so a file cannot change the process. Memory grows with
 # the pickle's size: the memo is a dict (an index of 2**31 costs one entry), and the result is refused if it nests
 # deeper than MAX_PICKLE_DEPTH or, counting every path to a shared container (what `flatten_state_dict` walks) with
-# its key's length, expands past PICKLE_EXPANSION times the pickle's size (a DAG of shared lists would be 2**40 paths).
+# its key's length, expands past PICKLE_EXPANSION times the pickle's size plus 1M (a DAG of shared lists would be 2**40
+# paths; a dict shared by 1000 entries of a list costs 1000 times its own size, which is fine).
 
 MAX_PICKLE_DEPTH = 100
 PICKLE_EXPANSION = 16
@@ -496,7 +497,7 @@ def unpickle(data: bytes, find_global: Callable[[str, str], Any], persistent_loa
   global stands for (a _Reducer to allow REDUCE on it, or an inert value) or raises FormatError; `persistent_load(pid)`
   what a persistent id stands for. Malformed or refused pickles raise FormatError."""
   result = _Unpickler(bytes(data), find_global, persistent_load).run()
-  _check_expansion(result, PICKLE_EXPANSION * len(data) + 65536)
+  _check_expansion(result, PICKLE_EXPANSION * len(data) + (1 << 20))
   return result
 
 # ---------------------------------------------------------------------------------------------------------------
