@@ -337,10 +337,12 @@ def st_file(header, data: bytes = b"", raw: bytes = None) -> bytes:
 def entry(dtype="F32", shape=(2,), offsets=(0, 8)): return {"dtype": dtype, "shape": list(shape), "data_offsets": list(offsets)}
 
 SAFETENSORS_CASES = [
-  *[(st_file({"__metadata__": m, "a": entry()}, bytes(8)), "__metadata__ must map strings to strings") for m in ("", 0, False, [], "x", {"n": 1}, [["a", "b"]])],
+  *[(st_file({"__metadata__": m, "a": entry()}, bytes(8)), "__metadata__ must map strings to strings")
+    for m in ("", 0, False, [], "x", {"n": 1}, [["a", "b"]])],
   *[(st_file({"a": entry(dtype=d)}, bytes(8)), "is not supported") for d in (5, ["F32"], {"F32": 1}, None, "F8_E4M3", "f32")],
   (st_file(None, bytes(8), b'{"a": ' + b"[" * 100000 + b"]" * 100000 + b"}"), "nests too deeply"),
-  (st_file(None, bytes(8), b'{"a": {"dtype": "F32", "shape": [' + b"9" * 5000 + b'], "data_offsets": [0, 8]}}'), "number too long to read (Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits)"),
+  (st_file(None, bytes(8), b'{"a": {"dtype": "F32", "shape": [' + b"9" * 5000 + b'], "data_offsets": [0, 8]}}'),
+   "number too long to read (Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits)"),
   (st_file(None, bytes(8), b'{"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, -' + b"9" * 30 + b']}}'), "invalid data_offsets"),
   (st_file(None, bytes(8), b'{"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 1' + b"0" * 20 + b']}}'), "invalid data_offsets"),   # 2**64 <
   (st_file({"a": entry(shape=[2**63] * 300, offsets=(0, 8))}, bytes(8)), "needs over 2**64"),   # (its str would pass the int limit)
@@ -359,7 +361,8 @@ SAFETENSORS_CASES = [
   (st_file({"a": 5}, bytes(8)), "needs dtype, shape and data_offsets"),
   (st_file({"a": entry()}, bytes(12)), "trailing bytes"),
   (st_file({"a": entry()}, bytes(4)), "past the end of the data"),
-  (st_file(None, bytes(8), b'{"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}'), "appears twice"),
+  (st_file(None, bytes(8), b'{"a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}, "a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}}'),
+   "appears twice"),
   (st_file(None, b"", b'{"\xff": 1}'), "not valid UTF-8"),
   (st_file(None, b"", b'[1, 2]'), "does not start with '{'"),
   (st_file(None, b"", b'{"a": 1'), "not valid JSON"),

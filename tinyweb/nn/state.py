@@ -515,7 +515,8 @@ _TORCH_DTYPES = {d.name: d for d in dtypes.all}
 VIEWS_PER_STORAGE = 8   # the tensors over one storage may together read this many times its bytes (views, tied weights)
 
 class _Marker:
-  """What the unpickler gives for a torch storage class or dtype: an inert object (no __dict__, not callable)."""
+  """What a global stands for when a loader passes it as a value (a torch storage class or dtype, numpy.ndarray): an
+  inert object, not callable, without a __dict__."""
   __slots__ = ("kind", "dtype")
   def __init__(self, kind: str, dtype: Optional[DType]): self.kind, self.dtype = kind, dtype
 
