@@ -6,6 +6,7 @@ import pytest
 from tinyweb import dtypes
 from tinyweb.nn import datasets
 from tinyweb.nn.datasets import parse_idx, load_idx, mnist, fashion_mnist, cifar10, IDX_FILES, CIFAR_BATCHES
+from tinyweb.nn.state import FormatError
 
 IDX_CODES = {"B": 0x08, "b": 0x09, "h": 0x0B, "i": 0x0C, "f": 0x0D, "d": 0x0E}
 
@@ -52,16 +53,17 @@ def test_idx_scalar_and_empty():
   (idx_bytes(list(range(6)), (2, 3)) + b"x", "trailing bytes in IDX data"),
 ])
 def test_idx_errors(data, match):
-  with pytest.raises(ValueError, match=match): parse_idx(data)
+  with pytest.raises(FormatError, match=match): parse_idx(data)
+  with pytest.raises(FormatError, match=match): parse_idx(gzip.compress(data))   # the same checks on the inflated contents
 
 def test_idx_errors_name_the_file(tmp_path):
   trunc = tmp_path / "trunc-idx1-ubyte"
   trunc.write_bytes(idx_bytes([1, 2, 3], (3,))[:-1])
-  with pytest.raises(ValueError, match=f"{trunc}: truncated IDX data"): load_idx(str(trunc))
+  with pytest.raises(FormatError, match=f"{trunc}: truncated IDX data"): load_idx(str(trunc))
   good = gzip.compress(idx_bytes(list(range(100)), (100,)))
   for name, data in (("garbage.gz", b"\x1f\x8b\x08\x00garbage"), ("cut.gz", good[:len(good) // 2]), ("notgz.gz", b"plain")):
     (tmp_path / name).write_bytes(data)
-    with pytest.raises(ValueError, match=f"{tmp_path / name}: corrupt gzip data"): load_idx(str(tmp_path / name))
+    with pytest.raises(FormatError, match=f"{tmp_path / name}: corrupt gzip data"): load_idx(str(tmp_path / name))
 
 # ---------------------------------------------------------------------------------------------------------------------
 # MNIST-style folders: lookup order, download into the cache, offline errors
@@ -108,9 +110,9 @@ def test_lookup_order(tmp_path, monkeypatch):
 def test_mnist_wrong_contents(tmp_path):
   write_mnist(tmp_path / "m", 0)
   (tmp_path / "m" / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(idx_bytes([1, 2, 3], (3,))))
-  with pytest.raises(ValueError, match="2 images but 3 labels"): mnist(str(tmp_path / "m"))
+  with pytest.raises(FormatError, match="2 images but 3 labels"): mnist(str(tmp_path / "m"))
   (tmp_path / "m" / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(idx_bytes([0] * 12, (3, 2, 2))))
-  with pytest.raises(ValueError, match=r"train-images-idx3-ubyte.gz: expected uint8 images of shape \(N, 28, 28\), got uint8 of shape \(3, 2, 2\)"):
+  with pytest.raises(FormatError, match=r"train-images-idx3-ubyte.gz: expected uint8 images of shape \(N, 28, 28\), got uint8 of shape \(3, 2, 2\)"):
     mnist(str(tmp_path / "m"))
 
 def test_download_to_cache(tmp_path, monkeypatch, capsys):
@@ -220,7 +222,7 @@ def test_cifar_binary(tmp_path):
     (tmp_path / "c" / "cifar-10-batches-bin" / f"{name}.bin").write_bytes(b"".join(bytes([l]) + d.tobytes() for d, l in zip(data, labels)))
   check_cifar(cifar10(str(tmp_path / "c")), batches)
   (tmp_path / "c" / "cifar-10-batches-bin" / "test_batch.bin").write_bytes(b"\0" * 3074)
-  with pytest.raises(ValueError, match="test_batch.bin: not a CIFAR-10 binary batch: 3074 bytes"): cifar10(str(tmp_path / "c"))
+  with pytest.raises(FormatError, match="test_batch.bin: not a CIFAR-10 binary batch: 3074 bytes"): cifar10(str(tmp_path / "c"))
 
 class Evil:
   def __init__(self, marker): self.marker = marker
@@ -230,12 +232,12 @@ def test_cifar_malicious_pickle_refused(tmp_path):
   write_cifar_py(tmp_path / "c", cifar_batches())
   marker = tmp_path / "pwned"
   (tmp_path / "c" / "data_batch_3").write_bytes(pickle.dumps({b"data": Evil(marker), b"labels": []}, protocol=2))
-  with pytest.raises(pickle.UnpicklingError, match=r"data_batch_3: refusing to load (posix|nt|os)\.system"): cifar10(str(tmp_path / "c"))
+  with pytest.raises(FormatError, match=r"data_batch_3: refusing to load (posix|nt|os)\.system"): cifar10(str(tmp_path / "c"))
   assert not marker.exists()
   (tmp_path / "c" / "data_batch_3").write_bytes(pickle.dumps({b"data": np.array([object()]), b"labels": []}))
-  with pytest.raises(pickle.UnpicklingError, match="data_batch_3: unsupported numpy dtype .O8."): cifar10(str(tmp_path / "c"))
+  with pytest.raises(FormatError, match="data_batch_3: unsupported numpy dtype .O8."): cifar10(str(tmp_path / "c"))
   (tmp_path / "c" / "data_batch_3").write_bytes(pickle.dumps({b"data": np.zeros((2, 5), np.uint8), b"labels": [1, 2]}))
-  with pytest.raises(ValueError, match=r"data_batch_3: not a CIFAR-10 batch"): cifar10(str(tmp_path / "c"))
+  with pytest.raises(FormatError, match=r"data_batch_3: not a CIFAR-10 batch"): cifar10(str(tmp_path / "c"))
 
 def test_cifar_download_and_extract(tmp_path, monkeypatch):
   batches = cifar_batches(seed=3)

@@ -9,7 +9,7 @@ from safetensors import safe_open
 from tinyweb import Tensor, dtypes, GlobalCounters
 from helpers import refused, expect_unsupported
 from tinyweb.nn.state import (get_state_dict, get_parameters, flatten_state_dict, load_state_dict, StateDictError,
-                              safe_load, safe_save, safe_load_metadata, torch_load, save_checkpoint, load_checkpoint)
+                              safe_load, safe_save, safe_load_metadata, torch_load, save_checkpoint, load_checkpoint, FormatError)
 
 TORCH_DT = {dtypes.bool: torch.bool, dtypes.int8: torch.int8, dtypes.uint8: torch.uint8, dtypes.int16: torch.int16,
             dtypes.uint16: torch.uint16, dtypes.int32: torch.int32, dtypes.uint32: torch.uint32, dtypes.int64: torch.int64,
@@ -129,7 +129,7 @@ def _file(header: dict, data: bytes, pad: bytes = b"") -> bytes:
   return len(head).to_bytes(8, "little") + head + data
 
 def _err(blob: bytes, *words: str):
-  with pytest.raises(ValueError) as e: safe_load(blob)
+  with pytest.raises(FormatError) as e: safe_load(blob)
   for w in words: assert w in str(e.value), (w, str(e.value))
 
 def test_safetensors_rejects_truncated_and_corrupt_files(tmp_path):
@@ -157,10 +157,10 @@ def test_safetensors_rejects_truncated_and_corrupt_files(tmp_path):
   dup = b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'
   _err(len(dup).to_bytes(8, "little") + dup + b"\x00", "twice")
   (tmp_path / "cut.safetensors").write_bytes(good[:-1])              # the same checks apply to files
-  with pytest.raises(ValueError, match="truncated"): safe_load(tmp_path / "cut.safetensors")
-  with pytest.raises(ValueError, match="truncated"): safe_load_metadata(tmp_path / "cut.safetensors")
+  with pytest.raises(FormatError, match="truncated"): safe_load(tmp_path / "cut.safetensors")
+  with pytest.raises(FormatError, match="truncated"): safe_load_metadata(tmp_path / "cut.safetensors")
   (tmp_path / "empty.safetensors").write_bytes(b"")
-  with pytest.raises(ValueError, match="too short"): safe_load(tmp_path / "empty.safetensors")
+  with pytest.raises(FormatError, match="too short"): safe_load(tmp_path / "empty.safetensors")
 
 def test_safetensors_from_path_is_zero_copy_and_copy_on_write(tmp_path):
   n = 1 << 20   # 4 MB of float32
@@ -194,9 +194,39 @@ def test_safe_save_is_atomic(device, tmp_path, monkeypatch):
   with pytest.raises(RuntimeError, match="disk on fire"):
     safe_save({"a": Tensor([9.0], device=device), "b": Tensor([8.0], device=device)}, target)
   assert target.read_bytes() == old and os.listdir(tmp_path) == ["ckpt.safetensors"]   # old file intact, no temp file left
+  calls.clear()
+  monkeypatch.setattr(state, "_tensor_bytes", lambda t: (_ for _ in ()).throw(KeyboardInterrupt))   # not an Exception either
+  with pytest.raises(KeyboardInterrupt): safe_save({"a": Tensor([9.0], device=device)}, target)
+  assert target.read_bytes() == old and os.listdir(tmp_path) == ["ckpt.safetensors"]
+  monkeypatch.setattr(state, "_tensor_bytes", state.__dict__["_tensor_bytes_orig"])
   with pytest.raises(TypeError): safe_save({"a": [1.0]}, target)
   with pytest.raises(TypeError): safe_save({"a": Tensor([1.0], device=device)}, target, metadata={"n": 1})
   assert target.read_bytes() == old
+
+@pytest.mark.skipif(os.name != "posix", reason="whether a pid lives is only asked on POSIX")
+def test_save_removes_temp_files_that_killed_saves_left(tmp_path):
+  target = tmp_path / "ck.safetensors"
+  killed = textwrap.dedent(f"""
+    import os, signal
+    from tinyweb import Tensor
+    from tinyweb.nn import state
+    state._tensor_bytes = lambda t: os.kill(os.getpid(), signal.SIGKILL)   # killed while writing: no cleanup runs
+    state.safe_save({{"a": Tensor([1.0, 2.0], device="CPU")}}, {str(target)!r})
+  """)
+  for _ in range(3): assert subprocess.run([sys.executable, "-c", killed], timeout=300).returncode == -9
+  stale = os.listdir(tmp_path)   # each save removed the file the save killed before it left: one, not three
+  assert len(stale) == 1 and stale[0].startswith(".ck.safetensors.") and stale[0].endswith(".tmp"), stale
+  live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+  dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+  try:
+    kept = [f".ck.safetensors.{live.pid}.0badcafe.tmp",   # a save in progress in another process
+            f".other.safetensors.{dead}.0badcafe.tmp",     # another file's
+            ".ck.safetensors.notes.tmp", "ck.safetensors.1.0badcafe.tmp"]   # not names a save gives its temporary file
+    for n in kept: (tmp_path / n).write_bytes(b"x")
+    safe_save({"a": Tensor([3.0], device="CPU")}, target)
+    assert sorted(os.listdir(tmp_path)) == sorted(kept + ["ck.safetensors"])
+    assert safe_load(target)["a"].tolist() == [3.0]
+  finally: live.kill()
 
 # ---------------------------------------------------------------------------------------------------------------
 # state dicts
@@ -320,6 +350,91 @@ def test_torch_load_matches_torch(device, tmp_path):
       np.testing.assert_array_equal(flat[k].numpy(), _expected(t), err_msg=k)
     assert flat["model.1.num_batches_tracked"].dtype == dtypes.int64
 
+def _same(ours, theirs, where="") -> None:
+  """`ours` (what torch_load gave) holds what `theirs` (the object torch saved) holds, container types included."""
+  if isinstance(theirs, torch.Tensor):
+    assert isinstance(ours, Tensor) and ours.shape == tuple(theirs.shape) and ours.dtype == dtypes.from_name(str(theirs.dtype)[6:]), where
+    np.testing.assert_array_equal(ours.numpy(), _expected(theirs.detach()), err_msg=where)
+  elif isinstance(theirs, (dict, list, tuple)):
+    assert type(ours) is (tuple if isinstance(theirs, torch.Size) else type(theirs)) and len(ours) == len(theirs), where
+    if isinstance(theirs, dict):
+      assert list(ours) == list(theirs), where
+      for k in theirs: _same(ours[k], theirs[k], f"{where}.{k}")
+    else:
+      for i, (a, b) in enumerate(zip(ours, theirs)): _same(a, b, f"{where}.{i}")
+  else: assert type(ours) is type(theirs) and ours == theirs, where
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_torch_load_real_optimizer_state_and_edge_cases(tmp_path, protocol):
+  torch.manual_seed(0)
+  model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4))
+  opt = torch.optim.Adam([{"params": model[0].parameters()}, {"params": model[1].parameters(), "lr": 0.1}])   # two groups share
+  model(torch.randn(2, 3)).sum().backward()                                                                     # one betas tuple
+  opt.step()
+  ck = {"model": model.state_dict(), "opt": opt.state_dict(), "weight_again": model[0].weight,   # a Parameter over a shared storage
+        "empty": {}, "empty_od": collections.OrderedDict(), "empty_list": [], "zero": torch.zeros(0, 3), "zero_f16": torch.ones(3, 0).half(),
+        "half": torch.tensor(1.5).half(), "bf16": torch.tensor([1.25, -2.0, 3e38]).bfloat16(), "int_keys": {0: torch.ones(1), -7: 2},
+        "misc": [(2, 3.5, None, True, "s", b"b"), torch.Size([2, 3]), 2**70, -1.5e-300], "view": torch.arange(12.).reshape(3, 4)[:, 1::2].t(),
+        "broadcast": torch.arange(3.).expand(1000, 3)}   # stride 0: 3 stored floats
+  torch.save(ck, tmp_path / "ck.pt", pickle_protocol=protocol)
+  out = torch_load(tmp_path / "ck.pt", device="CPU")
+  _same(out, ck)
+  assert out["opt"]["param_groups"][0]["betas"] == (0.9, 0.999) and sorted(out["opt"]["state"]) == [0, 1, 2, 3]
+  torch.save({}, tmp_path / "empty.pt")
+  assert torch_load(tmp_path / "empty.pt") == {}
+  torch.save(collections.OrderedDict(), tmp_path / "empty_od.pt")
+  assert type(torch_load(tmp_path / "empty_od.pt")) is collections.OrderedDict
+
+def _plain_value(rng: np.random.Generator, depth=0):
+  """A random nest of the plain values a checkpoint may hold, with shared (memoized) parts."""
+  leaves = [None, True, False, 0, -1, 255, 65536, -2**31, 2**31, 2**63 - 1, -2**100, 0.5, -1e300, float("inf"), "", "é\u2603\U0001f600",
+            "x" * 300, b"", b"\x00\xff" * 200, bytearray(b"ba")]
+  kind = rng.integers(0, 6 if depth < 4 else 1)
+  if kind == 0: return leaves[rng.integers(len(leaves))]
+  items = [_plain_value(rng, depth + 1) for _ in range(rng.integers(0, 5))]
+  if kind == 1: return items
+  if kind == 2: return tuple(items)
+  keys = ["a", "b", "", "long" * 80, 0, 7, -3, 2**62, 1.5, b"k", None, True]
+  d = {keys[rng.integers(len(keys))]: v for v in items}
+  if kind == 3: return d
+  if kind == 4: return collections.OrderedDict(d)
+  return [d, d, items]   # the same objects twice
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_unpickle_reads_plain_values_like_pickle(protocol):
+  import tinyweb.nn.state as state
+  find = {("collections", "OrderedDict"): state._Reducer(collections.OrderedDict, 0, 1), ("_codecs", "encode"): state._Reducer(state._encode, 1, 2)}
+  def find_global(module, name):   # protocols < 3 write bytes and bytearray through globals: give those too
+    if name in ("bytes", "bytearray") and module in ("__builtin__", "builtins"):
+      return state._Reducer(lambda s=b"", enc=None: (bytes if name == "bytes" else bytearray)(s.encode(enc) if enc else s), 0, 2)
+    return find[(module, name)]
+  rng = np.random.default_rng(protocol)
+  for _ in range(200):
+    value = _plain_value(rng)
+    data = pickle.dumps(value, protocol=protocol)
+    assert state.unpickle(data, find_global) == pickle.loads(data), (value, data)
+
+def test_torch_load_storages_at_any_alignment(tmp_path):
+  buf = io.BytesIO()
+  torch.save({"w": torch.tensor([1.5, -2.25, 3.0]), "d": torch.tensor([1.0, -2.0], dtype=torch.float64), "h": torch.tensor([0.5]).half()}, buf)
+  src = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+  for pad in range(8):   # stored members like torch's, but shifted by a member before them (torch aligns them to 64 bytes)
+    with zipfile.ZipFile(tmp_path / "m.pt", "w") as dst:
+      dst.writestr("archive/pad", b"x" * pad)
+      for info in src.infolist(): dst.writestr(info.filename, src.read(info))
+    for source in (tmp_path / "m.pt", (tmp_path / "m.pt").read_bytes()):
+      out = torch_load(source, device="CPU")
+      assert out["w"].tolist() == [1.5, -2.25, 3.0] and out["d"].tolist() == [1.0, -2.0] and out["h"].tolist() == [0.5]
+
+def test_safetensors_empty_files(tmp_path):
+  safe_save({}, tmp_path / "ours.safetensors")
+  safetensors.torch.save_file({}, str(tmp_path / "ref.safetensors"))
+  for name in ("ours", "ref"):
+    assert safe_load(tmp_path / f"{name}.safetensors") == {} and safe_load_metadata(tmp_path / f"{name}.safetensors") == {}
+  assert safetensors.torch.load_file(str(tmp_path / "ours.safetensors")) == {}
+  null_meta = b'{"__metadata__":null}   '   # what an absent (Option) metadata serializes to
+  assert safe_load_metadata(len(null_meta).to_bytes(8, "little") + null_meta) == {}
+
 def test_torch_load_works_without_torch(tmp_path):
   ck = _torch_checkpoint()
   torch.save(ck, tmp_path / "ck.pt")
@@ -352,11 +467,11 @@ def test_torch_load_compressed_members_and_other_archive_names(device, tmp_path)
 
 def test_torch_load_clear_errors(tmp_path):
   torch.save({"x": torch.ones(2)}, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
-  with pytest.raises(ValueError, match="legacy"): torch_load(tmp_path / "legacy.pt")
-  with pytest.raises(ValueError, match="not a PyTorch zip"): torch_load(b"hello world")
+  with pytest.raises(FormatError, match="legacy"): torch_load(tmp_path / "legacy.pt")
+  with pytest.raises(FormatError, match="not a PyTorch zip"): torch_load(b"hello world")
   torch.save({"x": torch.arange(5.).as_strided((3, 3), (1, 1))}, tmp_path / "overlap.pt")
-  with pytest.raises(ValueError, match="overlapping"): torch_load(tmp_path / "overlap.pt")
-  with pytest.raises(ValueError): torch_load((tmp_path / "overlap.pt").read_bytes()[:200])   # truncated
+  with pytest.raises(FormatError, match="overlapping"): torch_load(tmp_path / "overlap.pt")
+  with pytest.raises(FormatError): torch_load((tmp_path / "overlap.pt").read_bytes()[:200])   # truncated
 
 class _Evil:
   def __init__(self, fn, arg): self.fn, self.arg = fn, arg
@@ -375,9 +490,9 @@ def test_torch_load_refuses_malicious_pickles(tmp_path, fn, arg, protocol):
   payload = pickle.dumps({"state": {"w": _Evil(fn, arg.format(marker=marker))}}, protocol=protocol)
   _zip_with_pickle(tmp_path / "evil.pt", payload)
   module = "__builtin__" if fn.__module__ == "builtins" and protocol < 3 else fn.__module__   # protocol 2 writes py2 names
-  with pytest.raises(pickle.UnpicklingError, match=f"'{module}.{fn.__name__}'".replace(".", r"\.")):   # e.g. 'posix.system'
-    torch_load(tmp_path / "evil.pt")
-  with pytest.raises(pickle.UnpicklingError): torch_load((tmp_path / "evil.pt").read_bytes())
+  with pytest.raises(FormatError, match=f"evil.pt: torch_load: refusing to load global '{module}.{fn.__name__}'".replace(".", r"\.")):
+    torch_load(tmp_path / "evil.pt")   # e.g. 'posix.system'
+  with pytest.raises(FormatError, match=r"<bytes of \d+ bytes>: torch_load: refusing"): torch_load((tmp_path / "evil.pt").read_bytes())
   assert not os.path.exists(marker)
 
 def test_torch_load_refuses_globals_hidden_among_tensors(tmp_path):
@@ -388,4 +503,4 @@ def test_torch_load_refuses_globals_hidden_among_tensors(tmp_path):
   evil = pkl.replace(b"ctorch._utils\n_rebuild_tensor_v2\n", b"cbuiltins\ngetattr\n")   # same length not needed for pickles
   with zipfile.ZipFile(tmp_path / "mixed.pt", "w") as dst:
     for info in src.infolist(): dst.writestr(info.filename, evil if info.filename.endswith("data.pkl") else src.read(info))
-  with pytest.raises(pickle.UnpicklingError, match=r"builtins\.getattr"): torch_load(tmp_path / "mixed.pt")
+  with pytest.raises(FormatError, match=r"builtins\.getattr"): torch_load(tmp_path / "mixed.pt")

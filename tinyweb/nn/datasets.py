@@ -10,15 +10,21 @@ dataset-fashion-mnist; the cache ($TINYWEB_CACHE_DIR/datasets/<name>, default ~/
 A folder that lacks some files is passed over. If none has them, they are downloaded from the mirrors below (module
 constants: change them to use others) into the cache. IDX files may be gzipped or not.
 
-Pure Python, no numpy needed (so it runs in Pyodide): CIFAR's pickles hold numpy arrays, which a restricted unpickler
-reads into plain shape/dtype/bytes records. It calls nothing but those few reconstructors, so a pickle can't run code.
+Pure Python, no numpy needed (so it runs in Pyodide): CIFAR's pickles hold numpy arrays, which `tinyweb.nn.state.unpickle`
+reads into plain shape/dtype/bytes records. It calls nothing but those few reconstructors and can set no attribute of
+anything, so a pickle can't run code or change the process.
+
+A malformed file raises `tinyweb.nn.state.FormatError` (a ValueError) naming the file and the problem. Memory stays
+within a small multiple of the file's size; a gzipped IDX file is decompressed as its header is checked, to at most
+the size its header declares.
 """
 from __future__ import annotations
-import gzip, os, pickle, shutil, struct, sys, tarfile, tempfile, urllib.request, zlib
+import os, shutil, struct, sys, tarfile, tempfile, urllib.request, zlib
 from typing import Optional
 from tinyweb.tensor import Tensor
 from tinyweb.dtype import DType, dtypes
 from tinyweb.helpers import cache_dir, prod
+from tinyweb.nn.state import FormatError, unpickle, _Reducer, _Record, _Marker, _encode, _brief
 
 MNIST_URLS = ["https://storage.googleapis.com/cvdf-datasets/mnist/", "https://ossci-datasets.s3.amazonaws.com/mnist/"]
 FASHION_MNIST_URLS = ["http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
@@ -43,41 +49,68 @@ def _to_native(data, itemsize: int, byteorder: str):
   for k in range(itemsize): out[k::itemsize] = src[itemsize - 1 - k::itemsize]
   return out
 
-def _gunzip(data, name: str) -> bytes:
-  try: return gzip.decompress(data)
-  except (OSError, EOFError, zlib.error) as e: raise ValueError(f"{name}: corrupt gzip data ({type(e).__name__}: {e})") from e
+class _Gunzip:
+  """read(n): the next (up to) n bytes of a gzip stream's contents, decompressed only as far as asked (so a header is
+  checked before anything is inflated). Concatenated gzip members are one stream, as for gzip.decompress."""
+  def __init__(self, data: memoryview, name: str): self.rest, self.name, self.d = data, name, zlib.decompressobj(31)
+  def read(self, n: int) -> bytes:
+    out: list[bytes] = []
+    while n > 0:
+      if self.d.eof:
+        if not (rest := self.d.unused_data): break
+        self.d = zlib.decompressobj(31)
+      else: rest, self.rest = self.rest, b""
+      if not rest and not (rest := self.d.unconsumed_tail): raise FormatError(f"{self.name}: corrupt gzip data (the stream is truncated)")
+      try: chunk = self.d.decompress(rest, min(n, 1 << 30))
+      except zlib.error as e: raise FormatError(f"{self.name}: corrupt gzip data ({e})") from None
+      out.append(chunk)
+      n -= len(chunk)
+    return b"".join(out)
 
-def _parse_idx(data, name: str) -> tuple[DType, tuple[int, ...], object]:
-  """(dtype, shape, values in native byte order) of the IDX file `data`; ValueError naming `name` if malformed."""
+def _parse_idx(data, name: str, gz: Optional[bool] = None) -> tuple[DType, tuple[int, ...], object]:
+  """(dtype, shape, values in native byte order) of the IDX file `data` (gzipped if `gz`, or if None when it starts
+  like gzip); FormatError naming `name` if malformed. Gzip data is inflated after the header is checked, and only as
+  far as the header's shape needs (plus one byte, to refuse trailing data)."""
   mv = memoryview(data).cast("B")
-  if len(mv) < 4 or mv[0] != 0 or mv[1] != 0:
-    raise ValueError(f"{name}: not an IDX file: it starts with {bytes(mv[:4]).hex(' ') or 'nothing'}, "
-                     f"an IDX file starts with 00 00 <type> <ndim>")
-  if mv[2] not in IDX_TYPES:
-    raise ValueError(f"{name}: unknown IDX element type {mv[2]:#04x}; known: "
-                     + ", ".join(f"{t:#04x} {dt.name}" for t, dt in IDX_TYPES.items()))
-  dt, header = IDX_TYPES[mv[2]], 4 + 4 * mv[3]
-  if len(mv) < header: raise ValueError(f"{name}: truncated IDX header: {mv[3]} dimensions need {header} bytes, got {len(mv)}")
-  shape = struct.unpack(f">{mv[3]}I", mv[4:header])
+  if gz is None: gz = bytes(mv[:2]) == b"\x1f\x8b"
+  if gz: read, total = _Gunzip(mv, name).read, None
+  else:
+    pos = 0
+    def read(n: int) -> memoryview:
+      nonlocal pos
+      pos, start = min(pos + n, len(mv)), pos
+      return mv[start:pos]
+    total = len(mv)
+  head = bytes(read(4))
+  if len(head) < 4 or head[0] != 0 or head[1] != 0:
+    raise FormatError(f"{name}: not an IDX file: it starts with {head.hex(' ') or 'nothing'}, an IDX file starts with 00 00 <type> <ndim>")
+  if head[2] not in IDX_TYPES:
+    raise FormatError(f"{name}: unknown IDX element type {head[2]:#04x}; known: " + ", ".join(f"{t:#04x} {dt.name}" for t, dt in IDX_TYPES.items()))
+  dt, header = IDX_TYPES[head[2]], 4 + 4 * head[3]
+  if len(dims := bytes(read(4 * head[3]))) < 4 * head[3]:
+    raise FormatError(f"{name}: truncated IDX header: {head[3]} dimensions need {header} bytes, got {4 + len(dims)}")
+  shape = struct.unpack(f">{head[3]}I", dims)
   expected = header + prod(shape) * dt.itemsize
-  if len(mv) != expected:
-    raise ValueError(f"{name}: {'truncated' if len(mv) < expected else 'trailing bytes in'} IDX data: shape {shape} of "
-                     f"{dt.name} needs {expected} bytes ({header} header + {expected - header} values), got {len(mv)}")
-  return dt, shape, _to_native(mv[header:], dt.itemsize, "big")
+  values = read(expected - header)
+  got = total if total is not None else header + len(values) + len(read(1))
+  if got != expected:
+    raise FormatError(f"{name}: {'truncated' if got < expected else 'trailing bytes in'} IDX data: shape {shape} of {dt.name} needs "
+                      f"{expected} bytes ({header} header + {expected - header} values), got {got if got < expected or total else 'more'}")
+  return dt, shape, _to_native(values, dt.itemsize, "big")
 
 def parse_idx(data: bytes, device: Optional[str] = None, name: str = "IDX data") -> Tensor:
   """The tensor stored in IDX file contents `data` (gzipped or not), with the IDX element type and shape."""
-  if bytes(data[:2]) == b"\x1f\x8b": data = _gunzip(data, name)
   dt, shape, values = _parse_idx(data, name)
   return Tensor.frombuffer(values, dt, shape, device)
 
-def _read(path: str) -> bytes:
+def _read_idx(path: str) -> tuple[DType, tuple[int, ...], object]:
   with open(path, "rb") as f: data = f.read()
-  return _gunzip(data, path) if path.endswith(".gz") or data[:2] == b"\x1f\x8b" else data
+  return _parse_idx(data, path, True if path.endswith(".gz") else None)
 
 def load_idx(path: str, device: Optional[str] = None) -> Tensor:
   """The tensor in the IDX file at `path` (.gz or not); errors name the file."""
-  return parse_idx(_read(path), device, name=path)
+  dt, shape, values = _read_idx(path)
+  return Tensor.frombuffer(values, dt, shape, device)
 
 # ---------------------------------------------------------------------------------------------------------------------
 # finding and downloading files
@@ -147,13 +180,13 @@ def _idx_paths(name: str, folder, env: str, urls: list[str], system=()) -> list[
 def _idx_dataset(name: str, folder, env: str, urls: list[str], device, system=()) -> tuple[Tensor, ...]:
   out = []
   for path, images in zip(_idx_paths(name, folder, env, urls, system), (True, False, True, False)):
-    dt, shape, values = _parse_idx(_read(path), path)
+    dt, shape, values = _read_idx(path)
     if dt != dtypes.uint8 or (shape[1:] != (28, 28) if images else len(shape) != 1):
-      raise ValueError(f"{path}: expected uint8 {'images of shape (N, 28, 28)' if images else 'labels of shape (N,)'}, "
+      raise FormatError(f"{path}: expected uint8 {'images of shape (N, 28, 28)' if images else 'labels of shape (N,)'}, "
                        f"got {dt.name} of shape {shape}")
     out.append(Tensor.frombuffer(values, dt, (shape[0], 1, 28, 28) if images else shape, device))
   for x, y in (out[:2], out[2:]):
-    if x.shape[0] != y.shape[0]: raise ValueError(f"{name}: {x.shape[0]} images but {y.shape[0]} labels")
+    if x.shape[0] != y.shape[0]: raise FormatError(f"{name}: {x.shape[0]} images but {y.shape[0]} labels")
   return tuple(out)
 
 def mnist(folder: Optional[str] = None, device: Optional[str] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -167,93 +200,91 @@ def fashion_mnist(folder: Optional[str] = None, device: Optional[str] = None) ->
                       FASHION_MNIST_SYSTEM_DIRS)
 
 # ---------------------------------------------------------------------------------------------------------------------
-# a restricted unpickler for numpy arrays, without numpy
+# numpy arrays in pickles, without numpy: records built by the reconstructors numpy's pickles name
 
 def _str(x) -> str: return x.decode("latin1") if isinstance(x, (bytes, bytearray)) else x
 
-class _NpDType:
-  """What a pickled numpy.dtype says: kind, item size and byte order ('u1', 'i8', 'f4', ...)."""
-  def __init__(self, spec, align=False, copy=False):
-    spec = _str(spec)
-    if not (isinstance(spec, str) and len(spec) >= 2 and spec[0] in "uifb" and spec[1:].isdigit()):
-      raise pickle.UnpicklingError(f"unsupported numpy dtype {spec!r}")
-    self.kind, self.itemsize, self.byteorder = spec[0], int(spec[1:]), "|"
-  def __setstate__(self, state):
-    if not isinstance(state, tuple) or len(state) < 2 or any(s is not None for s in state[2:5]):
-      raise pickle.UnpicklingError(f"unsupported numpy dtype state {state!r} (structured and sub-array dtypes are not)")
-    self.byteorder = _str(state[1])
-  @property
-  def dtype(self) -> DType:
-    if self.kind == "b": return dtypes.bool
-    return dtypes.from_name({"u": "uint", "i": "int", "f": "float"}[self.kind] + str(8 * self.itemsize))
+_NP_DTYPES = {"b1": dtypes.bool, **{f"{d.kind}{d.itemsize}": d for d in dtypes.all if d.kind in "iuf" and d != dtypes.bfloat16}}   # 'u1', 'f4', ...
 
-class _NpArray:
+class _NpDType(_Record):
+  """What a pickled numpy.dtype says: its element type ('u1', 'i8', 'f4', ...) and byte order."""
+  __slots__ = ("dtype", "byteorder")
+  def __init__(self, spec, align=False, copy=False):
+    if (dt := _NP_DTYPES.get(_str(spec)) if isinstance(spec, (str, bytes)) else None) is None:
+      raise FormatError(f"unsupported numpy dtype {_brief.repr(_str(spec))} (known: {', '.join(_NP_DTYPES)})")
+    self.dtype, self.byteorder = dt, "|"
+  def _setstate(self, state):
+    if type(state) is not tuple or len(state) < 2 or any(s is not None for s in state[2:5]) or _str(state[1]) not in ("<", ">", "|", "="):
+      raise FormatError(f"unsupported numpy dtype state {_brief.repr(state)} (structured and sub-array dtypes are not)")
+    self.byteorder = _str(state[1])
+
+class _NpArray(_Record):
   """What a pickled numpy.ndarray says: shape, dtype, raw bytes (C or Fortran order)."""
+  __slots__ = ("shape", "npdtype", "data", "fortran")
   def __init__(self, shape=(), dtype=None, data=b"", fortran=False): self.shape, self.npdtype, self.data, self.fortran = shape, dtype, data, fortran
-  def __setstate__(self, state):
-    if not isinstance(state, tuple) or len(state) not in (4, 5): raise pickle.UnpicklingError("malformed numpy array state")
-    shape, npdtype, fortran, data = state[-4:]
-    if isinstance(data, str): data = data.encode("latin1")   # (pickles read with encoding="latin1")
-    if not isinstance(npdtype, _NpDType) or not isinstance(data, (bytes, bytearray)):
-      raise pickle.UnpicklingError("unsupported numpy array (object arrays are not)")
-    self.shape, self.npdtype, self.data, self.fortran = tuple(shape), npdtype, data, bool(fortran)
+  def _setstate(self, state):
+    if type(state) is not tuple or len(state) not in (4, 5): raise FormatError(f"malformed numpy array state {_brief.repr(state)}")
+    self.shape, self.npdtype, self.data, self.fortran = _np_array(*state[-4:])
   def tensor(self, device=None) -> Tensor:
-    dt, n = self.npdtype.dtype, prod(self.shape)
-    if len(self.data) != n * dt.itemsize: raise ValueError(f"numpy array of shape {self.shape} {dt.name} has {len(self.data)} bytes")
+    if self.npdtype is None: raise FormatError("a numpy array without its state")
+    dt = self.npdtype.dtype
     data = bytearray(_to_native(self.data, dt.itemsize, {">": "big", "<": "little"}.get(self.npdtype.byteorder, sys.byteorder)))
     if not self.fortran: return Tensor.frombuffer(data, dt, self.shape, device)
     return Tensor.frombuffer(data, dt, self.shape[::-1], device).permute(*range(len(self.shape) - 1, -1, -1))
   def tolist(self) -> list: return self.tensor().tolist()
 
-def _reconstruct(cls, shape, typecode):
-  if cls is not _NpArray: raise pickle.UnpicklingError(f"numpy _reconstruct of {cls!r} refused")
+def _np_array(shape, npdtype, fortran, data) -> tuple:
+  """An array's state checked, as (shape, dtype, data, fortran): its bytes must be exactly what the shape and dtype need."""
+  if isinstance(data, str): data = data.encode("latin1")   # (py2 pickles hold them as str)
+  if not isinstance(npdtype, _NpDType) or type(data) not in (bytes, bytearray):
+    raise FormatError("unsupported numpy array (object arrays are not)")
+  if type(shape) not in (tuple, list) or not all(type(s) is int and s >= 0 for s in shape) or len(data) != prod(shape) * npdtype.dtype.itemsize:
+    raise FormatError(f"a numpy array of shape {_brief.repr(shape)} {npdtype.dtype.name} has {len(data)} bytes")
+  return tuple(shape), npdtype, data, bool(fortran)
+
+_NDARRAY = _Marker("numpy.ndarray", None)
+
+def _reconstruct(cls, shape, typecode) -> _NpArray:
+  if cls is not _NDARRAY: raise FormatError(f"numpy _reconstruct of {_brief.repr(cls)} refused")
   return _NpArray()
 
-def _frombuffer(buf, dtype, shape, order="C"):   # numpy's pickle protocol 5 form
-  if not isinstance(dtype, _NpDType): raise pickle.UnpicklingError("numpy _frombuffer without a dtype")
-  return _NpArray(tuple(shape), dtype, bytes(buf), _str(order) == "F")
+def _frombuffer(buf, dtype, shape, order="C") -> _NpArray:   # numpy's pickle protocol 5 form
+  return _NpArray(*_np_array(shape, dtype, _str(order) == "F", buf))
 
-def _scalar(dtype, data):
-  if not isinstance(dtype, _NpDType) or not isinstance(data, (bytes, str)): raise pickle.UnpicklingError("malformed numpy scalar")
+def _scalar(dtype, data=None):
+  if not isinstance(dtype, _NpDType) or not isinstance(data, (bytes, str)) or len(data) != dtype.dtype.itemsize:
+    raise FormatError(f"malformed numpy scalar {_brief.repr(data)}")
   data = data.encode("latin1") if isinstance(data, str) else data
   return struct.unpack({">": ">", "<": "<"}.get(dtype.byteorder, "=") + dtype.dtype.fmt, data)[0]
 
-def _codecs_encode(s, encoding="utf-8"):   # how protocol 2 pickles bytes in Python 3
-  if not isinstance(s, str) or encoding != "latin1": raise pickle.UnpicklingError("_codecs.encode is only allowed for latin1 strings")
-  return s.encode("latin1")
-
-_ALLOWED = {("numpy", "ndarray"): _NpArray, ("numpy", "dtype"): _NpDType, ("_codecs", "encode"): _codecs_encode}
+_NUMPY_GLOBALS = {("numpy", "ndarray"): _NDARRAY, ("numpy", "dtype"): _Reducer(_NpDType, 1, 3), ("_codecs", "encode"): _Reducer(_encode, 1, 2)}
 for _m in ("numpy.core", "numpy._core"):
-  _ALLOWED.update({(f"{_m}.multiarray", "_reconstruct"): _reconstruct, (f"{_m}.multiarray", "scalar"): _scalar,
-                   (f"{_m}.numeric", "_frombuffer"): _frombuffer})
+  _NUMPY_GLOBALS.update({(f"{_m}.multiarray", "_reconstruct"): _Reducer(_reconstruct, 3, 3), (f"{_m}.multiarray", "scalar"): _Reducer(_scalar, 1, 2),
+                         (f"{_m}.numeric", "_frombuffer"): _Reducer(_frombuffer, 3, 4)})
 
-class RestrictedUnpickler(pickle.Unpickler):
-  """Loads plain containers, numbers, strings and numpy arrays (as `_NpArray`, with `.tensor()`); refuses any other
-  global, so a pickle can't call arbitrary functions."""
-  def find_class(self, module, name):
-    if (module, name) in _ALLOWED: return _ALLOWED[(module, name)]
-    raise pickle.UnpicklingError(f"refusing to load {module}.{name}: only numpy arrays and plain data are allowed")
+def _numpy_global(module: str, name: str):
+  if (g := _NUMPY_GLOBALS.get((module, name))) is None:
+    raise FormatError(f"refusing to load {module}.{name}: only numpy arrays and plain data are allowed")
+  return g
 
 # ---------------------------------------------------------------------------------------------------------------------
 # CIFAR-10 (https://www.cs.toronto.edu/~kriz/cifar.html)
 
 def _cifar_pickle_batch(path: str) -> tuple[bytes, list[int]]:
-  try:
-    with open(path, "rb") as f: d = RestrictedUnpickler(f, encoding="bytes").load()
-  except pickle.UnpicklingError as e: raise pickle.UnpicklingError(f"{path}: {e}") from e
-  except (EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
-    raise ValueError(f"{path}: not a CIFAR-10 batch pickle ({type(e).__name__}: {e})") from e
-  data, labels = (d.get(k, d.get(k.decode())) if isinstance(d, dict) else None for k in (b"data", b"labels"))
-  if isinstance(labels, _NpArray): labels = labels.tolist()
-  if not (isinstance(data, _NpArray) and data.npdtype.dtype == dtypes.uint8 and len(data.shape) == 2 and data.shape[1] == 3072
-          and isinstance(labels, list) and len(labels) == data.shape[0]):
-    raise ValueError(f"{path}: not a CIFAR-10 batch: expected a dict with b'data' uint8 (N, 3072) and N b'labels'")
+  with open(path, "rb") as f: raw = f.read()
+  try: d = unpickle(raw, _numpy_global)
+  except FormatError as e: raise FormatError(f"{path}: {e}") from None
+  data, labels = (d.get(k, d.get(k.decode())) if type(d) is dict else None for k in (b"data", b"labels"))
+  if isinstance(labels, _NpArray) and labels.npdtype is not None and labels.npdtype.dtype.is_int: labels = labels.tolist()
+  if not (isinstance(data, _NpArray) and data.npdtype is not None and data.npdtype.dtype == dtypes.uint8 and len(data.shape) == 2
+          and data.shape[1] == 3072 and type(labels) is list and len(labels) == data.shape[0] and all(type(v) is int and 0 <= v < 2**31 for v in labels)):
+    raise FormatError(f"{path}: not a CIFAR-10 batch: expected a dict with b'data' uint8 (N, 3072) and N int b'labels'")
   n = data.shape[0]
   return (b"".join(data.data[i::n] for i in range(n)) if data.fortran else bytes(data.data)), labels
 
 def _cifar_bin_batch(path: str) -> tuple[bytes, list[int]]:
   with open(path, "rb") as f: raw = f.read()
-  if len(raw) % 3073: raise ValueError(f"{path}: not a CIFAR-10 binary batch: {len(raw)} bytes is not a multiple of 3073 (1 label + 3072 pixels)")
+  if len(raw) % 3073: raise FormatError(f"{path}: not a CIFAR-10 binary batch: {len(raw)} bytes is not a multiple of 3073 (1 label + 3072 pixels)")
   return b"".join(raw[i + 1:i + 3073] for i in range(0, len(raw), 3073)), list(raw[0::3073])
 
 def _cifar_dir(d: str) -> Optional[tuple[str, str]]:

@@ -6,10 +6,17 @@
   mmap (copy-on-write), so on the CPU the loaded tensors use the file's pages without a copy.
 - `torch_load`: a `torch.save` zip checkpoint read without torch, through an unpickler that only knows tensors,
   storages and plain containers; any other global in the pickle is refused, never imported or called.
-- `save_checkpoint` / `load_checkpoint`: a model (or state dict) to and from a safetensors file, written atomically.
+- `save_checkpoint` / `load_checkpoint`: a model (or state dict) to and from a safetensors file, written atomically;
+  a save also removes the temporary files that saves of the same file killed midway left behind.
+
+Every malformed file (safetensors, PyTorch checkpoint, and in `tinyweb.nn.datasets` IDX and CIFAR-10 files) raises
+`FormatError`, a ValueError whose message names the file and the problem; so does a file that asks for more than its
+size justifies. Reading a file never changes the process: the pickles of checkpoints are run by `unpickle`, an
+interpreter of the pickle opcodes that builds only plain values and calls only the loader's own constructors, and
+memory stays within a small multiple of the file's size (gzip and zip members: of their declared sizes).
 """
 from __future__ import annotations
-import collections, io, json, os, pickle, types, zipfile
+import codecs, collections, contextlib, io, json, os, re, reprlib, struct, types, zipfile, zlib
 from typing import Any, Callable, Optional, Union
 from tinyweb.tensor import Tensor
 from tinyweb.dtype import DType, dtypes
@@ -91,7 +98,23 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
   return missing + sorted(bad), unexpected
 
 # ---------------------------------------------------------------------------------------------------------------
-# reading sources and writing files atomically
+# malformed files, reading sources and writing files atomically
+
+class FormatError(ValueError):
+  """A file that is malformed, or that asks for what a loader refuses (a global other than tensors and containers,
+  more memory than its size justifies). A ValueError; the message names the file and the problem."""
+
+def _describe(src) -> str:
+  return os.fspath(src) if isinstance(src, (str, os.PathLike)) else f"<{type(src).__name__} of {memoryview(src).nbytes} bytes>"
+
+@contextlib.contextmanager
+def _naming(src, loader: str):
+  """Prefix the FormatErrors raised inside with the file (or the size of the bytes) they are about and the loader."""
+  try: yield
+  except FormatError as e: raise FormatError(f"{_describe(src)}: {loader}: {e}") from None
+
+_brief = reprlib.Repr()
+_brief.maxstring = _brief.maxother = 60   # a bounded repr of what a file holds, for error messages
 
 def _map_file(path) -> memoryview:
   """The whole file as a writable memoryview: a copy-on-write mmap where possible, else read into memory."""
@@ -113,11 +136,31 @@ def _as_memory(src: Source) -> memoryview:
   if isinstance(src, (bytes, bytearray, memoryview)): return memoryview(bytearray(src))
   raise TypeError(f"expected a path, bytes, bytearray or memoryview, got {type(src).__name__}")
 
+def _pid_alive(pid: int) -> bool:
+  try: os.kill(pid, 0)
+  except ProcessLookupError: return False
+  except OSError: pass   # e.g. another user's process: alive
+  return True
+
+def _remove_stale_temps(folder: str, name: str) -> None:
+  """Remove the temporary files of `name` that saves killed midway left (".NAME.<pid>.<hex>.tmp" whose process is
+  gone). POSIX only: elsewhere there is no safe way to ask whether a pid lives (os.kill(pid, 0) signals on Windows)."""
+  if os.name != "posix": return
+  pattern = re.compile(rf"\.{re.escape(name)}\.(\d+)\.[0-9a-f]{{8}}\.tmp")
+  try: entries = os.listdir(folder)
+  except OSError: return
+  for entry in entries:
+    if (m := pattern.fullmatch(entry)) and not _pid_alive(int(m.group(1))):
+      try: os.unlink(os.path.join(folder, entry))
+      except OSError: pass   # another save removed it first
+
 def _atomic_write(path, write: Callable[[Any], None]) -> None:
   """Write through a temporary file in the same directory, fsync it and rename it over `path`: readers see the old
-  file or the new one, never a partial one."""
+  file or the new one, never a partial one. The temporary file is removed on any exception; one left by a killed
+  process is removed by the next save of the same file."""
   path = os.path.abspath(os.fspath(path))
   folder, name = os.path.split(path)
+  _remove_stale_temps(folder, name)
   tmp = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
   fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
   try:
@@ -159,77 +202,85 @@ _SAFETENSORS_NAMES = {v: k for k, v in SAFETENSORS_DTYPES.items()}
 MAX_HEADER = 100 << 20   # the reference implementation's limit
 
 def _header_length(first8: bytes, total: int) -> int:
-  if total < 8: raise ValueError(f"safetensors: the file is only {total} bytes, too short for the 8-byte header length (truncated?)")
+  if total < 8: raise FormatError(f"the file is only {total} bytes, too short for the 8-byte header length (truncated?)")
   n = int.from_bytes(first8, "little")
-  if n > MAX_HEADER: raise ValueError(f"safetensors: header length {n} is over the {MAX_HEADER}-byte limit (corrupt file?)")
-  if 8 + n > total: raise ValueError(f"safetensors: the header should be {n} bytes but only {total - 8} follow (truncated file?)")
+  if n > MAX_HEADER: raise FormatError(f"header length {n} is over the {MAX_HEADER}-byte limit (corrupt file?)")
+  if 8 + n > total: raise FormatError(f"the header should be {n} bytes but only {total - 8} follow (truncated file?)")
   return n
 
 def _no_duplicates(pairs):
   d = {}
   for k, v in pairs:
-    if k in d: raise ValueError(f"safetensors: key {k!r} appears twice in the header")
+    if k in d: raise FormatError(f"key {_brief.repr(k)} appears twice in the header")
     d[k] = v
   return d
 
-def _is_uint(x) -> bool: return type(x) is int and x >= 0
+def _is_uint(x) -> bool: return type(x) is int and 0 <= x < 2**64   # (a size or offset; also keeps str(x) short)
 
 def _parse_header(head: bytes, data_len: int) -> tuple[dict[str, tuple[DType, tuple[int, ...], int, int]], dict[str, str]]:
   """Validate a header against `data_len` bytes of data: ({name: (dtype, shape, begin, end)} in data order, metadata)."""
   try: text = head.decode("utf-8")
-  except UnicodeDecodeError as e: raise ValueError(f"safetensors: the header is not valid UTF-8 ({e})") from None
-  if not text.startswith("{"): raise ValueError(f"safetensors: the header does not start with '{{' (not a safetensors file?): {text[:20]!r}")
+  except UnicodeDecodeError as e: raise FormatError(f"the header is not valid UTF-8 ({e})") from None
+  if not text.startswith("{"): raise FormatError(f"the header does not start with '{{' (not a safetensors file?): {text[:20]!r}")
   try: header = json.loads(text, object_pairs_hook=_no_duplicates)
-  except json.JSONDecodeError as e: raise ValueError(f"safetensors: the header is not valid JSON: {e}") from None
-  meta = header.pop("__metadata__", None) or {}
-  if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
-    raise ValueError(f"safetensors: __metadata__ must map strings to strings, got {meta!r}")
+  except json.JSONDecodeError as e: raise FormatError(f"the header is not valid JSON: {e}") from None
+  except RecursionError: raise FormatError("the header nests too deeply to be a safetensors header") from None
+  except FormatError: raise
+  except ValueError as e: raise FormatError(f"the header holds a number too long to read ({str(e).split(';')[0]})") from None
+  meta = header.pop("__metadata__", None)
+  if meta is None: meta = {}
+  if type(meta) is not dict or not all(type(v) is str for v in meta.values()):
+    raise FormatError(f"__metadata__ must map strings to strings, got {_brief.repr(meta)}")
   entries = []
   for name, info in header.items():
-    where = f"safetensors: tensor {name!r}"
-    if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
-      raise ValueError(f"{where}: the entry needs dtype, shape and data_offsets, got {info!r}")
-    dt, shape, offs = SAFETENSORS_DTYPES.get(info["dtype"]), info["shape"], info["data_offsets"]
-    if dt is None: raise ValueError(f"{where}: dtype {info['dtype']!r} is not supported (supported: {', '.join(SAFETENSORS_DTYPES)})")
-    if not isinstance(shape, list) or not all(_is_uint(s) for s in shape): raise ValueError(f"{where}: invalid shape {shape!r}")
-    if not isinstance(offs, list) or len(offs) != 2 or not all(_is_uint(o) for o in offs) or offs[0] > offs[1]:
-      raise ValueError(f"{where}: invalid data_offsets {offs!r} (need [begin, end] with 0 <= begin <= end)")
+    if type(info) is not dict or not {"dtype", "shape", "data_offsets"} <= set(info):
+      raise FormatError(f"tensor {_brief.repr(name)}: the entry needs dtype, shape and data_offsets, got {_brief.repr(info)}")
+    dt, shape, offs = SAFETENSORS_DTYPES.get(info["dtype"]) if type(info["dtype"]) is str else None, info["shape"], info["data_offsets"]
+    if dt is None:
+      raise FormatError(f"tensor {_brief.repr(name)}: dtype {_brief.repr(info['dtype'])} is not supported (supported: {', '.join(SAFETENSORS_DTYPES)})")
+    if type(shape) is not list or not all(_is_uint(s) for s in shape): raise FormatError(f"tensor {_brief.repr(name)}: invalid shape {_brief.repr(shape)}")
+    if type(offs) is not list or len(offs) != 2 or not all(_is_uint(o) for o in offs) or offs[0] > offs[1]:
+      raise FormatError(f"tensor {_brief.repr(name)}: invalid data_offsets {_brief.repr(offs)} (need [begin, end] with 0 <= begin <= end)")
     begin, end = offs
-    if end > data_len: raise ValueError(f"{where}: data_offsets {offs} go past the end of the data ({data_len} bytes; truncated file?)")
-    if end - begin != prod(shape) * dt.itemsize:
-      raise ValueError(f"{where}: data_offsets {offs} hold {end - begin} bytes, but shape {shape} of {info['dtype']} needs {prod(shape) * dt.itemsize}")
+    if end > data_len: raise FormatError(f"tensor {_brief.repr(name)}: data_offsets {offs} go past the end of the data ({data_len} bytes; truncated file?)")
+    if end - begin != (need := prod(shape) * dt.itemsize):
+      raise FormatError(f"tensor {_brief.repr(name)}: data_offsets {offs} hold {end - begin} bytes, but shape {_brief.repr(shape)} of {info['dtype']} "
+                        f"needs {need if need < 2**64 else 'over 2**64'}")
     entries.append((begin, end, name, dt, tuple(shape)))
   entries.sort(key=lambda e: (e[0], e[1]))
   pos = 0
   for begin, end, name, _, _ in entries:
     if begin != pos:
-      raise ValueError(f"safetensors: tensor {name!r} starts at data byte {begin} but the previous tensor ends at {pos} "
-                       f"({'a gap' if begin > pos else 'an overlap'}; each data byte must belong to exactly one tensor)")
+      raise FormatError(f"tensor {_brief.repr(name)} starts at data byte {begin} but the previous tensor ends at {pos} "
+                        f"({'a gap' if begin > pos else 'an overlap'}; each data byte must belong to exactly one tensor)")
     pos = end
-  if pos != data_len: raise ValueError(f"safetensors: the tensors cover {pos} bytes but the data is {data_len} bytes (trailing bytes)")
+  if pos != data_len: raise FormatError(f"the tensors cover {pos} bytes but the data is {data_len} bytes (trailing bytes)")
   return {name: (dt, shape, begin, end) for begin, end, name, dt, shape in entries}, meta
 
 def safe_load(src: Source, device: Optional[str] = None) -> dict[str, Tensor]:
   """Read a safetensors file (path, bytes or memoryview). From a path on the CPU the tensors use the mapped file
-  without a copy (copy-on-write: writing to them never changes the file); bytes are copied once."""
+  without a copy (copy-on-write: writing to them never changes the file); bytes are copied once. A malformed file
+  raises FormatError."""
   mem = _as_memory(src)
-  n = _header_length(bytes(mem[:8]), mem.nbytes)
-  entries, _ = _parse_header(bytes(mem[8:8 + n]), mem.nbytes - 8 - n)
+  with _naming(src, "safetensors"):
+    n = _header_length(bytes(mem[:8]), mem.nbytes)
+    entries, _ = _parse_header(bytes(mem[8:8 + n]), mem.nbytes - 8 - n)
   return {name: _frombuffer(mem, 8 + n + b, 8 + n + e, dt, shape, device) for name, (dt, shape, b, e) in entries.items()}
 
 def safe_load_metadata(src: Source) -> dict[str, str]:
   """The `__metadata__` of a safetensors file (empty if none), after validating the header; tensor data is not read."""
-  if isinstance(src, (str, os.PathLike)):
-    with open(src, "rb") as f:
-      total = os.fstat(f.fileno()).st_size
-      n = _header_length(f.read(8), total)
-      head = f.read(n)
-  else:
-    mem = memoryview(src).cast("B")
-    total = mem.nbytes
-    n = _header_length(bytes(mem[:8]), total)
-    head = bytes(mem[8:8 + n])
-  return _parse_header(head, total - 8 - n)[1]
+  with _naming(src, "safetensors"):
+    if isinstance(src, (str, os.PathLike)):
+      with open(src, "rb") as f:
+        total = os.fstat(f.fileno()).st_size
+        n = _header_length(f.read(8), total)
+        head = f.read(n)
+    else:
+      mem = memoryview(src).cast("B")
+      total = mem.nbytes
+      n = _header_length(bytes(mem[:8]), total)
+      head = bytes(mem[8:8 + n])
+    return _parse_header(head, total - 8 - n)[1]
 
 def safe_save(tensors: dict[str, Tensor], path, metadata: Optional[dict[str, str]] = None) -> None:
   """Write `tensors` as a safetensors file, atomically. Like the reference writer, data is ordered by decreasing
@@ -256,10 +307,204 @@ def safe_save(tensors: dict[str, Tensor], path, metadata: Optional[dict[str, str
   _atomic_write(path, write)
 
 # ---------------------------------------------------------------------------------------------------------------
+# pickles, without pickle.Unpickler: `unpickle` interprets the opcodes itself and builds only plain values (None, bools,
+# numbers, str, bytes, lists, tuples, dicts, OrderedDicts, sets). A global is looked up by the loader's `find_global`,
+# which gives inert stand-ins: a _Reducer (a function of the loader's, called by REDUCE with checked arguments) or a
+# value; nothing is imported. Items are added only to the lists, dicts and sets the pickle built (SETITEM(S), APPEND(S),
+# ADDITEMS), and BUILD gives state only to the loader's own records (_Record._setstate) or drops the attributes of an
+# OrderedDict: no opcode can set an attribute of anything, so a file cannot change the process. Memory grows with
+# the pickle's size: the memo is a dict (an index of 2**31 costs one entry), and the result is refused if it nests
+# deeper than MAX_PICKLE_DEPTH or, counting every path to a shared container (what `flatten_state_dict` walks) with
+# its key's length, expands past PICKLE_EXPANSION times the pickle's size plus 1M (a DAG of shared lists would be 2**40
+# paths; a dict shared by 1000 entries of a list costs 1000 times its own size, which is fine).
+
+MAX_PICKLE_DEPTH = 100
+PICKLE_EXPANSION = 16
+
+class _Reducer:
+  """A global a loader lets a pickle call: `fn` with lo..hi positional arguments. Not itself callable."""
+  __slots__ = ("fn", "lo", "hi")
+  def __init__(self, fn: Callable, lo: int, hi: int): self.fn, self.lo, self.hi = fn, lo, hi
+
+class _Record:
+  """Base of a loader's own objects that take a pickle's BUILD state (through `_setstate`, which checks it)."""
+  __slots__ = ()
+  def _setstate(self, state): raise FormatError(f"BUILD gives state to a {type(self).__name__}, which takes none")
+
+_KEY_TYPES = (str, bytes, int, float, bool, type(None))
+
+def _key(k):
+  """A dict key or set item of a pickle: a scalar, whose hash and repr cost time in proportion to its size."""
+  if type(k) not in _KEY_TYPES or (type(k) is int and not -2**64 < k < 2**64):
+    raise FormatError(f"a dict key or set item is a {type(k).__name__} {_brief.repr(k)} (only strings, bytes, 64-bit numbers and None are allowed)")
+  return k
+
+def _key_length(k) -> int: return len(k) if type(k) is str else 4 * len(k) + 3 if type(k) is bytes else len(str(k))   # of str(k), at most
+
+def _check_expansion(root, limit: int) -> None:
+  """Refuse a value nesting deeper than MAX_PICKLE_DEPTH (a cycle does) or whose dicts, lists and tuples, walked along
+  every path, cost more than `limit` (1 per path plus the length of its dotted key)."""
+  cost, stack = 0, [(iter((("", root),)), -1)]   # per level: the (key, child) pairs still to walk, the key length so far
+  while stack:
+    children, keylen = stack[-1]
+    if (item := next(children, None)) is None:
+      stack.pop()
+      continue
+    k, v = item
+    n = keylen + 1 + _key_length(k)   # "parent.k"
+    if (cost := cost + 1 + n) > limit:
+      raise FormatError(f"its containers, counting each path to a shared one (or around a cycle) and its key, expand past {limit} "
+                        f"(more than {PICKLE_EXPANSION}x the pickle's size: refused)")
+    if isinstance(v, (dict, list, tuple)) and v:
+      if len(stack) > MAX_PICKLE_DEPTH: raise FormatError(f"its containers nest deeper than {MAX_PICKLE_DEPTH} levels (or form a cycle)")
+      stack.append((iter(v.items()) if isinstance(v, dict) else enumerate(v), n))
+
+class _Unpickler:
+  def __init__(self, data: bytes, find_global: Callable[[str, str], Any], persistent_load: Optional[Callable[[Any], Any]]):
+    self.data, self.pos, self.find_global, self.persistent_load = data, 0, find_global, persistent_load
+    self.stack: list = []
+    self.push = self.stack.append
+    self.marks: list[int] = []   # the stack's length at each open MARK
+    self.memo: dict = {}
+
+  def run(self) -> Any:
+    data, ops = self.data, _PICKLE_OPS
+    while True:
+      if self.pos >= len(data): raise FormatError("the pickle ends before its STOP opcode (truncated?)")
+      code = data[self.pos]
+      self.pos += 1
+      if (op := ops.get(code)) is None:
+        raise FormatError(f"opcode {bytes([code])!r} at pickle byte {self.pos - 1} is unknown or refused (instances, extensions and "
+                          "out-of-band buffers are)")
+      if op(self) is _STOP: return self.pop()
+
+  def fail(self, problem: str): raise FormatError(f"{problem} (the opcode at pickle byte {self.pos - 1})")
+
+  # arguments
+  def take(self, n: int) -> bytes:
+    if (end := self.pos + n) > len(self.data): self.fail(f"the pickle ends inside a {n}-byte argument (truncated?)")
+    self.pos, start = end, self.pos
+    return self.data[start:end]
+  def byte(self) -> int:
+    if (pos := self.pos) >= len(self.data): self.fail("the pickle ends inside a 1-byte argument (truncated?)")
+    self.pos = pos + 1
+    return self.data[pos]
+  def uint(self, n: int) -> int: return int.from_bytes(self.take(n), "little")
+  def sint(self, n: int) -> int: return int.from_bytes(self.take(n), "little", signed=True)
+  def counted(self, n: int) -> bytes:   # a length of n bytes (signed for 4, as pickle writes them), then that many bytes
+    if (size := self.sint(4) if n == 4 else self.byte()) < 0: self.fail(f"negative length {size}")
+    return self.take(size)
+  def line(self) -> bytes:
+    if (end := self.data.find(b"\n", self.pos)) < 0: self.fail("the pickle ends inside a line of text (truncated?)")
+    self.pos, s = end + 1, self.data[self.pos:end]
+    return s
+  def parse(self, fn: Callable, s: bytes, what: str):
+    try: return fn(s)
+    except ValueError as e: self.fail(f"invalid {what} {_brief.repr(s)} ({e})")   # (UnicodeDecodeError is one)
+  def text_int(self, what: str) -> int:   # INT's 00 and 01 are False and True; LONG's end in L
+    if (s := self.line()) in (b"00", b"01"): return s == b"01"
+    return self.parse(lambda b: int(b[:-1] if b.endswith(b"L") else b, 0), s, what)
+  def utf8(self, s: bytes) -> str: return self.parse(lambda b: b.decode("utf-8", "surrogatepass"), s, "UTF-8 string")
+  def quoted(self, s: bytes) -> bytes:   # STRING: a py2 str literal, kept as bytes (as CIFAR-10's files need)
+    if len(s) < 2 or s[:1] not in (b"'", b'"') or s[-1:] != s[:1]: self.fail(f"STRING {_brief.repr(s)} is not quoted")
+    return self.parse(lambda b: codecs.escape_decode(b)[0], s[1:-1], "STRING")
+
+  # the stack: nothing below the innermost MARK may be popped
+  def free(self) -> int: return len(self.stack) - (self.marks[-1] if self.marks else 0)
+  def pop(self):
+    if len(self.stack) <= (self.marks[-1] if self.marks else 0): self.fail("stack underflow")
+    return self.stack.pop()
+  def top(self):
+    if len(self.stack) <= (self.marks[-1] if self.marks else 0): self.fail("stack underflow")
+    return self.stack[-1]
+  def pop_mark(self) -> list:
+    if not self.marks: self.fail("no MARK to pop")
+    k = self.marks.pop()
+    items = self.stack[k:]
+    del self.stack[k:]
+    return items
+  def pop_tuple(self, n: int) -> tuple:
+    if self.free() < n: self.fail("stack underflow")
+    items = tuple(self.stack[len(self.stack) - n:])
+    del self.stack[len(self.stack) - n:]
+    return items
+
+  # opcodes that do more than push
+  def mark(self): self.marks.append(len(self.stack))
+  def pop_any(self): return self.pop() if self.free() else self.pop_mark()   # POP pops a MARK when nothing is above it
+  def target(self, kinds: tuple, what: str):
+    if type(t := self.top()) not in kinds: self.fail(f"{what} into a {type(t).__name__} (only into a container the pickle built)")
+    return t
+  def set_items(self, d: dict, items: list) -> dict:
+    if len(items) % 2: self.fail("an odd number of items for a dict")
+    for i in range(0, len(items), 2): d[_key(items[i])] = items[i + 1]
+    return d
+  def append(self): x = self.pop(); self.target((list,), "APPEND").append(x)
+  def appends(self): items = self.pop_mark(); self.target((list,), "APPENDS").extend(items)
+  def setitem(self): kv = self.pop_tuple(2); self.set_items(self.target(_DICTS, "SETITEM"), list(kv))
+  def setitems(self): items = self.pop_mark(); self.set_items(self.target(_DICTS, "SETITEMS"), items)
+  def additems(self): items = self.pop_mark(); self.target((set,), "ADDITEMS").update(_key(x) for x in items)
+  def put(self, i: int): self.memo[i] = self.top()
+  def get(self, i: int):
+    if i not in self.memo: self.fail(f"memo entry {i} is read but was never stored")
+    self.push(self.memo[i])
+  def global_(self, module, name):
+    if type(module) is not str or type(name) is not str: self.fail("a global named by non-strings")
+    self.push(self.find_global(module, name))
+  def reduce(self):
+    fn, args = self.pop_tuple(2)
+    if type(fn) is not _Reducer: self.fail(f"REDUCE calls a {type(fn).__name__}, which is not callable")
+    if type(args) is not tuple or not fn.lo <= len(args) <= fn.hi:
+      self.fail(f"{fn.fn.__name__} takes {fn.lo} to {fn.hi} arguments, got {_brief.repr(args)}")
+    self.push(fn.fn(*args))
+  def build(self):
+    state = self.pop()
+    if isinstance(inst := self.top(), _Record): inst._setstate(state)
+    elif not (type(inst) is collections.OrderedDict and type(state) is dict):   # a state dict's attributes (_metadata): dropped
+      self.fail(f"BUILD sets the state of a {type(inst).__name__} (refused)")
+  def persistent(self, pid):
+    if self.persistent_load is None: self.fail("a persistent id, which this kind of file does not have")
+    self.push(self.persistent_load(pid))
+
+_STOP, _DICTS = object(), (dict, collections.OrderedDict)
+_PICKLE_OPS: dict[int, Callable[[_Unpickler], Any]] = {ord(c): f for c, f in {
+  "\x80": lambda u: u.byte() <= 5 or u.fail("pickle protocol above 5"), "\x95": lambda u: u.take(8),   # PROTO, FRAME
+  ".": lambda u: _STOP, "(": _Unpickler.mark, "0": _Unpickler.pop_any, "1": _Unpickler.pop_mark, "2": lambda u: u.push(u.top()),
+  "N": lambda u: u.push(None), "\x88": lambda u: u.push(True), "\x89": lambda u: u.push(False),
+  "I": lambda u: u.push(u.text_int("INT")),
+  "J": lambda u: u.push(u.sint(4)), "K": lambda u: u.push(u.byte()), "M": lambda u: u.push(u.uint(2)), "L": lambda u: u.push(u.text_int("LONG")),
+  "\x8a": lambda u: u.push(int.from_bytes(u.counted(1), "little", signed=True)), "\x8b": lambda u: u.push(int.from_bytes(u.counted(4), "little", signed=True)),
+  "F": lambda u: u.push(u.parse(float, u.line(), "FLOAT")), "G": lambda u: u.push(struct.unpack(">d", u.take(8))[0]),
+  "S": lambda u: u.push(u.quoted(u.line())), "T": lambda u: u.push(u.counted(4)), "U": lambda u: u.push(u.counted(1)),   # py2 str: bytes
+  "B": lambda u: u.push(u.take(u.uint(4))), "C": lambda u: u.push(u.counted(1)), "\x8e": lambda u: u.push(u.take(u.uint(8))),
+  "\x96": lambda u: u.push(bytearray(u.take(u.uint(8)))),
+  "V": lambda u: u.push(u.parse(lambda b: b.decode("raw-unicode-escape"), u.line(), "UNICODE")),
+  "X": lambda u: u.push(u.utf8(u.take(u.uint(4)))), "\x8c": lambda u: u.push(u.utf8(u.counted(1))), "\x8d": lambda u: u.push(u.utf8(u.take(u.uint(8)))),
+  "]": lambda u: u.push([]), "}": lambda u: u.push({}), ")": lambda u: u.push(()), "\x8f": lambda u: u.push(set()),
+  "l": lambda u: u.push(u.pop_mark()), "t": lambda u: u.push(tuple(u.pop_mark())), "d": lambda u: u.push(u.set_items({}, u.pop_mark())),
+  "\x91": lambda u: u.push(frozenset(_key(x) for x in u.pop_mark())),
+  "\x85": lambda u: u.push(u.pop_tuple(1)), "\x86": lambda u: u.push(u.pop_tuple(2)), "\x87": lambda u: u.push(u.pop_tuple(3)),
+  "a": _Unpickler.append, "e": _Unpickler.appends, "s": _Unpickler.setitem, "u": _Unpickler.setitems, "\x90": _Unpickler.additems,
+  "p": lambda u: u.put(u.text_int("PUT index")), "q": lambda u: u.put(u.byte()), "r": lambda u: u.put(u.uint(4)), "\x94": lambda u: u.put(len(u.memo)),
+  "g": lambda u: u.get(u.text_int("GET index")), "h": lambda u: u.get(u.byte()), "j": lambda u: u.get(u.uint(4)),
+  "c": lambda u: u.global_(u.utf8(u.line()), u.utf8(u.line())), "\x93": lambda u: u.global_(*u.pop_tuple(2)),
+  "R": _Unpickler.reduce, "b": _Unpickler.build,
+  "P": lambda u: u.persistent(u.parse(lambda b: b.decode("ascii"), u.line(), "persistent id")), "Q": lambda u: u.persistent(u.pop()),
+}.items()}
+
+def unpickle(data: bytes, find_global: Callable[[str, str], Any], persistent_load: Optional[Callable[[Any], Any]] = None) -> Any:
+  """The value pickled in `data` (protocols 0-5), built from plain values only. `find_global(module, name)` gives what a
+  global stands for (a _Reducer to allow REDUCE on it, or an inert value) or raises FormatError; `persistent_load(pid)`
+  what a persistent id stands for. Malformed or refused pickles raise FormatError."""
+  result = _Unpickler(bytes(data), find_global, persistent_load).run()
+  _check_expansion(result, PICKLE_EXPANSION * len(data) + (1 << 20))
+  return result
+
+# ---------------------------------------------------------------------------------------------------------------
 # PyTorch checkpoints (the zip format of torch.save since 1.6): <dir>/data.pkl is a pickle (protocol 2) whose tensors
 # are `torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks[, metadata])` (v3 adds a
 # dtype before metadata, for untyped storages); each storage is a persistent id ('storage', StorageType, key,
-# location, numel) whose bytes are the zip member <dir>/data/<key>.
+# location, numel) whose numel elements (bytes for an untyped storage) are the zip member <dir>/data/<key>.
 
 _STORAGE_DTYPES = {
   "FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16, "BFloat16Storage": dtypes.bfloat16,
@@ -267,19 +512,22 @@ _STORAGE_DTYPES = {
   "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool, "UInt16Storage": dtypes.uint16, "UInt32Storage": dtypes.uint32,
   "UInt64Storage": dtypes.uint64}
 _TORCH_DTYPES = {d.name: d for d in dtypes.all}
+VIEWS_PER_STORAGE = 8   # the tensors over one storage may together read this many times its bytes (views, tied weights)
 
 class _Marker:
-  """What the unpickler gives for a torch storage class or dtype: a fresh inert object (no __dict__, not callable)."""
+  """What a global stands for when a loader passes it as a value (a torch storage class or dtype, numpy.ndarray): an
+  inert object, not callable, without a __dict__."""
   __slots__ = ("kind", "dtype")
   def __init__(self, kind: str, dtype: Optional[DType]): self.kind, self.dtype = kind, dtype
 
 class _Storage:
-  __slots__ = ("mem", "start", "dtype")
-  def __init__(self, mem: memoryview, start: int, dtype: Optional[DType]): self.mem, self.start, self.dtype = mem, start, dtype
+  """A storage's bytes: mem[start:start + nbytes]; `viewed` counts the bytes of the tensors made over it."""
+  __slots__ = ("key", "mem", "start", "nbytes", "dtype", "viewed")
+  def __init__(self, key: str, mem: memoryview, start: int, nbytes: int, dtype: Optional[DType]):
+    self.key, self.mem, self.start, self.nbytes, self.dtype, self.viewed = key, mem, start, nbytes, dtype, 0
 
 def _marker_dtype(m: Any, kind: str) -> Optional[DType]:
-  if not isinstance(m, _Marker) or m.kind != kind or not (m.dtype is None or isinstance(m.dtype, DType)):
-    raise pickle.UnpicklingError(f"torch_load: expected a torch {kind}, got {type(m).__name__}")
+  if not isinstance(m, _Marker) or m.kind != kind: raise FormatError(f"expected a torch {kind}, got {_brief.repr(m)}")
   return m.dtype
 
 def _strided_view(base: Tensor, size: tuple[int, ...], stride: tuple[int, ...]) -> Tensor:
@@ -290,7 +538,7 @@ def _strided_view(base: Tensor, size: tuple[int, ...], stride: tuple[int, ...]) 
   x, length = base, base.shape[0]
   for j, (st, s, _) in enumerate(dims):
     rest = 1 + sum((s2 - 1) * st2 for st2, s2, _ in dims[j + 1:])   # span of the smaller-stride dimensions
-    if rest > st: raise ValueError(f"torch_load: a tensor with size {size} and overlapping strides {stride} is not supported")
+    if rest > st: raise FormatError(f"a tensor with size {size} and overlapping strides {stride} is not supported")
     # x is (..., length) with length = (s-1)*st + rest: pad to s*st, split into (s, st), keep the first `rest`
     x = x.pad((None,) * (x.ndim - 1) + ((0, s * st - length),)).reshape(*x.shape[:-1], s, st)
     x = x.shrink((None,) * (x.ndim - 1) + ((0, rest),)) if rest != st else x
@@ -300,18 +548,26 @@ def _strided_view(base: Tensor, size: tuple[int, ...], stride: tuple[int, ...]) 
   x = x.permute([order.index(i) for i in sorted(order)])
   return x.reshape(tuple(s if i in order else 1 for i, s in enumerate(size))).expand(size)
 
-def _rebuild(storage: Any, offset: int, size, stride, dtype: Optional[DType], device: Optional[str]) -> Tensor:
-  if not isinstance(storage, _Storage): raise pickle.UnpicklingError(f"torch_load: expected a storage, got {type(storage).__name__}")
+def _uints(x, what: str) -> tuple[int, ...]:
+  if type(x) not in (tuple, list) or not all(_is_uint(v) for v in x): raise FormatError(f"invalid {what} {_brief.repr(x)}")
+  return tuple(x)
+
+def _rebuild(storage: Any, offset: Any, size: Any, stride: Any, dtype: Optional[DType], device: Optional[str]) -> Tensor:
+  if not isinstance(storage, _Storage): raise FormatError(f"a tensor's storage is a {type(storage).__name__}")
   dt = dtype or storage.dtype
-  if dt is None: raise pickle.UnpicklingError("torch_load: an untyped storage is used without a dtype")
-  size, stride = tuple(size), tuple(stride)
-  if len(size) != len(stride) or not all(_is_uint(v) for v in (offset, *size, *stride)):
-    raise ValueError(f"torch_load: invalid tensor layout: offset {offset}, size {size}, stride {stride}")
-  numel, isz, avail = prod(size), dt.itemsize, storage.mem.nbytes // dt.itemsize
+  if dt is None: raise FormatError("an untyped storage is used without a dtype")
+  size, stride = _uints(size, "tensor size"), _uints(stride, "tensor stride")
+  if len(size) != len(stride) or not _is_uint(offset):
+    raise FormatError(f"invalid tensor layout: offset {_brief.repr(offset)}, size {size}, stride {stride}")
+  numel, isz, avail = prod(size), dt.itemsize, storage.nbytes // dt.itemsize
   if numel == 0: return Tensor.frombuffer(bytearray(0), dt, size, device)
   span = 1 + sum((s - 1) * st for s, st in zip(size, stride))
   if offset + span > avail:
-    raise ValueError(f"torch_load: a tensor with offset {offset}, size {size}, stride {stride} reads past its storage of {avail} {dt.name} elements")
+    raise FormatError(f"a tensor with offset {offset}, size {size}, stride {stride} reads past the end of storage "
+                      f"{storage.key!r} ({avail} {dt.name} elements)")
+  storage.viewed += span * isz   # the bytes this tensor takes from the storage (a broadcast takes one element, lazily expanded)
+  if storage.viewed > VIEWS_PER_STORAGE * storage.nbytes:
+    raise FormatError(f"the tensors over storage {storage.key!r} read more than {VIEWS_PER_STORAGE}x its {storage.nbytes} bytes")
   start = storage.start + offset * isz
   expected, contiguous = 1, True
   for s, st in reversed(list(zip(size, stride))):
@@ -320,75 +576,102 @@ def _rebuild(storage: Any, offset: int, size, stride, dtype: Optional[DType], de
   if contiguous: return _frombuffer(storage.mem, start, start + numel * isz, dt, size, device)
   return _strided_view(_frombuffer(storage.mem, start, start + span * isz, dt, None, device), size, stride)
 
-def _encode(s: str, encoding: str = "utf-8") -> bytes:   # protocol-2 pickles store bytes as _codecs.encode(str, "latin1")
-  if encoding not in ("latin1", "latin-1"): raise pickle.UnpicklingError(f"torch_load: refusing _codecs.encode with {encoding!r}")
+def _encode(s: Any, encoding: Any = "utf-8") -> bytes:   # protocol-2 pickles store bytes as _codecs.encode(str, "latin1")
+  if type(s) is not str or encoding not in ("latin1", "latin-1"): raise FormatError(f"refusing _codecs.encode({_brief.repr(s)}, {_brief.repr(encoding)})")
   return s.encode("latin1")
 
-class _RestrictedUnpickler(pickle.Unpickler):
-  """Only the globals a checkpoint of tensors needs, each mapped to a function of ours; everything else is refused."""
-  def __init__(self, f, load_storage: Callable[[str, Optional[DType]], _Storage], device: Optional[str]):
-    super().__init__(f)
-    self.load_storage, self.device = load_storage, device
-  def find_class(self, module: str, name: str):
-    dev = self.device
-    allowed = {
-      ("collections", "OrderedDict"): collections.OrderedDict,
-      ("torch._utils", "_rebuild_tensor"): lambda st, off, size, stride: _rebuild(st, off, size, stride, None, dev),
-      ("torch._utils", "_rebuild_tensor_v2"):
-        lambda st, off, size, stride, requires_grad=False, hooks=None, metadata=None: _rebuild(st, off, size, stride, None, dev),
-      ("torch._utils", "_rebuild_tensor_v3"):
-        lambda st, off, size, stride, requires_grad, hooks, dtype, metadata=None: _rebuild(st, off, size, stride, _marker_dtype(dtype, "dtype"), dev),
-      ("torch._utils", "_rebuild_parameter"): lambda data, requires_grad=False, hooks=None: data,
-      ("torch._utils", "_rebuild_parameter_with_state"): lambda data, requires_grad=False, hooks=None, state=None: data,
-      ("torch", "Size"): tuple,
-      ("torch", "device"): lambda *args: ":".join(str(a) for a in args),
-      ("_codecs", "encode"): _encode,
-    }
-    if (fn := allowed.get((module, name))) is not None: return fn
-    if module == "torch" and name in _STORAGE_DTYPES: return _Marker("storage", _STORAGE_DTYPES[name])
-    if module in ("torch", "torch.storage") and name == "UntypedStorage": return _Marker("storage", None)
-    if module == "torch" and name in _TORCH_DTYPES: return _Marker("dtype", _TORCH_DTYPES[name])
-    raise pickle.UnpicklingError(f"torch_load: refusing to load global '{module}.{name}': only tensors, storages and plain "
-                                 "containers are allowed in a checkpoint")
-  def persistent_load(self, pid):
-    if not (isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage"):
-      raise pickle.UnpicklingError(f"torch_load: unsupported persistent id {pid!r}")
-    return self.load_storage(str(pid[2]), _marker_dtype(pid[1], "storage"))
+def _ordered_dict(items: Any = ()) -> collections.OrderedDict:
+  if type(items) not in (list, tuple) or not all(type(p) in (list, tuple) and len(p) == 2 for p in items):
+    raise FormatError(f"OrderedDict of {_brief.repr(items)} (expected [key, value] pairs)")
+  return collections.OrderedDict((_key(k), v) for k, v in items)
 
-def _member(zf: zipfile.ZipFile, name: str, mem: Optional[memoryview]) -> tuple[memoryview, int]:
-  """The bytes of a zip member and their position in `mem`: in place when stored uncompressed (what torch writes)."""
+def _torch_size(dims: Any = ()) -> tuple[int, ...]: return _uints(dims, "torch.Size")
+
+def _torch_device(kind: Any, index: Any = None) -> str:
+  if type(kind) is not str or not (index is None or _is_uint(index)): raise FormatError(f"invalid torch.device({_brief.repr(kind)}, {_brief.repr(index)})")
+  return kind if index is None else f"{kind}:{index}"
+
+def _parameter(data: Any, *_) -> Tensor:   # a Parameter is loaded as its tensor
+  if not isinstance(data, Tensor): raise FormatError(f"a Parameter of a {type(data).__name__}")
+  return data
+
+def _torch_globals(device: Optional[str]) -> dict[tuple[str, str], Any]:
+  """The globals a checkpoint may name, as stand-ins for unpickle; storage classes and dtypes are _Markers."""
+  table: dict[tuple[str, str], Any] = {
+    ("collections", "OrderedDict"): _Reducer(_ordered_dict, 0, 1),
+    ("torch._utils", "_rebuild_tensor"): _Reducer(lambda st, off, size, stride: _rebuild(st, off, size, stride, None, device), 4, 4),
+    ("torch._utils", "_rebuild_tensor_v2"): _Reducer(lambda st, off, size, stride, *_: _rebuild(st, off, size, stride, None, device), 4, 7),
+    ("torch._utils", "_rebuild_tensor_v3"):
+      _Reducer(lambda st, off, size, stride, _rg, _hooks, dtype, *_: _rebuild(st, off, size, stride, _marker_dtype(dtype, "dtype"), device), 7, 8),
+    ("torch._utils", "_rebuild_parameter"): _Reducer(_parameter, 1, 3),
+    ("torch._utils", "_rebuild_parameter_with_state"): _Reducer(_parameter, 1, 4),
+    ("torch", "Size"): _Reducer(_torch_size, 0, 1), ("torch", "device"): _Reducer(_torch_device, 1, 2),
+    ("_codecs", "encode"): _Reducer(_encode, 1, 2),
+    ("torch", "UntypedStorage"): _Marker("storage", None), ("torch.storage", "UntypedStorage"): _Marker("storage", None)}
+  table.update({("torch", name): _Marker("storage", dt) for name, dt in _STORAGE_DTYPES.items()})
+  table.update({("torch", name): _Marker("dtype", dt) for name, dt in _TORCH_DTYPES.items()})
+  return table
+
+def _zip_read(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+  """A member's bytes (at most its declared size, which zipfile holds the stream to), or FormatError."""
+  if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) or info.flag_bits & 1:
+    raise FormatError(f"member {info.filename!r} is encrypted or uses compression method {info.compress_type} (stored or deflated only)")
+  try: return zf.read(info)
+  except (zipfile.BadZipFile, zlib.error, EOFError) as e: raise FormatError(f"cannot read member {info.filename!r}: {e}") from None
+
+def _member(zf: zipfile.ZipFile, name: str, mem: Optional[memoryview]) -> tuple[zipfile.ZipInfo, memoryview, int]:
+  """A zip member, its bytes and their position in them: in place in `mem` when stored uncompressed (what torch writes)."""
   try: info = zf.getinfo(name)
-  except KeyError: raise ValueError(f"torch_load: the checkpoint has no member {name!r} (corrupt file?)") from None
-  if mem is not None and info.compress_type == zipfile.ZIP_STORED:
+  except KeyError: raise FormatError(f"the checkpoint has no member {name!r} (corrupt file?)") from None
+  if mem is not None and info.compress_type == zipfile.ZIP_STORED and info.compress_size == info.file_size and not info.flag_bits & 1:
     off = info.header_offset
-    if bytes(mem[off:off + 4]) != b"PK\x03\x04": raise ValueError(f"torch_load: bad zip local header for {name!r} (corrupt file?)")
+    if bytes(mem[off:off + 4]) != b"PK\x03\x04": raise FormatError(f"bad zip local header for {name!r} (corrupt file?)")
     start = off + 30 + int.from_bytes(mem[off + 26:off + 28], "little") + int.from_bytes(mem[off + 28:off + 30], "little")
-    if start + info.file_size > mem.nbytes: raise ValueError(f"torch_load: member {name!r} goes past the end of the file (truncated?)")
-    return mem, start
-  return memoryview(bytearray(zf.read(info))), 0
+    if start + info.file_size > mem.nbytes: raise FormatError(f"member {name!r} goes past the end of the file (truncated?)")
+    if start % 8 == 0: return info, mem, start
+    return info, memoryview(bytearray(mem[start:start + info.file_size])), 0   # aligned once here, not once per tensor
+  return info, memoryview(bytearray(_zip_read(zf, info))), 0
 
 def torch_load(src: Source, device: Optional[str] = None) -> Any:
   """Load a `torch.save` checkpoint (zip format) without torch: the pickled structure (dicts, OrderedDicts, lists,
   numbers) with tinyweb Tensors in place of torch tensors. Storages are used in place where possible (mmap of a
-  path). A pickle that names any other global raises pickle.UnpicklingError, before anything runs."""
+  path). A malformed checkpoint, or a pickle that names any other global, raises FormatError."""
   mem = _as_memory(src)
-  try: zf = zipfile.ZipFile(os.fspath(src) if isinstance(src, (str, os.PathLike)) else io.BytesIO(src))
-  except zipfile.BadZipFile:
-    if bytes(mem[:2]) == b"\x80\x02":
-      raise ValueError("torch_load: this is the legacy (non-zip) torch.save format, which is not supported; "
-                       "re-save it with a recent torch.save (the zip format, the default since PyTorch 1.6)") from None
-    raise ValueError("torch_load: not a PyTorch zip checkpoint (no zip directory found: truncated, or another format?)") from None
-  with zf:
-    pkls = [n for n in zf.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]
-    if not pkls: raise ValueError(f"torch_load: no <dir>/data.pkl in the zip (a TorchScript or other archive?): {zf.namelist()[:5]}")
-    root = pkls[0][:-len("data.pkl")]
-    if root + "byteorder" in zf.namelist() and zf.read(root + "byteorder").strip() != b"little":
-      raise ValueError("torch_load: big-endian checkpoints are not supported")
-    storages: dict[str, _Storage] = {}
-    def load_storage(key: str, dtype: Optional[DType]) -> _Storage:
-      if key not in storages: storages[key] = _Storage(*_member(zf, f"{root}data/{key}", mem), dtype)
-      return storages[key]
-    return _RestrictedUnpickler(io.BytesIO(zf.read(pkls[0])), load_storage, device).load()
+  with _naming(src, "torch_load"):
+    try: zf = zipfile.ZipFile(os.fspath(src) if isinstance(src, (str, os.PathLike)) else io.BytesIO(src))
+    except (zipfile.BadZipFile, ValueError, EOFError):
+      if bytes(mem[:2]) == b"\x80\x02":
+        raise FormatError("this is the legacy (non-zip) torch.save format, which is not supported; "
+                          "re-save it with a recent torch.save (the zip format, the default since PyTorch 1.6)") from None
+      raise FormatError("not a PyTorch zip checkpoint (no zip directory found: truncated, or another format?)") from None
+    with zf:
+      names = zf.namelist()
+      pkls = [n for n in names if n.endswith("/data.pkl") and n.count("/") == 1]
+      if not pkls: raise FormatError(f"no <dir>/data.pkl in the zip (a TorchScript or other archive?): {_brief.repr(names)}")
+      root = pkls[0][:-len("data.pkl")]
+      if root + "byteorder" in names and _zip_read(zf, zf.getinfo(root + "byteorder")).strip() != b"little":
+        raise FormatError("big-endian checkpoints are not supported")
+      storages: dict[str, _Storage] = {}
+      def load_storage(pid: Any) -> _Storage:
+        if not (type(pid) is tuple and len(pid) == 5 and pid[0] == "storage" and type(pid[2]) is str and _is_uint(pid[4])):
+          raise FormatError(f"unsupported persistent id {_brief.repr(pid)}")
+        dtype, key, numel = _marker_dtype(pid[1], "storage"), pid[2], pid[4]
+        nbytes = numel * (dtype.itemsize if dtype else 1)
+        if (st := storages.get(key)) is None:
+          info, data, start = _member(zf, f"{root}data/{key}", mem)
+          if info.file_size != nbytes:
+            raise FormatError(f"storage {key!r} holds {numel} {dtype.name if dtype else 'bytes'} ({nbytes} bytes) but its member "
+                              f"has {info.file_size} bytes")
+          st = storages[key] = _Storage(key, data, start, nbytes, dtype)
+        elif (st.dtype, st.nbytes) != (dtype, nbytes): raise FormatError(f"storage {key!r} is declared twice, differently")
+        return st
+      table = _torch_globals(device)
+      def find_global(module: str, name: str) -> Any:
+        if (g := table.get((module, name))) is None:
+          raise FormatError(f"refusing to load global '{module}.{name}': only tensors, storages and plain containers are "
+                            "allowed in a checkpoint")
+        return g
+      return unpickle(_zip_read(zf, zf.getinfo(pkls[0])), find_global, load_storage)
 
 # ---------------------------------------------------------------------------------------------------------------
 # checkpoints
