@@ -261,3 +261,23 @@ def test_safe_extract_refuses(tmp_path, member):
   (tmp_path / "x.tar.gz").write_bytes(buf.getvalue())
   with pytest.raises(ValueError, match="refusing unsafe archive member"): datasets.safe_extract(str(tmp_path / "x.tar.gz"), str(tmp_path / "out"))
   assert not (tmp_path / "evil.txt").exists() and os.listdir(tmp_path / "out") == []
+
+def test_safe_extract_bounds_size_and_members(tmp_path):
+  """A few KB of gzip that inflate to many MB (or to many files) are refused before they reach the disk."""
+  def archive(sizes):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+      for i, size in enumerate(sizes):
+        info = tarfile.TarInfo(f"f{i}")
+        info.size = size
+        tf.addfile(info, io.BytesIO(bytes(size)))
+    (tmp_path / "x.tar.gz").write_bytes(buf.getvalue())
+    return str(tmp_path / "x.tar.gz")
+  with pytest.raises(FormatError, match="more than 5 members or 1048576 bytes"):
+    datasets.safe_extract(archive([600_000, 600_000]), str(tmp_path / "out"), max_bytes=1 << 20, max_members=5)
+  assert os.listdir(tmp_path / "out") == []
+  with pytest.raises(FormatError, match="more than 5 members"):
+    datasets.safe_extract(archive([1] * 6), str(tmp_path / "out"), max_bytes=1 << 20, max_members=5)
+  assert os.listdir(tmp_path / "out") == []
+  datasets.safe_extract(archive([600_000, 1000]), str(tmp_path / "out"), max_bytes=1 << 20, max_members=5)
+  assert sorted(os.listdir(tmp_path / "out")) == ["f0", "f1"] and os.path.getsize(tmp_path / "out" / "f0") == 600_000

@@ -294,17 +294,24 @@ def _cifar_dir(d: str) -> Optional[tuple[str, str]]:
       if all(os.path.isfile(os.path.join(d, sub, b + ext)) for b in CIFAR_BATCHES): return kind, os.path.join(d, sub)
   return None
 
-def safe_extract(tar_path: str, dest: str):
-  """Extract the regular files and folders of a tar archive into `dest`. Refuses (ValueError) links, devices and
-  names that would land outside `dest`. Extracts into a temporary folder first, then moves the top-level entries."""
+CIFAR10_EXTRACTED_MAX = 256 << 20   # the CIFAR-10 python archive holds ~178 MB
+
+def safe_extract(tar_path: str, dest: str, max_bytes: int = 1 << 30, max_members: int = 10_000):
+  """Extract the regular files and folders of a tar archive into `dest`. Refuses (FormatError, a ValueError) links,
+  devices, names that would land outside `dest`, and archives whose members add up to more than `max_bytes` or
+  number more than `max_members` (a small gzip of zeros must not fill the disk). Extracts into a temporary folder
+  first, then moves the top-level entries."""
   os.makedirs(dest, exist_ok=True)
   tmp = tempfile.mkdtemp(dir=dest, prefix=".extract.")
+  total = 0
   try:
     with tarfile.open(tar_path, "r:*") as tf:
-      for m in tf:
+      for count, m in enumerate(tf, 1):
         parts = [p for p in m.name.replace("\\", "/").split("/") if p not in ("", ".")]
         if m.name.startswith(("/", "\\")) or ".." in parts or ":" in m.name or not (m.isfile() or m.isdir()):
-          raise ValueError(f"{tar_path}: refusing unsafe archive member {m.name!r}")
+          raise FormatError(f"{tar_path}: refusing unsafe archive member {m.name!r}")
+        if count > max_members or (total := total + m.size) > max_bytes:   # (tar headers declare each member's size)
+          raise FormatError(f"{tar_path}: the archive holds more than {max_members} members or {max_bytes} bytes: refused")
         if not parts: continue
         target = os.path.join(tmp, *parts)
         if m.isdir(): os.makedirs(target, exist_ok=True); continue
@@ -329,7 +336,7 @@ def cifar10(folder: Optional[str] = None, device: Optional[str] = None) -> tuple
     if not (found := _cifar_dir(cache)):
       looked.append(f"  the cache {cache}")
       tar = _download("cifar10", CIFAR10_URLS, os.path.join(cache, "cifar-10-python.tar.gz"), looked)
-      safe_extract(tar, cache)
+      safe_extract(tar, cache, max_bytes=CIFAR10_EXTRACTED_MAX)
       os.unlink(tar)
       if not (found := _cifar_dir(cache)): raise RuntimeError(f"cifar10: {tar} did not hold the CIFAR-10 batches")
   kind, d = found
