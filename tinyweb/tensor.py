@@ -507,11 +507,11 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     idx = Tensor(UOp(Ops.ARANGE, dtypes.int32, (UOp(Ops.DEVICE, None, (), dev),), n))
     if is_int and (dt is None or not dt.is_float):   # computed exactly, in int32 or int64 (or dt, where the values fit it)
       last, step = (start + (n - 1) * step, step) if n > 1 else (start, 1)   # (a single value needs no step)
+      if dt is not None and (bad := next((v for v in (start, last) if not scalar_fits(v, dt)), None)) is not None:
+        raise scalar_range_error("arange", bad, dt)
       lo, hi = min(start, last, step), max(start, last, step)
       ct = dt if dt is not None and dt.is_int and dt.itemsize >= 4 and dt.min <= lo and hi <= dt.max else _int_dtype("arange", lo, hi, dev)
       dt = dt or ct
-      if (bad := next((v for v in (start, last) if not scalar_fits(v, dt)), None)) is not None:
-        raise scalar_range_error("arange", bad, dt)
       out = ((idx if ct == dtypes.int32 else idx.cast(ct)) * step + start).cast(dt)
     else:
       dt = dt or dtypes.default_float
