@@ -542,6 +542,8 @@ def test_index_bad_types_raise_index_error(device):
   with pytest.raises(ValueError, match=r"slice step cannot be zero"): x[::0]
   with pytest.raises(IndexError, match=r"index 5 is out of bounds for dimension 1 with size 3"): x[0, 5]
   with pytest.raises(IndexError, match=r"index -4 is out of bounds for dimension 1 with size 3"): x[None, 1, True, -4]
+  with pytest.raises(IndexError, match=r"index 5 is out of bounds for dimension 1 with size 3"): x[0, [5]]
+  with pytest.raises(IndexError, match=r"index -3 is out of bounds for dimension 0 with size 2"): x[None, [0, -3]]
   with pytest.raises(OverflowError, match=r"setitem: 1e\+40 is out of range for int32"): Tensor([1, 2], device=device)[0] = 1e40
   np.testing.assert_array_equal(x.numpy(), vx)
 

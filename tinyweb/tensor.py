@@ -807,7 +807,8 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     if s > e: raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} (shape {self.shape})")
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
   def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
-    d, n = _normalize_axis("unflatten", dim, self.ndim), self.shape[dim]
+    d = _normalize_axis("unflatten", dim, self.ndim)
+    n = self.shape[d]
     sizes = tuple(_as_int("unflatten", "a size", s) for s in sizes)
     known = prod(s for s in sizes if s != -1)
     if any(s < -1 for s in sizes) or sizes.count(-1) > 1 or (known == 0 or n % known if -1 in sizes else known != n):
@@ -1258,7 +1259,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   def _basic_index(self, index: tuple) -> tuple[Tensor, list, list[tuple[int, Any]]]:
     """Apply ints, slices, None, bools and Ellipsis. Returns the view, the movement ops applied (to invert them for
-    __setitem__), and (dim in the view, index) for every tensor/list index, whose dims are kept whole. True and False
+    __setitem__), and (dim in the view, index, dim of self) for every tensor/list index, whose dims are kept whole. True and False
     add a dimension of size 1 and 0 (PyTorch's and numpy's meaning: a 0-d mask, not an int). A lone bool is applied
     here; with other bools or tensor/list indices it is an index of that new dimension, combined with them."""
     index = tuple(_index_scalar(i) for i in index)
@@ -1279,7 +1280,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     for idx in index:
       if idx is None or type(idx) is bool:
         do("reshape", x.shape[:dim] + (1,) + x.shape[dim:])
-        if type(idx) is bool and not lone_bool: fancy.append((dim, idx))
+        if type(idx) is bool and not lone_bool: fancy.append((dim, idx, None))
         elif idx is False: do("shrink", tuple((0, 0) if d == dim else None for d in range(x.ndim)))
         dim += 1
         continue
@@ -1306,7 +1307,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
           do("reshape", x.shape[:dim + 1] + x.shape[dim + 2:])
         dim += 1
       elif isinstance(idx, (Tensor, list, tuple)) or (type(idx).__module__ == "numpy" and getattr(idx, "ndim", 0) > 0):
-        fancy.append((dim, idx)); dim += 1
+        fancy.append((dim, idx, src)); dim += 1
       else: raise IndexError(f"unsupported index type {type(idx).__name__}: valid are int, bool, slice, None, Ellipsis, Tensor, list")
       src += 1
     return x, ops, fancy
@@ -1337,8 +1338,8 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     index = index if isinstance(index, tuple) else (index,)
     x, _, fancy = self._basic_index(index)
     if not fancy: return x
-    dims = [d for d, _ in fancy]
-    idxs = [self._index_tensor(i, x.shape[d], d) for d, i in fancy]
+    dims = [d for d, _, _ in fancy]
+    idxs = [self._index_tensor(i, x.shape[d], src) for d, i, src in fancy]
     try: bshape = _broadcast_shape("index", *[i.shape for i in idxs])
     except ValueError as e: raise IndexError(str(e)) from None   # (numpy's and PyTorch's type for it)
     rest = [d for d in range(x.ndim) if d not in dims]
