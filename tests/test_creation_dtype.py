@@ -643,3 +643,202 @@ def test_device(device):
   v = Tensor([3.0, 4.0]).to(device)
   assert v.device == device and v.tolist() == [3.0, 4.0]
   assert device in Device.known()
+
+# ---------------------------------------------------------------- Python numbers and a dtype's range (one rule, PyTorch's)
+# A Python int stored in an integer dtype must lie in its range (an unsigned dtype also takes -max..-1, which wraps), a
+# Python float stored there must lie in the range before truncation (NaN and inf do not); otherwise OverflowError naming
+# the op, the value and the dtype. Any number fits a float dtype (overflowing to inf) except an int too large for float64.
+# Without a dtype, ints past int32 give int64, where the device has it.
+import re
+
+def _torch_or_error(fn):
+  try: return fn()
+  except (RuntimeError, ValueError, OverflowError, TypeError) as e: return e
+
+def _range_cases(name):
+  lo, hi = int(np.iinfo(DT[name][1]).min), int(np.iinfo(DT[name][1]).max)
+  vals = [hi, hi + 1, lo, lo - 1, -0.5, 2.5, -2.5, float(hi) + 1.0, float("nan"), float("inf"), True]
+  return vals + ([-1, -hi, -hi - 1] if lo == 0 else [])
+
+def test_python_numbers_out_of_an_int_dtypes_range_raise_like_torch(device):
+  checked = 0
+  for name in ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64"]:
+    dt, tdt = DT[name][0], DT[name][2]
+    if refused(device, dt): continue
+    for v in _range_cases(name):
+      if name == "int64" and v == 2.0**63: continue   # torch wraps this one float to INT64_MIN (checked below: it raises here)
+      ref = _torch_or_error(lambda: torch.tensor([v], dtype=tdt).tolist())
+      for what, fn in [("Tensor(list)", lambda: Tensor([v], dtype=dt, device=device).tolist()),
+                       ("Tensor(scalar)", lambda: [Tensor(v, dtype=dt, device=device).item()]),
+                       ("full", lambda: Tensor.full((1,), v, dtype=dt, device=device).tolist())]:
+        with case(f"{what} {v!r} as {name}"):
+          if isinstance(ref, Exception):
+            with pytest.raises(OverflowError, match=rf"(?s){re.escape(what.split('(')[0])}: .*{re.escape(repr(v))} is out of range for {name}"): fn()
+          else: assert fn() == ref
+          checked += 1
+  assert checked > 100
+  if not refused(device, dtypes.int64):
+    with pytest.raises(OverflowError, match="out of range for int64"): Tensor([2.0**63], dtype=dtypes.int64, device=device)
+  # uint64 (torch's support is partial): the same rule
+  if not refused(device, dtypes.uint64):
+    assert Tensor([2**64 - 1, -1, 5.75], dtype=dtypes.uint64, device=device).tolist() == [2**64 - 1, 2**64 - 1, 5]
+    for bad in (2**64, -2**64, -1.0, 2.0**64):
+      with pytest.raises(OverflowError, match="out of range for uint64"): Tensor([bad], dtype=dtypes.uint64, device=device)
+
+def test_python_ints_past_int32_give_int64_like_torch(device):
+  for data in [[2**31], 2**40, [1, -2**40], [[3], [2**62]], -2**63, [np.int64(2**40), 1], [True, 2**33]]:
+    with case(repr(data)), expect_unsupported(device, dtypes.int64):
+      t, ref = Tensor(data, device=device), torch.tensor(data)
+      assert t.dtype == dtypes.int64 and t.tolist() == ref.tolist()
+  for data in [[2**31 - 1, -2**31], 7, [np.int32(5)]]:   # int32 stays int32 (tinyweb's default int)
+    assert Tensor(data, device=device).dtype == dtypes.int32
+  for data in [2**63, [1, 2**63], [-2**63 - 1]]:   # torch: ValueError "Overflow when unpacking long long"
+    with case(repr(data)):
+      assert isinstance(_torch_or_error(lambda: torch.tensor(data)), Exception)
+      with pytest.raises(OverflowError, match=r"Tensor: .* is out of range for int64"): Tensor(data, device=device)
+  with expect_unsupported(device, dtypes.int64):
+    f = Tensor.full((2,), 2**40, device=device)
+    assert f.dtype == dtypes.int64 and f.tolist() == torch.full((2,), 2**40).tolist()
+  with expect_unsupported(device, dtypes.int64):
+    w = Tensor([True, False], device=device).where(1, 2**40)
+    assert w.dtype == dtypes.int64 and w.tolist() == torch.where(torch.tensor([True, False]), 1, 2**40).tolist()
+  with expect_unsupported(device, dtypes.int64):
+    b = Tensor([True, False], device=device) + 2**40
+    assert b.dtype == dtypes.int64 and b.tolist() == (torch.tensor([True, False]) + 2**40).tolist()
+
+def test_scalar_operands_out_of_the_tensors_int_dtype_raise(device):
+  # torch wraps these silently (int32 + 2**40 -> + 0) or raises (masked_fill, where, clip, setitem, fill_); tinyweb always raises
+  x = Tensor([1, 2], device=device)
+  for op, fn in [("add", lambda: x + 2**40), ("mul", lambda: 2**31 * x), ("sub", lambda: x - 2**40), ("lt", lambda: x < 2**40),
+                 ("eq", lambda: x == -2**31 - 1), ("maximum", lambda: x.maximum(2**35)), ("where", lambda: x.masked_fill(x > 1, 2**40)),
+                 ("where", lambda: (x > 1).where(x, 2**40)), ("gt", lambda: x.clip(0, 2**40)), ("setitem", lambda: x.__setitem__(0, 2**40)),
+                 ("add", lambda: x + np.int64(2**40))]:
+    with case(op), pytest.raises(OverflowError, match=rf"{op}: -?\d+ is out of range for int32 \(valid: -2147483648\.\.2147483647\)"): fn()
+  assert x.tolist() == [1, 2]
+  i8 = Tensor([1, -1], dtype=dtypes.int8, device=device)
+  with pytest.raises(OverflowError, match=r"add: 200 is out of range for int8"): i8 + 200
+  with pytest.raises(OverflowError, match=r"setitem: nan is out of range for int8"): i8[0] = float("nan")
+  # in range: torch's values (an unsigned dtype takes -max..-1 as wrapped values, like torch)
+  u8, tu8 = Tensor([1, 200], dtype=dtypes.uint8, device=device), torch.tensor([1, 200], dtype=torch.uint8)
+  for fn in [lambda a: a + -1, lambda a: a * 255, lambda a: a < -1, lambda a: a.masked_fill(a > 100, -2)]:
+    assert fn(u8).tolist() == fn(tu8).tolist()
+  assert (i8 + 126).tolist() == (torch.tensor([1, -1], dtype=torch.int8) + 126).tolist()
+  i8[1] = 2.75
+  assert i8.tolist() == [1, 2]
+  # floats overflow to inf like torch's; an int too large for any float raises
+  with expect_unsupported(device, dtypes.float16):
+    h, th = Tensor([1.0, -2.0], dtype=dtypes.float16, device=device), torch.tensor([1.0, -2.0], dtype=torch.float16)
+    assert (h * 1e10).tolist() == (th * 1e10).tolist() and (h + 2**40).tolist() == (th + 2**40).tolist()
+  with pytest.raises(OverflowError, match=r"mul: a 1329-bit integer is too large to convert to a float"):
+    Tensor([1.0], device=device) * 10**400
+  with pytest.raises(OverflowError, match=r"Tensor: a 1329-bit integer is too large"): Tensor([1.5, 10**400], device=device)
+
+def test_float32_range_end_rounds_like_torch(device):
+  # 3.4028235e38 (FLT_MAX as printed) rounds to FLT_MAX, not to inf; just past the halfway point it is inf
+  vals = [3.4028235e38, -3.4028235e38, 3.4028235677973362e38, 3.4028235677973366e38, 1e39]
+  ref = torch.tensor(vals).tolist()
+  assert Tensor(vals, device=device).tolist() == ref
+  assert [Tensor(v, device=device).item() for v in vals] == ref
+  assert (Tensor([1.0], device=device) * 3.4028235e38).tolist() == [ref[0]]
+
+def test_arange_past_int32_and_bad_ranges(device):
+  for args in [(2**31, 2**31 + 3), (0, 2**40, 2**38), (-2**33, -2**33 + 5, 2), (2**31 - 2, 2**31 + 2)]:
+    with case(f"arange{args}"), expect_unsupported(device, dtypes.int64):
+      t = Tensor.arange(*args, device=device)
+      assert t.dtype == dtypes.int64 and t.tolist() == torch.arange(*args).tolist()
+  # a step past the end leaves one value, and a value range that fits an explicit dtype is computed in it
+  assert Tensor.arange(3, 5, 2**40, device=device).tolist() == torch.arange(3, 5, 2**40).tolist()
+  u = Tensor.arange(2**32 - 3, 2**32, dtype=dtypes.uint32, device=device)
+  assert u.dtype == dtypes.uint32 and u.tolist() == [2**32 - 3, 2**32 - 2, 2**32 - 1]
+  with pytest.raises(OverflowError, match=r"arange: 2147483648 is out of range for int32"):
+    Tensor.arange(2**31 - 2, 2**31 + 1, dtype=dtypes.int32, device=device)
+  with pytest.raises(OverflowError, match=r"arange: 259 is out of range for uint8"): Tensor.arange(250, 260, dtype=dtypes.uint8, device=device)
+  for args, pat in [((0, 5, 0), "step must be non-zero"), ((0, -5), "opposite directions"), ((5, 0, 1), "opposite directions"),
+                    ((0, 5, -1), "opposite directions"), ((0, float("inf")), "must be finite"), ((0, float("nan")), "must be finite"),
+                    ((float("-inf"), 0.0), "must be finite")]:
+    with case(f"arange{args}"):
+      assert isinstance(_torch_or_error(lambda: torch.arange(*args)), RuntimeError)
+      with pytest.raises(ValueError, match=f"arange: .*{pat}"): Tensor.arange(*args, device=device)
+  with pytest.raises(TypeError, match="arange: expected a number"): Tensor.arange("5", device=device)
+  with pytest.raises(OverflowError, match="arange: 2147483648 elements"): Tensor.arange(2**31, device=device)
+
+def test_random_generators_check_their_dtype_and_arguments(device):
+  for name, fn, tfn in [("rand", lambda dt: Tensor.rand(3, dtype=dt, device=device), lambda dt: torch.rand(3, dtype=dt)),
+                        ("randn", lambda dt: Tensor.randn(3, dtype=dt, device=device), lambda dt: torch.randn(3, dtype=dt)),
+                        ("uniform", lambda dt: Tensor.uniform(3, dtype=dt, device=device), lambda dt: torch.empty(3, dtype=dt).uniform_()),
+                        ("normal", lambda dt: Tensor.normal(3, dtype=dt, device=device), lambda dt: torch.empty(3, dtype=dt).normal_())]:
+    for dname in ["int32", "uint8", "bool"]:
+      with case(f"{name} {dname}"):
+        assert isinstance(_torch_or_error(lambda: tfn(DT[dname][2])), Exception)   # torch: "not implemented for 'Int'"
+        with pytest.raises(TypeError, match=f"{name}: random values need a float dtype, got {dname}"): fn(DT[dname][0])
+  for bad, exc, pat in [((-1,), ValueError, "non-negative"), ((2.0,), TypeError, "must be an int, got float"), ((True,), TypeError, "got bool")]:
+    for name in ("rand", "randn"):
+      with case(f"{name}{bad}"):
+        assert isinstance(_torch_or_error(lambda: getattr(torch, name)(*bad)), Exception)
+        with pytest.raises(exc, match=f"{name}: .*{pat}"): getattr(Tensor, name)(*bad, device=device)
+  assert Tensor.rand(np.int64(2), 3, device=device).shape == (2, 3)
+  with pytest.raises(ValueError, match=r"uniform: low \(2\) must not be greater than high \(1\)"): Tensor.uniform(3, low=2, high=1, device=device)
+  with pytest.raises(ValueError, match="normal: std must be >= 0, got -1"): Tensor.normal(3, std=-1, device=device)
+  # randint: int bounds that fit the dtype (torch: "to - 1 is out of bounds for unsigned char"); float dtypes are fine
+  assert isinstance(_torch_or_error(lambda: torch.randint(0, 300, (3,), dtype=torch.uint8)), RuntimeError)
+  with pytest.raises(OverflowError, match=r"randint: the range \[0, 300\) does not fit uint8"):
+    Tensor.randint(3, low=0, high=300, dtype=dtypes.uint8, device=device)
+  with pytest.raises(TypeError, match="randint: high must be an int, got float"): Tensor.randint(3, low=0, high=2.5, device=device)
+  with pytest.raises(ValueError, match=r"randint: high \(5\) must be greater than low \(5\)"): Tensor.randint(3, low=5, high=5, device=device)
+  f = Tensor.randint(1000, low=-3, high=3, dtype=dtypes.float32, device=device).numpy()
+  assert f.dtype == np.float32 and set(f.tolist()) == {-3.0, -2.0, -1.0, 0.0, 1.0, 2.0}
+  b = Tensor.randint(1000, low=0, high=2, dtype=dtypes.bool, device=device).numpy()
+  assert set(b.tolist()) == {False, True}
+  with expect_unsupported(device, dtypes.int64):
+    r = Tensor.randint(2000, low=2**40, high=2**40 + 3, device=device)
+    assert r.dtype == dtypes.int64 and set(r.tolist()) == {2**40, 2**40 + 1, 2**40 + 2}
+  with expect_unsupported(device, dtypes.int64):   # (the offsets from low need int64 here)
+    wide = Tensor.randint(20000, low=-2**31, high=2**31 - 1, dtype=dtypes.int32, device=device).numpy()
+    assert wide.min() >= -2**31 and wide.max() < 2**31 - 1 and wide.min() < -2**30 and wide.max() > 2**30
+
+CREATION_BAD = [  # id, tinyweb call, torch call, tinyweb's exception, message pattern
+  ("zeros_negative", lambda: Tensor.zeros(2, -1), lambda: torch.zeros(2, -1), ValueError, r"zeros: sizes must be non-negative, got \(2, -1\)"),
+  ("zeros_float", lambda: Tensor.zeros(2.0), lambda: torch.zeros(2.0), TypeError, r"zeros: a size must be an int, got float 2\.0"),
+  ("zeros_bool", lambda: Tensor.zeros(True), lambda: torch.zeros(True), TypeError, r"zeros: a size must be an int, got bool"),
+  ("zeros_none", lambda: Tensor.zeros((2, None)), lambda: torch.zeros((2, None)), TypeError, r"zeros: a size must be an int, got NoneType"),
+  ("ones_negative", lambda: Tensor.ones(-3), lambda: torch.ones(-3), ValueError, r"ones: sizes must be non-negative"),
+  ("empty_negative", lambda: Tensor.empty(-1), lambda: torch.empty(-1), ValueError, r"empty: sizes must be non-negative"),
+  ("full_negative", lambda: Tensor.full((-1,), 1), lambda: torch.full((-1,), 1), ValueError, r"full: sizes must be non-negative"),
+  ("full_float_size", lambda: Tensor.full((1.5,), 1), lambda: torch.full((1.5,), 1), TypeError, r"full: a size must be an int"),
+  ("full_none", lambda: Tensor.full((2,), None), lambda: torch.full((2,), None), TypeError, r"full: expected a number .*NoneType"),
+  ("full_str", lambda: Tensor.full((2,), "a"), lambda: torch.full((2,), "a"), TypeError, r"full: expected a number .*str"),
+  ("eye_negative", lambda: Tensor.eye(-1), lambda: torch.eye(-1), ValueError, r"eye: sizes must be non-negative"),
+  ("eye_negative_m", lambda: Tensor.eye(2, -1), lambda: torch.eye(2, -1), ValueError, r"eye: sizes must be non-negative"),
+  ("eye_float", lambda: Tensor.eye(2.0), lambda: torch.eye(2.0), TypeError, r"eye: a size must be an int"),
+  ("linspace_negative", lambda: Tensor.linspace(0, 1, -1), lambda: torch.linspace(0, 1, -1), ValueError, r"linspace: steps must be >= 0"),
+  ("linspace_float", lambda: Tensor.linspace(0, 1, 2.0), lambda: torch.linspace(0, 1, 2.0), TypeError, r"linspace: steps must be an int"),
+  ("tensor_str", lambda: Tensor(["a"]), lambda: torch.tensor(["a"]), TypeError, r"Tensor: expected a number .*str"),
+  ("tensor_none_in_list", lambda: Tensor([1, None]), lambda: torch.tensor([1, None]), TypeError, r"Tensor: expected a number .*NoneType"),
+  ("tensor_none", lambda: Tensor(None), lambda: torch.tensor(None), TypeError, r"Tensor: cannot create a tensor from NoneType"),
+  ("tensor_object", lambda: Tensor([object()]), lambda: torch.tensor([object()]), TypeError, r"Tensor: expected a number .*object"),
+  ("tensor_ragged", lambda: Tensor([[1, 2], [3]]), lambda: torch.tensor([[1, 2], [3]]), ValueError, r"Tensor: ragged"),
+  ("tensor_ragged_depth", lambda: Tensor([[1, 2], 3]), lambda: torch.tensor([[1, 2], 3]), ValueError, r"Tensor: ragged"),
+  ("numpy_object", lambda: Tensor(np.array([1], dtype=object)), lambda: torch.tensor(np.array([1], dtype=object)), TypeError, r"numpy dtype object"),
+]
+
+@pytest.mark.parametrize("name,tw,tc,exc,pat", CREATION_BAD, ids=[c[0] for c in CREATION_BAD])
+def test_creation_bad_arguments_raise_like_torch(name, tw, tc, exc, pat):
+  assert isinstance(_torch_or_error(tc), Exception), "torch accepts it"
+  with pytest.raises(exc, match=pat): tw()
+
+def test_creation_accepts_what_torch_accepts(device):
+  for name, tw, tc in [("numpy_int_size", lambda: Tensor.zeros(np.int64(2), device=device), lambda: torch.zeros(np.int64(2))),
+                       ("numpy_ints_in_list", lambda: Tensor([np.int16(3), np.int64(-4)], device=device), lambda: torch.tensor([np.int16(3), np.int64(-4)])),
+                       ("numpy_floats_in_list", lambda: Tensor([np.float32(1.5), 2], device=device), lambda: torch.tensor([np.float32(1.5), 2])),
+                       ("numpy_bools_in_list", lambda: Tensor([np.bool_(True), False], device=device), lambda: torch.tensor([np.bool_(True), False])),
+                       ("arrays_in_list", lambda: Tensor([np.array([1, 2]), np.array([3, 4])], device=device), lambda: torch.tensor(np.array([[1, 2], [3, 4]]))),
+                       ("nested_tuples", lambda: Tensor(((1, 2), (3, 4)), device=device), lambda: torch.tensor(((1, 2), (3, 4)))),
+                       ("bool_int_mix", lambda: Tensor([True, 2], device=device), lambda: torch.tensor([True, 2])),
+                       ("bool_float_mix", lambda: Tensor([True, 2.5], device=device), lambda: torch.tensor([True, 2.5])),
+                       ("full_numpy_int", lambda: Tensor.full((2,), np.int64(7), device=device), lambda: torch.full((2,), np.int64(7))),
+                       ("eye_zero", lambda: Tensor.eye(0, 2, device=device), lambda: torch.eye(0, 2)),
+                       ("linspace_zero", lambda: Tensor.linspace(0, 1, 0, device=device), lambda: torch.linspace(0, 1, 0))]:
+    with case(name):
+      t, r = tw(), tc()
+      assert t.shape == tuple(r.shape) and t.tolist() == r.tolist()
+      assert (t.dtype.is_float, t.dtype.is_bool) == (r.dtype.is_floating_point, r.dtype == torch.bool)

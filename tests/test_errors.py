@@ -445,3 +445,133 @@ def test_index_math_past_32_bits_is_refused_not_wrapped(device):
   assert (a - b)[-1, -3:].tolist() == [2.0, 1.0, 0.0]
   with pytest.raises(OverflowError, match=r"reshapes a view of shape \(50000, 50000\), 2500000000 elements.*32-bit"):
     (a - b).reshape(-1)[::7][-5:].tolist()
+
+# ---------------------------------------------------------------- movement arguments: torch refuses them, so must we
+import torch
+import torch.nn.functional as F
+
+class _TW:   # the calls spelled differently in tinyweb and torch
+  cat = staticmethod(lambda ts, dim=0: Tensor.cat(*ts, dim=dim))
+  stack = staticmethod(lambda ts, dim=0: Tensor.stack(*ts, dim=dim))
+  pad = staticmethod(lambda x, p, mode="constant": x.pad(p, mode=mode))
+  ones = staticmethod(lambda *s, **kw: Tensor.ones(*s, **kw))
+class _TO:
+  cat = staticmethod(lambda ts, dim=0: torch.cat(ts, dim=dim))
+  stack = staticmethod(lambda ts, dim=0: torch.stack(ts, dim=dim))
+  pad = staticmethod(lambda x, p, mode="constant": F.pad(x, p, mode=mode))
+  ones = staticmethod(lambda *s, **kw: torch.ones(*s))
+
+MOVE_BAD = [  # id, input shape, call (the same on both sides, through _TW/_TO where spelled differently), tinyweb's exception, pattern
+  ("expand_negative", (1, 3), lambda x, m: x.expand(-2, 3), ValueError, r"expand: invalid target shape \(-2, 3\)"),
+  ("expand_minus1_new_dim", (1, 3), lambda x, m: x.expand(-1, -1, 3), ValueError, r"expand: invalid target shape \(-1, -1, 3\)"),
+  ("expand_float", (1, 3), lambda x, m: x.expand(2.0, 3), TypeError, r"expand: a size must be an int, got float"),
+  ("reshape_two_minus1", (2, 3), lambda x, m: x.reshape(-1, -1), ValueError, r"reshape: only one dimension can be -1"),
+  ("reshape_negative", (2, 3), lambda x, m: x.reshape(-2, -3), ValueError, r"reshape: invalid shape \(-2, -3\)"),
+  ("reshape_float", (2, 3), lambda x, m: x.reshape(2.0, 3), TypeError, r"reshape: a size must be an int, got float 2\.0"),
+  ("reshape_bool", (1, 6), lambda x, m: x.reshape(True, 6), TypeError, r"reshape: a size must be an int, got bool"),
+  ("reshape_zero_infer", (0, 3), lambda x, m: x.reshape(0, -1), ValueError, r"reshape: cannot reshape tensor of shape \(0, 3\)"),
+  ("permute_duplicate", (2, 3), lambda x, m: x.permute(0, 0), ValueError, r"permute: order \(0, 0\) is not a permutation"),
+  ("permute_out_of_range", (2, 3), lambda x, m: x.permute(0, 2), IndexError, r"permute: axis 2 is out of range"),
+  ("permute_float", (2, 3), lambda x, m: x.permute(0.0, 1), TypeError, r"permute: axis must be an int"),
+  ("flip_out_of_range", (2, 3), lambda x, m: x.flip(2), IndexError, r"flip: axis 2 is out of range"),
+  ("flip_duplicate", (2, 3), lambda x, m: x.flip(0, 0), ValueError, r"flip: dims \(0, 0\) name a dimension more than once"),
+  ("flip_float", (2, 3), lambda x, m: x.flip(0.0), TypeError, r"flip: axis must be an int"),
+  ("flip_bool", (2, 3), lambda x, m: x.flip(True), TypeError, r"flip: axis must be an int, got bool"),
+  ("squeeze_out_of_range", (2, 3), lambda x, m: x.squeeze(2), IndexError, r"squeeze: axis 2 is out of range"),
+  ("unsqueeze_out_of_range", (2, 3), lambda x, m: x.unsqueeze(-4), IndexError, r"unsqueeze: axis -4 is out of range"),
+  ("transpose_out_of_range", (2, 3), lambda x, m: x.transpose(0, 2), IndexError, r"transpose: axis 2 is out of range"),
+  ("transpose_float", (2, 3), lambda x, m: x.transpose(0.0, 1), TypeError, r"transpose: axis must be an int"),
+  ("flatten_start_after_end", (2, 3, 4), lambda x, m: x.flatten(2, 1), ValueError, r"flatten: start_dim 2 comes after end_dim 1"),
+  ("unflatten_wrong_product", (2, 3), lambda x, m: x.unflatten(1, (2, 2)), ValueError, r"unflatten: sizes \(2, 2\) do not multiply to the size 3"),
+  ("unflatten_two_minus1", (2, 3), lambda x, m: x.unflatten(1, (-1, -1)), ValueError, r"unflatten: sizes \(-1, -1\)"),
+  ("repeat_fewer", (2, 3), lambda x, m: x.repeat(2), ValueError, r"repeat: need at least 2 repeat counts"),
+  ("repeat_negative", (2, 3), lambda x, m: x.repeat(-1, 2), ValueError, r"repeat: sizes must be non-negative, got \(-1, 2\)"),
+  ("repeat_float", (2, 3), lambda x, m: x.repeat(2.0, 1), TypeError, r"repeat: a size must be an int"),
+  ("pad_odd", (2, 3), lambda x, m: m.pad(x, (1,)), ValueError, r"pad: flat padding \(1,\) must have an even length"),
+  ("pad_too_long", (2, 3), lambda x, m: m.pad(x, (1, 1, 1, 1, 1, 1)), ValueError, r"pad: flat padding"),
+  ("pad_crops_too_much", (2, 3), lambda x, m: m.pad(x, (-2, -2)), ValueError, r"pad: padding \(-2, -2\) crops more than the 3 elements of dimension 1"),
+  ("pad_crops_past_the_start", (2, 3), lambda x, m: m.pad(x, (-4, 0)), ValueError, r"pad: padding \(-4, 0\) crops more"),
+  ("pad_float", (2, 3), lambda x, m: m.pad(x, (1.0, 1)), TypeError, r"pad: a padding amount must be an int, got float"),
+  ("pad_reflect_too_wide", (2, 3), lambda x, m: m.pad(x, (3, 3), mode="reflect"), ValueError, r"pad: reflect padding \(3, 3\)"),
+  ("split_zero", (2, 3), lambda x, m: x.split(0), ValueError, r"split: size must be positive"),
+  ("split_negative", (2, 3), lambda x, m: x.split(-1), ValueError, r"split: size must be positive"),
+  ("split_negative_sizes", (2, 3), lambda x, m: x.split([1, -1, 3], 1), ValueError, r"split: sizes must be non-negative, got \(1, -1, 3\)"),
+  ("split_float_sizes", (2, 3), lambda x, m: x.split([1.0, 2], 1), TypeError, r"split: a size must be an int"),
+  ("split_float", (2, 3), lambda x, m: x.split(2.0, 1), TypeError, r"split: the split size must be an int"),
+  ("chunk_zero", (2, 3), lambda x, m: x.chunk(0), ValueError, r"chunk: number of chunks must be positive"),
+  ("chunk_float", (2, 3), lambda x, m: x.chunk(2.0), TypeError, r"chunk: chunks must be an int"),
+  ("cat_sizes", (2, 3), lambda x, m: m.cat([x, m.ones(2, 4)]), ValueError, r"cat: shapes \[\(2, 3\), \(2, 4\)\] must match"),
+  ("cat_rank", (2, 3), lambda x, m: m.cat([x, m.ones(2, 3, 1)]), ValueError, r"cat: shapes \[\(2, 3\), \(2, 3, 1\)\]"),
+  ("cat_dim", (2, 3), lambda x, m: m.cat([x, x], dim=2), IndexError, r"cat: axis 2 is out of range"),
+  ("cat_not_a_tensor", (2, 3), lambda x, m: m.cat([x, 5]), TypeError, r"cat: expected Tensors, got int"),
+  ("stack_shapes", (2, 3), lambda x, m: m.stack([x, m.ones(3, 2)]), ValueError, r"stack: all tensors must have the same shape"),
+  ("stack_dim", (2, 3), lambda x, m: m.stack([x, x], dim=3), IndexError, r"stack: axis 3 is out of range"),
+  ("stack_not_a_tensor", (2, 3), lambda x, m: m.stack([x, [1.0]]), TypeError, r"stack: expected Tensors, got list"),
+]
+
+@pytest.mark.parametrize("name,shape,fn,exc,pat", MOVE_BAD, ids=[c[0] for c in MOVE_BAD])
+def test_movement_bad_arguments_raise_like_torch(device, name, shape, fn, exc, pat):
+  with pytest.raises(Exception):   # torch refuses it too
+    fn(torch.ones(shape), _TO)
+  vx = rnd(shape)
+  x = Tensor(vx, device=device)
+  with pytest.raises(exc, match=pat): fn(x, _TW)
+  still_works((vx, x))
+
+def test_shrink_bad_ranges(device):
+  x = Tensor(rnd((2, 3)), device=device)
+  for arg, exc, pat in [(((0, 1), (2, 1)), ValueError, r"shrink: range \(2, 1\) is invalid for a dimension of size 3"),
+                        (((0, 1), (0, 1.5)), TypeError, r"shrink: a \(start, end\) bound must be an int, got float"),
+                        (((0, 1), (0, 1, 2)), ValueError, r"shrink: expected a \(start, end\) pair of ints per dimension, got \(0, 1, 2\)"),
+                        (((0, 1),), ValueError, r"shrink: need one \(start, end\) per dimension of \(2, 3\)")]:
+    with pytest.raises(exc, match=pat): x.shrink(arg)
+  with pytest.raises(ValueError, match=r"pad: expected a \(before, after\) pair of ints per dimension, got \(1,\)"): x.pad(((1, 1), (1,)))
+
+# ---------------------------------------------------------------- indexing: what is not an index
+
+def test_index_bad_types_raise_index_error(device):
+  vx = rnd((2, 3))
+  x = Tensor(vx, device=device)
+  for idx, pat in [(1.0, "unsupported index type float"), (np.float64(1.0), "unsupported index type float64"), ("a", "unsupported index type str"),
+                   ([0.5], "list and array indices must hold ints.*got float 0.5"), ([0, None], "got NoneType"),
+                   ([True, 0], "got bool True"), (np.array([0.5, 1.0]), "got float 0.5"),
+                   (Tensor([0.0], device=device), "tensors used as indices must be integer or bool, got float32")]:
+    with pytest.raises(IndexError, match=pat): x[idx]
+    with pytest.raises(IndexError, match=pat): x[idx] = 1.0
+  with pytest.raises(IndexError, match=r"single ellipsis"): x[..., ...]
+  with pytest.raises(ValueError, match=r"slice step cannot be zero"): x[::0]
+  with pytest.raises(IndexError, match=r"index 5 is out of bounds for dimension 1 with size 3"): x[0, 5]
+  with pytest.raises(IndexError, match=r"index -4 is out of bounds for dimension 1 with size 3"): x[None, 1, True, -4]
+  with pytest.raises(IndexError, match=r"index 5 is out of bounds for dimension 1 with size 3"): x[0, [5]]
+  with pytest.raises(IndexError, match=r"index -3 is out of bounds for dimension 0 with size 2"): x[None, [0, -3]]
+  with pytest.raises(OverflowError, match=r"setitem: 1e\+40 is out of range for int32"): Tensor([1, 2], device=device)[0] = 1e40
+  np.testing.assert_array_equal(x.numpy(), vx)
+
+def test_gather_scatter_take_integer_indices(device):
+  x = Tensor(rnd((2, 3)), device=device)
+  for bad in (Tensor([[True, False, True]], device=device), Tensor([[0.0, 1.0, 0.0]], device=device), [[0, 1, 0]]):
+    with pytest.raises(TypeError, match=r"gather: index must be an integer Tensor"): x.gather(0, bad)
+    with pytest.raises(TypeError, match=r"scatter: index must be an integer Tensor"): x.scatter(0, bad, 1.0)
+
+def test_one_hot_num_classes(device):
+  v = np.array([0, 2, 1, 2], np.int32)
+  x = Tensor(v, device=device)
+  ref = torch.nn.functional.one_hot(torch.tensor(v, dtype=torch.long))   # num_classes=-1: the largest value + 1
+  np.testing.assert_array_equal(x.one_hot().numpy(), ref.numpy())
+  np.testing.assert_array_equal(x.one_hot(-1).numpy(), ref.numpy())
+  for args, tv, exc, pat in [((-2,), v, ValueError, r"one_hot: num_classes must be -1 \(infer it\) or >= 0, got -2"),
+                             ((0,), v, ValueError, r"one_hot: num_classes=0 leaves no class for the 4 values"),
+                             ((3.0,), v, TypeError, r"one_hot: num_classes must be an int, got float"),
+                             ((), np.array([0, -1], np.int32), ValueError, r"one_hot: class values must be non-negative, got -1"),
+                             ((), np.zeros(0, np.int32), ValueError, r"one_hot: cannot infer num_classes from an empty tensor")]:
+    with pytest.raises(Exception): torch.nn.functional.one_hot(torch.tensor(tv, dtype=torch.long), *args)
+    with pytest.raises(exc, match=pat): Tensor(tv, device=device).one_hot(*args)
+  # with num_classes given nothing is read: a value outside [0, num_classes) is a row of zeros (documented; torch raises)
+  np.testing.assert_array_equal(Tensor([0, -1, 3], device=device).one_hot(3).numpy(), [[1, 0, 0], [0, 0, 0], [0, 0, 0]])
+  assert Tensor(np.zeros(0, np.int32), device=device).one_hot(3).shape == (0, 3)
+
+def test_index_shapes_that_do_not_broadcast(device):
+  x = Tensor(rnd((2, 3)), device=device)
+  for idx in [(False, [0, 1]), ([0, 1], [[0, 1, 2]] * 3)]:
+    with pytest.raises(IndexError): torch.ones(2, 3)[idx]
+    with pytest.raises(IndexError, match=r"index: shapes .* cannot be broadcast together"): x[idx]

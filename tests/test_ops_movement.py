@@ -375,3 +375,77 @@ def test_chain_getitem_stack_gather(device):
     lambda a, b: torch.stack([a[:, 1:], b.flip(1)[:, :3]], dim=-1).sum(-1).gather(1, LI(idx)).sigmoid().sum(),
     lambda a, b: Tensor.stack(a[:, 1:], b.flip(1)[:, :3], dim=-1).sum(axis=-1).gather(1, TI(idx, device)).sigmoid().sum(),
     device=device)
+
+# ---------------------------------------------------------------- edge arguments torch accepts (values against torch)
+MOVE_EDGE = {
+  "expand_minus1": ((1, 3), lambda x: x.expand(-1, 3)),
+  "expand_new_dim": ((1, 3), lambda x: x.expand(2, -1, 3)),
+  "expand_to_zero": ((1, 3), lambda x: x.expand(0, 3)),
+  "reshape_numpy_ints": ((2, 3), lambda x: x.reshape(np.int64(3), np.int32(2))),
+  "permute_negative": ((2, 3, 4), lambda x: x.permute(-1, 0, -2)),
+  "repeat_zero": ((2, 3), lambda x: x.repeat(0, 1)),
+  "repeat_numpy": ((2, 3), lambda x: x.repeat(np.int64(2), 1, 1)),
+  "unflatten_infer": ((2, 6), lambda x: x.unflatten(1, (-1, 3))),
+  "flatten_one_dim": ((2, 3, 4), lambda x: x.flatten(1, 1)),
+  "sum_numpy_axis": ((2, 3), lambda x: x.sum(np.int64(1))),
+}
+
+@pytest.mark.parametrize("name", list(MOVE_EDGE))
+def test_movement_edge_arguments(device, name):
+  shape, fn = MOVE_EDGE[name]
+  check_op([shape], fn, device=device)
+
+def test_movement_edge_arguments_spelled_differently(device):
+  x = rand_np((2, 3))
+  check_op([(2, 3)], lambda t: F.pad(t, (-1, -2)), lambda t: t.pad((-1, -2)), device=device)   # crops to size 0
+  check_op([(2, 3)], lambda t: F.pad(t, (np.int64(1), 0)), lambda t: t.pad((np.int64(1), 0)), device=device)
+  assert [p.shape for p in Tensor(np.zeros((0, 2), np.float32), device=device).split(0)] == [tuple(p.shape) for p in torch.zeros(0, 2).split(0)]
+  assert [p.shape for p in Tensor(x, device=device).split([0, 3, 0], 1)] == [tuple(p.shape) for p in torch.tensor(x).split([0, 3, 0], 1)]
+  c = Tensor.cat(Tensor(x, device=device), Tensor(np.ones((1, 3), np.int32), device=device))
+  r = torch.cat([torch.tensor(x), torch.ones(1, 3, dtype=torch.int32)])
+  assert c.dtype.name == str(r.dtype).replace("torch.", "")
+  np.testing.assert_array_equal(c.numpy(), r.numpy())
+
+# ---------------------------------------------------------------- bools and numpy scalars as indices (torch's and numpy's meaning)
+BOOL_INDEX = {
+  "true": lambda B: B(True), "false": lambda B: B(False), "none_true": lambda B: (None, B(True)),
+  "int_true": lambda B: (0, B(True)), "true_slice_int": lambda B: (B(True), slice(None), 1),
+  "false_ellipsis": lambda B: (Ellipsis, B(False)), "true_int_true": lambda B: (B(True), 1, B(True), 2),
+  "true_false": lambda B: (B(True), B(False)), "true_list": lambda B: (B(True), [1, 0, 1]), "list_true": lambda B: ([1, 0], B(True)),
+  "int_true_list": lambda B: (0, B(True), [2, 0]), "false_2d_list": lambda B: (B(False), [[0], [1]]),
+}
+
+@pytest.mark.parametrize("name", list(BOOL_INDEX))
+@pytest.mark.parametrize("kind", ["python", "tensor"])
+def test_getitem_bool_scalar(device, name, kind):
+  # a bool is not an int here: True adds a dimension of size 1, False one of size 0 (x[True] used to read x[1]), an
+  # index of that dimension that combines with other bools and tensor/list indices
+  mk = BOOL_INDEX[name]
+  check_op([(2, 3)], lambda x: x[mk(lambda b: b if kind == "python" else torch.tensor(b))],
+           lambda x: x[mk(lambda b: b if kind == "python" else Tensor(b, device=device))], device=device)
+
+def test_getitem_numpy_scalars_and_arrays(device):
+  x = rand_np((3, 4))
+  t = Tensor(x, device=device)
+  for idx in [np.int64(1), (np.int32(-1), np.int8(2)), np.bool_(True), (np.bool_(False), 0), np.array(2), np.array([True, False, True]),
+              (slice(None), np.array([3, 0])), np.array([[0], [2]])]:
+    np.testing.assert_array_equal(t[idx].numpy(), x[idx])
+
+@pytest.mark.parametrize("idx", [True, False, (None, True), (0, True), (np.bool_(True), 1)], ids=str)
+def test_setitem_bool_scalar(device, idx):
+  a = rand_np((2, 3))
+  x = Tensor(a.copy(), device=device)
+  x[idx] = 7.0
+  ref = torch.tensor(a)
+  ref[idx if not isinstance(idx, tuple) else tuple(bool(i) if isinstance(i, np.bool_) else i for i in idx)] = 7.0
+  np.testing.assert_array_equal(x.numpy(), ref.numpy())
+
+def test_setitem_list_and_array_values(device):
+  a = rand_np((3, 4))
+  x = Tensor(a.copy(), device=device)
+  x[1] = [1.0, 2.0, 3.0, 4.0]
+  x[:, 0] = np.array([5.0, 6.0, 7.0], np.float32)
+  ref = torch.tensor(a)
+  ref[1] = torch.tensor([1.0, 2.0, 3.0, 4.0])
+  ref[:, 0] = torch.tensor([5.0, 6.0, 7.0])
+  np.testing.assert_array_equal(x.numpy(), ref.numpy())

@@ -90,15 +90,41 @@ def least_upper_dtype(*ds: DType) -> DType:
   return out
 
 def scalar_dtype(x: Any) -> DType:
+  """The dtype a Python scalar gets without one given: bool, int32 (int64 for an int outside int32's range, like
+  PyTorch's default int64), or the default float."""
   if isinstance(x, bool): return dtypes.bool
-  if isinstance(x, int): return dtypes.default_int
+  if isinstance(x, int): return dtypes.default_int if -0x80000000 <= x <= 0x7fffffff else dtypes.int64
   return dtypes.default_float
 
+_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2}
 def promote_with_scalar(t: DType, x: Any) -> DType:
   """A Python scalar only changes the dtype when it is of a higher category (bool < int < float)."""
   s = scalar_dtype(x)
-  cat = {"b": 0, "i": 1, "u": 1, "f": 2}
-  return t if cat[t.kind] >= cat[s.kind] else s
+  return t if _CATEGORY[t.kind] >= _CATEGORY[s.kind] else s
+
+FLOAT64_INT_LIMIT = 2**1024 - 2**970   # the smallest int that float() rounds to infinity (OverflowError)
+
+def scalar_fits(x: Any, dt: DType) -> bool:
+  """Whether storing the Python number x in dt loses no more than rounding (PyTorch's rule): an int must lie in an
+  integer dtype's range (an unsigned one also takes -max..-1, which wraps around, as in PyTorch); a float stored in an
+  integer dtype must lie in its range before truncation (NaN and inf do not); any number fits a float dtype, overflowing
+  to inf, except an int too large for float64; anything fits bool."""
+  if dt.kind == "b" or isinstance(x, bool): return True
+  if dt.kind == "f": return not isinstance(x, int) or -FLOAT64_INT_LIMIT < x < FLOAT64_INT_LIMIT
+  if isinstance(x, int): return (-dt.max if dt.kind == "u" else dt.min) <= x <= dt.max
+  return dt.min <= x <= dt.max
+
+def fmt_scalar(x: Any) -> str:
+  """x for an error message (an int of thousands of digits is named by its size: str() of it may itself fail)."""
+  return f"a {x.bit_length()}-bit integer" if isinstance(x, int) and x.bit_length() > 128 else repr(x)
+
+def scalar_range_error(op: str, x: Any, dt: DType) -> OverflowError:
+  if dt.is_float: return OverflowError(f"{op}: {fmt_scalar(x)} is too large to convert to a float (float64's range ends near 1.8e308)")
+  valid = f"{dt.min}..{dt.max}" + (f", or {-dt.max}..-1 for an int, which wraps around" if dt.is_unsigned else "")
+  return OverflowError(f"{op}: {fmt_scalar(x)} is out of range for {dt.name} (valid: {valid}); use a wider dtype")
+
+def check_scalar(op: str, x: Any, dt: DType) -> None:
+  if not scalar_fits(x, dt): raise scalar_range_error(op, x, dt)
 
 def cast_scalar(x: Any, dt: DType) -> Any:
   """Convert a Python number to what it becomes when stored in `dt` (wraps integers, rounds floats)."""
@@ -113,9 +139,8 @@ def cast_scalar(x: Any, dt: DType) -> Any:
     x = int(x) & ((1 << dt.bits) - 1)
     return x - (1 << dt.bits) if dt.kind == "i" and x >= (1 << (dt.bits - 1)) else x
   x = float(x)
-  if dt == dtypes.float32: return struct.unpack("f", struct.pack("f", x))[0] if math.isfinite(x) and abs(x) < 3.4028235e38 else (x if not math.isfinite(x) else math.copysign(math.inf, x))
-  if dt == dtypes.float16:
-    try: return struct.unpack("e", struct.pack("e", x))[0]
+  if dt == dtypes.float32 or dt == dtypes.float16:   # (round to nearest even; struct refuses only what rounds to inf)
+    try: return struct.unpack(dt.fmt, struct.pack(dt.fmt, x))[0]
     except OverflowError: return math.copysign(math.inf, x)
   if dt == dtypes.bfloat16: return bf16_bits_to_float(float_to_bf16_bits(x))
   return x

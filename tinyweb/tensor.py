@@ -3,10 +3,11 @@
 Everything here is written in terms of a few primitives (`_unary`, `_binary`, `_reduce`, movement ops, cast), so the
 IR stays small: the gradient rules in gradient.py only need to know those primitives."""
 from __future__ import annotations
-import math, struct, weakref, itertools
+import math, operator, struct, weakref, itertools
+from array import array
 from typing import Any, Optional, Sequence, Union
 from tinyweb.dtype import DType, dtypes, to_dtype, promote, promote_with_scalar, least_upper_dtype, cast_scalar, \
-  float_to_bf16_bits, bf16_bits_to_float, scalar_dtype
+  float_to_bf16_bits, bf16_bits_to_float, scalar_dtype, scalar_fits, check_scalar, scalar_range_error, fmt_scalar
 from tinyweb.helpers import prod, argsort, flatten, largest_divisor, TRAINING, NO_GRAD, all_same
 from tinyweb.uop import UOp, Ops, MOVEMENT, unique_id, const_key
 from tinyweb.device import Device, Buffer, IdWeakSet
@@ -81,17 +82,68 @@ def _array_bytes(arr) -> bytes | memoryview:
   return arr.tobytes()
 
 def _flatten_list(data, op="Tensor") -> tuple[list, tuple[int, ...]]:
-  if not isinstance(data, (list, tuple)): return [data], ()
+  if not isinstance(data, (list, tuple)):
+    if getattr(data, "ndim", 0) and hasattr(data, "tolist"): return _flatten_list(data.tolist(), op)   # numpy arrays in a list
+    return [data], ()
   if len(data) == 0: return [], (0,)
+  if set(map(type, data)) <= {float, int, bool}: return list(data), (len(data),)   # (a row of numbers, the common case)
   subs = [_flatten_list(d, op) for d in data]
   shapes = {s for _, s in subs}
   if len(shapes) != 1: raise ValueError(f"{op}: ragged nested sequence: elements have shapes {sorted(shapes)}; all must match")
   return [x for vals, _ in subs for x in vals], (len(data),) + subs[0][1]
 
+def _py_scalar(op: str, v) -> Union[bool, int, float]:
+  """A number argument as a Python bool, int or float (numpy scalars and one-element tensors through .item())."""
+  t = type(v)
+  if t is float or t is int or t is bool: return v
+  if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+    try: v = v.item()
+    except ValueError: pass
+  if isinstance(v, bool): return bool(v)
+  if isinstance(v, int): return int(v)
+  if isinstance(v, float): return float(v)
+  raise TypeError(f"{op}: expected a number (bool, int or float), got {type(v).__name__}")
+
+def _check_device_dtype(dt: DType, device: str, what: str) -> None:
+  """TypeError naming the device where it refuses dt (WEBGPU: no 64-bit types), before anything is built with it."""
+  if (check := getattr(getattr(Device[device], "renderer", None), "check_dtype", None)) is not None: check(dt, what)
+
+def _int_dtype(op: str, lo: int, hi: int, device: str) -> DType:
+  """The dtype for ints in [lo, hi] given without one: int32, or int64 (PyTorch's default int) past int32's range,
+  where the device has int64."""
+  if -0x80000000 <= lo and hi <= 0x7fffffff: return dtypes.default_int
+  v = lo if lo < -0x80000000 else hi
+  check_scalar(op, v, dtypes.int64)
+  _check_device_dtype(dtypes.int64, device, f"{op}: {fmt_scalar(v)} does not fit int32")
+  return dtypes.int64
+
 def _pack(vals: list, dt: DType) -> bytes:
+  """Python numbers that fit dt (scalar_fits) as dt's bytes."""
+  if dt.is_bool: return bytes(map(bool, vals))
+  if dt.fmt in ("f", "d"): return array(dt.fmt, vals).tobytes()   # C's conversion: rounds to nearest, inf past the range
+  if dt.is_int:
+    try: return array(dt.fmt, vals).tobytes()
+    except (TypeError, OverflowError): pass   # floats (truncated below) or negative ints for an unsigned dtype (wrapped)
   vals = [cast_scalar(v, dt) for v in vals]
   if dt == dtypes.bfloat16: return struct.pack(f"{len(vals)}H", *[float_to_bf16_bits(v) for v in vals])
   return struct.pack(f"{len(vals)}{dt.fmt}", *vals)
+
+def _pack_values(op: str, vals: list, dt: Optional[DType], device: str) -> tuple[DType, bytes]:
+  """Flattened list elements as bytes, with their dtype: dt, or without one the dtype PyTorch infers (all bools: bool;
+  ints and bools: int32, or int64 past its range; any float: the default float). A value that does not fit the dtype
+  raises OverflowError (dtype.scalar_fits), as in PyTorch."""
+  if not (kinds := set(map(type, vals))) <= {bool, int, float}:   # numpy scalars, tensors, subclasses, or not numbers
+    vals = [_py_scalar(op, v) for v in vals]
+    kinds = set(map(type, vals))
+  if dt is None:
+    dt = dtypes.bool if kinds == {bool} else _int_dtype(op, min(vals), max(vals), device) if vals and float not in kinds \
+      else dtypes.default_float
+  elif dt.is_int and vals:
+    bad = next((v for v in vals if not scalar_fits(v, dt)), None) if float in kinds else \
+      next((v for v in (min(vals), max(vals)) if not scalar_fits(v, dt)), None)
+    if bad is not None: raise scalar_range_error(op, bad, dt)
+  try: return dt, _pack(vals, dt)
+  except OverflowError: raise scalar_range_error(op, next(v for v in vals if not scalar_fits(v, dt)), dt) from None   # (huge ints)
 
 _NP_NAMES = {"bool": dtypes.bool, "int8": dtypes.int8, "uint8": dtypes.uint8, "int16": dtypes.int16, "uint16": dtypes.uint16,
              "int32": dtypes.int32, "uint32": dtypes.uint32, "int64": dtypes.int64, "uint64": dtypes.uint64,
@@ -102,8 +154,39 @@ def _shape_args(shape) -> tuple:
   if len(shape) == 1 and isinstance(shape[0], (tuple, list)): return tuple(shape[0])
   return tuple(shape)
 
+def _as_int(op: str, what: str, v) -> int:
+  """v as a Python int: an int or a numpy integer, not a bool or a float (PyTorch's rule for sizes and dims)."""
+  if type(v) is int: return v
+  if not isinstance(v, bool):
+    try: return operator.index(v)
+    except TypeError: pass
+  raise TypeError(f"{op}: {what} must be an int, got {type(v).__name__} {v!r}")
+
+def _sizes(op: str, shape) -> tuple[int, ...]:
+  """A shape argument checked: ints >= 0."""
+  if all(type(s) is int and s >= 0 for s in shape): return tuple(shape)   # (the common case, cheap)
+  out = tuple(_as_int(op, "a size", s) for s in shape)
+  if any(s < 0 for s in out): raise ValueError(f"{op}: sizes must be non-negative, got {out}")
+  return out
+
+def _int_pair(op: str, what: str, p) -> tuple[int, int]:
+  if type(p) is tuple and len(p) == 2 and type(p[0]) is int and type(p[1]) is int: return p
+  if not isinstance(p, (tuple, list)) or len(p) != 2: raise ValueError(f"{op}: expected a {what} pair of ints per dimension, got {p!r}")
+  return _as_int(op, f"a {what} bound", p[0]), _as_int(op, f"a {what} bound", p[1])
+
+def _index_scalar(i):
+  """An index element, with numpy scalars and 0-d arrays or tensors of ints or bools as the Python int or bool."""
+  if type(i) is int or type(i) is slice or i is None or i is Ellipsis: return i
+  if isinstance(i, Tensor): return i.item() if i.ndim == 0 and not i.dtype.is_float else i
+  if type(i).__module__ == "numpy" and getattr(i, "ndim", None) == 0 and i.dtype.kind in "biu": return i.item()
+  return i
+
+def _tensors(op: str, *ts) -> list:
+  if (bad := next((t for t in ts if not isinstance(t, Tensor)), None)) is not None: raise TypeError(f"{op}: expected Tensors, got {type(bad).__name__}")
+  return list(ts)
+
 def _normalize_axis(op: str, axis: int, ndim: int) -> int:
-  if not isinstance(axis, int): raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+  if type(axis) is not int: axis = _as_int(op, "axis", axis)
   lim = max(ndim, 1)
   if not -lim <= axis < lim: raise IndexError(f"{op}: axis {axis} is out of range for a tensor with {ndim} dimensions (valid: {-lim}..{lim-1})")
   return axis % lim if ndim > 0 else 0
@@ -120,18 +203,13 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     if isinstance(data, UOp): uop = data
     elif isinstance(data, Tensor): uop = data.uop if dt is None else data.cast(dt).uop
     elif isinstance(data, (bool, int, float)):
-      uop = Tensor._const_uop(data, dt or scalar_dtype(data), dev, ())
+      uop = Tensor._const_uop(data, dt or scalar_dtype(data), dev, (), "Tensor")
     elif isinstance(data, (bytes, bytearray, memoryview)) and not isinstance(data, memoryview):
       uop = Tensor._from_bytes(bytes(data), dt or dtypes.uint8, dev, None)
     elif isinstance(data, (list, tuple)):
       vals, shape = _flatten_list(data)
-      if dt is None:
-        dt = dtypes.bool if vals and all(isinstance(v, bool) for v in vals) else \
-             dtypes.default_int if vals and all(isinstance(v, (bool, int)) for v in vals) else dtypes.default_float
-      for v in vals:
-        if not isinstance(v, (bool, int, float)) and not hasattr(v, "item"):
-          raise TypeError(f"Tensor: list elements must be numbers, got {type(v).__name__}")
-      uop = Tensor._from_bytes(_pack([v.item() if hasattr(v, "item") else v for v in vals], dt), dt, dev, shape)
+      dt, raw = _pack_values("Tensor", vals, dt, dev)
+      uop = Tensor._from_bytes(raw, dt, dev, shape)
     elif type(data).__module__ == "numpy" and hasattr(data, "dtype"):
       import numpy as np
       arr = np.asarray(data, order="C")   # (ascontiguousarray would turn 0-d into 1-d)
@@ -154,11 +232,15 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     _grad_leaves.add(self)
 
   @staticmethod
-  def _const_uop(value, dt: DType, device: str, shape: tuple[int, ...]) -> UOp:
+  def _const_uop(value, dt: DType, device: str, shape: tuple[int, ...], op: str = "Tensor") -> UOp:
     """A constant of this shape: the view Tensor(value).reshape(1, ...).expand(shape) would make. Kept in a small cache:
-    the scalars of an expression (x * 0.5 + 1) recur on every call, and building their four uops is a good part of it."""
+    the scalars of an expression (x * 0.5 + 1) recur on every call, and building their four uops is a good part of it.
+    A value that does not fit dt (dtype.scalar_fits) or a dtype the device refuses raises, naming `op`."""
     key = (type(value), const_key(value), dt, device, shape)   # (the type: True == 1 == 1.0)
-    if (c := _const_cache.get(key)) is not None: return c
+    if (c := _const_cache.get(key)) is not None: return c   # (checked when it was made)
+    value = _py_scalar(op, value)
+    check_scalar(op, value, dt)
+    _check_device_dtype(dt, device, f"{op}: the constant {fmt_scalar(value)}")
     c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, None, (), device),), cast_scalar(value, dt))
     if shape != ():
       c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
@@ -387,19 +469,19 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   @staticmethod
   def full(shape: ShapeArg, fill_value: Any, dtype=None, device=None, requires_grad=None) -> Tensor:
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    if any(not isinstance(s, int) or s < 0 for s in shape): raise ValueError(f"full: invalid shape {shape}")
+    shape = _sizes("full", shape if isinstance(shape, (tuple, list)) else (shape,))
+    fill_value = _py_scalar("full", fill_value)
     dt = to_dtype(dtype) if dtype is not None else scalar_dtype(fill_value)
-    return Tensor(Tensor._const_uop(fill_value, dt, Device.canonicalize(device), shape), requires_grad=requires_grad)
+    return Tensor(Tensor._const_uop(fill_value, dt, Device.canonicalize(device), shape, "full"), requires_grad=requires_grad)
   @staticmethod
   def zeros(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-    return Tensor.full(_shape_args(shape), 0.0, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
+    return Tensor.full(_sizes("zeros", _shape_args(shape)), 0.0, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
   @staticmethod
   def ones(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-    return Tensor.full(_shape_args(shape), 1.0, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
+    return Tensor.full(_sizes("ones", _shape_args(shape)), 1.0, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
   @staticmethod
   def empty(*shape, dtype=None, device=None) -> Tensor:
-    shape = _shape_args(shape)
+    shape = _sizes("empty", _shape_args(shape))
     buf = Buffer(Device.canonicalize(device), prod(shape), to_dtype(dtype or dtypes.default_float))
     return Tensor(buffer_uop(buf, shape))
   def full_like(self, fill_value, dtype=None, device=None, requires_grad=None) -> Tensor:
@@ -411,24 +493,43 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   @staticmethod
   def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=None) -> Tensor:
+    """Ints give int32 (int64 where a value is past int32's range: PyTorch's default int), any float the default float."""
     if stop is None: start, stop = 0, start
+    start, stop, step = _py_scalar("arange", start), _py_scalar("arange", stop), _py_scalar("arange", step)
+    if any(isinstance(v, float) and not math.isfinite(v) for v in (start, stop, step)):
+      raise ValueError(f"arange: unsupported range {start} -> {stop} with step {step}: all must be finite")
     if step == 0: raise ValueError("arange: step must be non-zero")
-    n = max(0, math.ceil((stop - start) / step))
-    dt = to_dtype(dtype) if dtype is not None else (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
-    idx = Tensor(UOp(Ops.ARANGE, dtypes.int32, (UOp(Ops.DEVICE, None, (), Device.canonicalize(device)),), n))
-    out = (idx.cast(dt) * step + start) if dt.is_float else (idx * step + start).cast(dt)
+    if (stop - start) * step < 0: raise ValueError(f"arange: the range {start} -> {stop} and the step {step} go in opposite directions")
+    is_int = all(isinstance(v, int) for v in (start, stop, step))
+    n = -((start - stop) // step) if is_int else math.ceil((stop - start) / step)
+    if n > 0x7fffffff: raise OverflowError(f"arange: {n} elements; index arithmetic is 32-bit, which allows at most 2**31-1")
+    dt, dev = to_dtype(dtype) if dtype is not None else None, Device.canonicalize(device)
+    idx = Tensor(UOp(Ops.ARANGE, dtypes.int32, (UOp(Ops.DEVICE, None, (), dev),), n))
+    if is_int and (dt is None or not dt.is_float):   # computed exactly, in int32 or int64 (or dt, where the values fit it)
+      last, step = (start + (n - 1) * step, step) if n > 1 else (start, 1)   # (a single value needs no step)
+      if dt is not None and (bad := next((v for v in (start, last) if not scalar_fits(v, dt)), None)) is not None:
+        raise scalar_range_error("arange", bad, dt)
+      lo, hi = min(start, last, step), max(start, last, step)
+      ct = dt if dt is not None and dt.is_int and dt.itemsize >= 4 and dt.min <= lo and hi <= dt.max else _int_dtype("arange", lo, hi, dev)
+      dt = dt or ct
+      out = ((idx if ct == dtypes.int32 else idx.cast(ct)) * step + start).cast(dt)
+    else:
+      dt = dt or dtypes.default_float
+      out = (idx.cast(dt) * step + start) if dt.is_float else (idx * step + start).cast(dt)
     if requires_grad: out.requires_grad_()
     return out
   @staticmethod
   def linspace(start, stop, steps: int, dtype=None, device=None) -> Tensor:
+    steps = _as_int("linspace", "steps", steps)
     if steps < 0: raise ValueError(f"linspace: steps must be >= 0, got {steps}")
+    start, stop = _py_scalar("linspace", start), _py_scalar("linspace", stop)
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     if steps == 1: return Tensor.full((1,), start, dtype=dt, device=device)
     idx = Tensor.arange(steps, device=device).cast(dtypes.float32)
     return (idx * ((stop - start) / (steps - 1)) + start).cast(dt)
   @staticmethod
   def eye(n: int, m: Optional[int] = None, dtype=None, device=None, requires_grad=None) -> Tensor:
-    m = n if m is None else m
+    n, m = _sizes("eye", (n, n if m is None else m))
     out = (Tensor.arange(n, device=device).reshape(n, 1) == Tensor.arange(m, device=device).reshape(1, m)).cast(dtype or dtypes.default_float)
     if requires_grad: out.requires_grad_()
     return out
@@ -460,33 +561,50 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return mix(mix(ctr ^ mix(key[0] + 0x9e3779b9)) + mix(key[1] ^ 0x85ebca6b))
 
   @staticmethod
-  def rand(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-    shape = _shape_args(shape)
+  def _random_float_dtype(op: str, dtype) -> DType:
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if not dt.is_float: raise TypeError(f"{op}: random values need a float dtype, got {dt.name} (randint makes random integers)")
+    return dt
+  @staticmethod
+  def rand(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+    shape, dt = _sizes("rand", _shape_args(shape)), Tensor._random_float_dtype("rand", dtype)
     bits = Tensor._random_bits(prod(shape), Device.canonicalize(device))
     out = ((bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))).cast(dt).reshape(shape)
     if requires_grad: out.requires_grad_()
     return out
   @staticmethod
   def randn(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-    shape = _shape_args(shape)
+    shape, dt = _sizes("randn", _shape_args(shape)), Tensor._random_float_dtype("randn", dtype)
     u = Tensor.rand(2, *shape, device=device)
     r = (1 - u[0]).log().mul(-2).sqrt() * (u[1] * (2 * math.pi)).cos()   # Box-Muller
-    out = r.cast(to_dtype(dtype) if dtype is not None else dtypes.default_float)
+    out = r.cast(dt)
     if requires_grad: out.requires_grad_()
     return out
   @staticmethod
   def randint(*shape, low=0, high=10, dtype=None, device=None) -> Tensor:
+    """Integers in [low, high), of int32 (int64 past its range) unless dtype says otherwise. Drawn from a float32 uniform:
+    a range wider than 2**24 does not reach every integer."""
+    low, high, dev = _as_int("randint", "low", low), _as_int("randint", "high", high), Device.canonicalize(device)
     if high <= low: raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
-    return (Tensor.rand(*shape, device=device) * (high - low)).floor().cast(dtypes.int32).add(low).cast(dtype or dtypes.int32)
+    dt = to_dtype(dtype) if dtype is not None else _int_dtype("randint", low, high - 1, dev)
+    ct = _int_dtype("randint", min(low, 0), max(high - 1, high - low - 1), dev)   # (holds the offsets from low too)
+    if not dt.is_float and not dt.min <= low <= high - 1 <= dt.max:
+      raise OverflowError(f"randint: the range [{low}, {high}) does not fit {dt.name} ({dt.min}..{dt.max})")
+    r = (Tensor.rand(*shape, device=dev) * (high - low)).floor().cast(ct)
+    if high - low > 1 << 24: r = r.minimum(high - low - 1)   # (float32 rounding may reach the range's end there)
+    return (r + low).cast(dt)
   @staticmethod
   def uniform(*shape, low=0.0, high=1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
-    out = (Tensor.rand(*shape, device=device) * (high - low) + low).cast(dtype or dtypes.default_float)
+    low, high, dt = _py_scalar("uniform", low), _py_scalar("uniform", high), Tensor._random_float_dtype("uniform", dtype)
+    if not low <= high: raise ValueError(f"uniform: low ({low}) must not be greater than high ({high})")
+    out = (Tensor.rand(*shape, device=device) * (high - low) + low).cast(dt)
     if requires_grad: out.requires_grad_()
     return out
   @staticmethod
   def normal(*shape, mean=0.0, std=1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
-    out = (Tensor.randn(*shape, device=device) * std + mean).cast(dtype or dtypes.default_float)
+    mean, std, dt = _py_scalar("normal", mean), _py_scalar("normal", std), Tensor._random_float_dtype("normal", dtype)
+    if not std >= 0: raise ValueError(f"normal: std must be >= 0, got {std}")
+    out = (Tensor.randn(*shape, device=device) * std + mean).cast(dt)
     if requires_grad: out.requires_grad_()
     return out
   @staticmethod
@@ -517,7 +635,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     if isinstance(x, Tensor): return x
     if isinstance(x, (bool, int, float)) or (hasattr(x, "item") and not hasattr(x, "__len__")):
       x = x.item() if hasattr(x, "item") else x
-      return Tensor(Tensor._const_uop(x, promote_with_scalar(self.dtype, x), self.device, ()))
+      return Tensor(Tensor._const_uop(x, promote_with_scalar(self.dtype, x), self.device, (), op))
     return Tensor(x, device=self.device)
 
   def _broadcasted(self, y: Any, op: str, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
@@ -530,7 +648,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
       scalar = y.item() if hasattr(y, "item") and not hasattr(y, "__len__") else y
       if isinstance(scalar, (bool, int, float)):   # (made in x's shape at once: the commonest case, kept cheap)
         dt = promote_with_scalar(x.dtype, scalar)
-        y = Tensor(Tensor._const_uop(scalar, dt, x.device, x.shape))
+        y = Tensor(Tensor._const_uop(scalar, dt, x.device, x.shape, op))
       else:
         y = Tensor(y, device=x.device)
         dt = promote(x.dtype, y.dtype)
@@ -575,26 +693,28 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   def reshape(self, *shape) -> Tensor:
     shape, cur = _shape_args(shape), self.shape
-    if shape == cur: return self
-    n = prod(cur)
-    if not all(isinstance(s, int) and s >= 0 for s in shape):   # None (keep that size), -1 (infer it), or invalid
-      if any(not isinstance(s, int) and s is not None for s in shape): raise TypeError(f"reshape: shape must be ints, got {shape}")
-      shape = tuple(cur[i] if s is None else s for i, s in enumerate(shape))
+    if not all(type(s) is int and s >= 0 for s in shape):   # None (keep that size), -1 (infer it), numpy ints, or invalid
+      shape = tuple(cur[i] if s is None and i < len(cur) else _as_int("reshape", "a size", s) for i, s in enumerate(shape))
+      if any(s < -1 for s in shape): raise ValueError(f"reshape: invalid shape {shape}: sizes are >= 0, or -1 (once) to infer one")
       if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
       if -1 in shape:
-        known = prod(s for s in shape if s != -1)
+        known, n = prod(s for s in shape if s != -1), prod(cur)
         if known == 0 or n % known != 0: raise ValueError(f"reshape: cannot reshape tensor of shape {cur} ({n} elements) to {shape}")
         shape = tuple(n // known if s == -1 else s for s in shape)
-    if any(s < 0 for s in shape) or prod(shape) != n:
-      raise ValueError(f"reshape: cannot reshape tensor of shape {cur} ({n} elements) to {shape} ({prod(shape)} elements)")
     if shape == cur: return self
+    if prod(shape) != (n := prod(cur)):
+      raise ValueError(f"reshape: cannot reshape tensor of shape {cur} ({n} elements) to {shape} ({prod(shape)} elements)")
     return self._wrap(UOp(Ops.RESHAPE, self.dtype, (self.uop,), shape), self)
   def view(self, *shape) -> Tensor: return self.reshape(*shape)
 
   def expand(self, *shape) -> Tensor:
     shape = _shape_args(shape)
-    if len(shape) < self.ndim: raise ValueError(f"expand: target shape {shape} has fewer dimensions than the tensor {self.shape}")
-    x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) > self.ndim else self
+    if not all(type(s) is int and s >= -1 for s in shape): shape = tuple(_as_int("expand", "a size", s) for s in shape)
+    lead = len(shape) - self.ndim
+    if lead < 0: raise ValueError(f"expand: target shape {shape} has fewer dimensions than the tensor {self.shape}")
+    if any(s < -1 for s in shape) or -1 in shape[:lead]:
+      raise ValueError(f"expand: invalid target shape {shape} for {self.shape}: sizes are >= 0, or -1 (keep the size) in the tensor's own dimensions")
+    x = self.reshape((1,) * lead + self.shape) if lead else self
     new = tuple(o if s == -1 else s for s, o in zip(shape, x.shape))
     for s, o in zip(new, x.shape):
       if o != s and o != 1:
@@ -603,23 +723,23 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return x._wrap(UOp(Ops.EXPAND, self.dtype, (x.uop,), new), x)
 
   def permute(self, *order) -> Tensor:
-    order = _shape_args(order)
-    if len(order) != self.ndim or sorted(o % max(self.ndim, 1) for o in order) != list(range(self.ndim)) or \
-       any(not -self.ndim <= o < self.ndim for o in order):
-      raise ValueError(f"permute: order {order} is not a permutation of the {self.ndim} dimensions of shape {self.shape}")
-    order = tuple(o % self.ndim for o in order)
+    given = _shape_args(order)
+    order = tuple(_normalize_axis("permute", o, self.ndim) for o in given)
+    if len(order) != self.ndim or len(set(order)) != len(order):
+      raise ValueError(f"permute: order {given} is not a permutation of the {self.ndim} dimensions of shape {self.shape}")
     if order == tuple(range(self.ndim)): return self
     return self._wrap(UOp(Ops.PERMUTE, self.dtype, (self.uop,), order), self)
 
   def flip(self, *axis) -> Tensor:
     axis = _shape_args(axis)
-    axes = {_normalize_axis("flip", a, self.ndim) for a in axis}
+    axes = [_normalize_axis("flip", a, self.ndim) for a in axis]
+    if len(set(axes)) != len(axes): raise ValueError(f"flip: dims {axis} name a dimension more than once (shape {self.shape})")
     if not axes or self.ndim == 0: return self
     return self._wrap(UOp(Ops.FLIP, self.dtype, (self.uop,), tuple(i in axes for i in range(self.ndim))), self)
 
   def shrink(self, arg: Sequence[Optional[tuple[int, int]]]) -> Tensor:
     if len(arg) != self.ndim: raise ValueError(f"shrink: need one (start, end) per dimension of {self.shape}, got {arg}")
-    arg = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape))
+    arg = tuple((0, s) if a is None else _int_pair("shrink", "(start, end)", a) for a, s in zip(arg, self.shape))
     for (b, e), s in zip(arg, self.shape):
       if not 0 <= b <= e <= s: raise ValueError(f"shrink: range {(b, e)} is invalid for a dimension of size {s} (shape {self.shape})")
     if all(a == (0, s) for a, s in zip(arg, self.shape)): return self
@@ -628,6 +748,9 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def _pad_zero(self, arg: tuple[tuple[int, int], ...]) -> Tensor:
     """Pad with zeros (negative amounts crop)."""
     if any(b < 0 or e < 0 for b, e in arg):
+      for i, ((b, e), n) in enumerate(zip(arg, self.shape)):
+        if max(0, -b) + max(0, -e) > n:
+          raise ValueError(f"pad: padding {(b, e)} crops more than the {n} elements of dimension {i} (shape {self.shape})")
       x = self.shrink(tuple((max(0, -b), s - max(0, -e)) for (b, e), s in zip(arg, self.shape)))
       return x._pad_zero(tuple((max(0, b), max(0, e)) for b, e in arg))
     if all(b == 0 and e == 0 for b, e in arg): return self
@@ -636,14 +759,15 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
     """padding: PyTorch style flat (left, right, top, bottom, ...) starting at the last dim, or one (before, after)
     (or None) per dimension starting at the first. mode: constant, reflect, replicate, circular."""
-    padding = tuple(padding)
-    if all(isinstance(p, int) for p in padding):
+    padding, value = tuple(padding), _py_scalar("pad", value)
+    if all(p is not None and not isinstance(p, (tuple, list)) for p in padding):
+      if not all(type(p) is int for p in padding): padding = tuple(_as_int("pad", "a padding amount", p) for p in padding)
       if len(padding) % 2 or len(padding) // 2 > self.ndim:
         raise ValueError(f"pad: flat padding {padding} must have an even length of at most 2*ndim ({2*self.ndim})")
       pairs = [(0, 0)] * (self.ndim - len(padding) // 2) + [(padding[i], padding[i + 1]) for i in range(len(padding) - 2, -1, -2)]
     else:
       if len(padding) != self.ndim: raise ValueError(f"pad: need one (before, after) per dimension of {self.shape}, got {padding}")
-      pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
+      pairs = [(0, 0) if p is None else _int_pair("pad", "(before, after)", p) for p in padding]
     pairs = tuple(pairs)
     if mode == "constant":
       x = self._pad_zero(pairs)
@@ -680,10 +804,16 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if self.ndim == 0: return self.reshape(1)
     s, e = _normalize_axis("flatten", start_dim, self.ndim), _normalize_axis("flatten", end_dim, self.ndim)
+    if s > e: raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} (shape {self.shape})")
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
   def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
     d = _normalize_axis("unflatten", dim, self.ndim)
-    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+    n = self.shape[d]
+    sizes = tuple(_as_int("unflatten", "a size", s) for s in sizes)
+    known = prod(s for s in sizes if s != -1)
+    if any(s < -1 for s in sizes) or sizes.count(-1) > 1 or (known == 0 or n % known if -1 in sizes else known != n):
+      raise ValueError(f"unflatten: sizes {sizes} do not multiply to the size {n} of dimension {d} of {self.shape} (one may be -1)")
+    return self.reshape(self.shape[:d] + sizes + self.shape[d + 1:])
   def squeeze(self, dim: Optional[int] = None) -> Tensor:
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
     dims = dim if isinstance(dim, (tuple, list)) else (dim,)
@@ -693,19 +823,20 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     d = _normalize_axis("unsqueeze", dim, self.ndim + 1)
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
   def repeat(self, *repeats) -> Tensor:
-    repeats = _shape_args(repeats)
+    repeats = _sizes("repeat", _shape_args(repeats))
     if len(repeats) < self.ndim: raise ValueError(f"repeat: need at least {self.ndim} repeat counts for shape {self.shape}, got {repeats}")
     x = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
     # insert a broadcast dim before each dim, expand it, then merge
     x = x.reshape(flatten((1, s) for s in x.shape)).expand(flatten((r, s) for r, s in zip(repeats, x.shape)))
     return x.reshape(tuple(r * s for r, s in zip(repeats, self.reshape((1,) * (len(repeats) - self.ndim) + self.shape).shape)))
   def repeat_interleave(self, repeats: int, dim: Optional[int] = None) -> Tensor:
+    (repeats,) = _sizes("repeat_interleave", (repeats,))
     x = self.flatten() if dim is None else self
     d = 0 if dim is None else _normalize_axis("repeat_interleave", dim, x.ndim)
     return x.unsqueeze(d + 1).expand(*x.shape[:d + 1], repeats, *x.shape[d + 1:]).flatten(d, d + 1)
 
   def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
-    ts = [self, *others]
+    ts = _tensors("cat", self, *others)
     d = _normalize_axis("cat", dim, self.ndim)
     for t in ts:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
@@ -720,7 +851,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
       off += t.shape[d]
     return out
   def stack(self, *others: Tensor, dim: int = 0) -> Tensor:
-    ts = [self, *others]
+    ts = _tensors("stack", self, *others)
     for t in ts:
       if t.shape != self.shape: raise ValueError(f"stack: all tensors must have the same shape, got {[x.shape for x in ts]}")
     d = _normalize_axis("stack", dim, self.ndim + 1)
@@ -728,9 +859,11 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def split(self, sizes, dim: int = 0) -> tuple[Tensor, ...]:
     d = _normalize_axis("split", dim, self.ndim)
     n = self.shape[d]
-    if isinstance(sizes, int):
-      if sizes <= 0: raise ValueError(f"split: size must be positive, got {sizes}")
-      sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+    if not isinstance(sizes, (tuple, list)):
+      size = _as_int("split", "the split size", sizes)
+      if size < 0 or size == 0 < n: raise ValueError(f"split: size must be positive (0 only for an empty dimension), got {size}")
+      sizes = [min(size, n - i) for i in range(0, n, size or 1)] or [0]
+    else: sizes = _sizes("split", sizes)
     if sum(sizes) != n: raise ValueError(f"split: sizes {list(sizes)} must add up to {n} (dimension {d} of {self.shape})")
     out, off = [], 0
     for s in sizes:
@@ -738,6 +871,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
       off += s
     return tuple(out)
   def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    chunks = _as_int("chunk", "chunks", chunks)
     if chunks <= 0: raise ValueError(f"chunk: number of chunks must be positive, got {chunks}")
     d = _normalize_axis("chunk", dim, self.ndim)
     return self.split(max(1, math.ceil(self.shape[d] / chunks)), dim=d) if self.shape[d] else (self,) * chunks
@@ -1124,27 +1258,35 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   # indexing
 
   def _basic_index(self, index: tuple) -> tuple[Tensor, list, list[tuple[int, Any]]]:
-    """Apply ints, slices, None and Ellipsis. Returns the view, the movement ops applied (to invert them for
-    __setitem__), and (dim in the view, index) for every tensor/list index, whose dims are kept whole."""
-    n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
+    """Apply ints, slices, None, bools and Ellipsis. Returns the view, the movement ops applied (to invert them for
+    __setitem__), and (dim in the view, index, dim of self) for every tensor/list index, whose dims are kept whole. True and False
+    add a dimension of size 1 and 0 (PyTorch's and numpy's meaning: a 0-d mask, not an int). A lone bool is applied
+    here; with other bools or tensor/list indices it is an index of that new dimension, combined with them."""
+    index = tuple(_index_scalar(i) for i in index)
+    lone_bool = sum(type(i) is bool for i in index) == 1 and \
+      not any(isinstance(i, (Tensor, list, tuple)) or (type(i).__module__ == "numpy" and getattr(i, "ndim", 0) > 0) for i in index)
+    n_real = sum(1 for i in index if i is not None and i is not Ellipsis and type(i) is not bool)
     if sum(1 for i in index if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
     if n_real > self.ndim: raise IndexError(f"too many indices for tensor of dimension {self.ndim} (got {n_real})")
-    if Ellipsis in [i if not isinstance(i, Tensor) else None for i in index]:
-      e = [i if not isinstance(i, Tensor) else None for i in index].index(Ellipsis)
+    if (e := next((k for k, i in enumerate(index) if i is Ellipsis), None)) is not None:
       index = index[:e] + (slice(None),) * (self.ndim - n_real) + index[e + 1:]
     else: index = index + (slice(None),) * (self.ndim - n_real)
     x, ops, fancy = self, [], []
-    dim = 0   # current dim in x
+    dim, src = 0, 0   # the current dim in x, and the dim of self it comes from
     def do(name, arg):
       nonlocal x
       ops.append((name, arg, x.shape))
       x = getattr(x, name)(arg) if name != "reshape" else x.reshape(arg)
     for idx in index:
-      if idx is None:
-        do("reshape", x.shape[:dim] + (1,) + x.shape[dim:]); dim += 1
-      elif isinstance(idx, (bool,)) or (isinstance(idx, int)):
+      if idx is None or type(idx) is bool:
+        do("reshape", x.shape[:dim] + (1,) + x.shape[dim:])
+        if type(idx) is bool and not lone_bool: fancy.append((dim, idx, None))
+        elif idx is False: do("shrink", tuple((0, 0) if d == dim else None for d in range(x.ndim)))
+        dim += 1
+        continue
+      if isinstance(idx, int):
         n = x.shape[dim]
-        if not -n <= idx < n: raise IndexError(f"index {idx} is out of bounds for dimension {dim} with size {n}")
+        if not -n <= idx < n: raise IndexError(f"index {idx} is out of bounds for dimension {src} with size {n}")
         i = idx % n
         do("shrink", tuple((i, i + 1) if d == dim else None for d in range(x.ndim)))
         do("reshape", x.shape[:dim] + x.shape[dim + 1:])
@@ -1164,19 +1306,24 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
           do("shrink", tuple((0, 1) if d == dim + 1 else None for d in range(x.ndim)))
           do("reshape", x.shape[:dim + 1] + x.shape[dim + 2:])
         dim += 1
-      elif isinstance(idx, (Tensor, list, tuple)) or (type(idx).__module__ == "numpy"):
-        fancy.append((dim, idx)); dim += 1
-      else: raise IndexError(f"unsupported index type {type(idx).__name__}: valid are int, slice, None, Ellipsis, Tensor, list")
+      elif isinstance(idx, (Tensor, list, tuple)) or (type(idx).__module__ == "numpy" and getattr(idx, "ndim", 0) > 0):
+        fancy.append((dim, idx, src)); dim += 1
+      else: raise IndexError(f"unsupported index type {type(idx).__name__}: valid are int, bool, slice, None, Ellipsis, Tensor, list")
+      src += 1
     return x, ops, fancy
 
   def _index_tensor(self, idx, size: int, dim: int) -> Tensor:
     """An index given as Tensor/list/array -> int32 Tensor with negative values wrapped (bounds checked for constants)."""
+    if type(idx) is bool: return Tensor([0] if idx else [], dtype=dtypes.int32, device=self.device)   # (of a new size-1 dim)
     if not isinstance(idx, Tensor):
-      vals, _ = _flatten_list(idx.tolist() if hasattr(idx, "tolist") else list(idx), "index")
-      if vals and all(isinstance(v, bool) for v in vals): return self._index_tensor(Tensor(idx, device=self.device), size, dim)
+      vals, shape = _flatten_list(idx.tolist() if hasattr(idx, "tolist") else list(idx), "index")
+      if vals and all(type(v) is bool for v in vals): return self._index_tensor(Tensor(vals, device=self.device).reshape(shape), size, dim)
+      if (bad := [v for v in vals if isinstance(v, bool) or not hasattr(type(v), "__index__")]):
+        raise IndexError(f"index: list and array indices must hold ints (or only bools: a mask), got {type(bad[0]).__name__} {bad[0]!r}")
+      vals = [operator.index(v) for v in vals]
       for v in vals:
         if not -size <= v < size: raise IndexError(f"index {v} is out of bounds for dimension {dim} with size {size}")
-      idx = Tensor(idx, dtype=dtypes.int32, device=self.device)
+      idx = Tensor(vals, dtype=dtypes.int32, device=self.device).reshape(shape)
     if idx.dtype.is_bool:  # a mask selects the positions where it is True (needs the values now)
       flat = idx.flatten().tolist()
       if idx.ndim != 1: raise IndexError(f"boolean mask indexing is supported for 1-D masks here, got shape {idx.shape}")
@@ -1189,13 +1336,12 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   def __getitem__(self, index) -> Tensor:
     index = index if isinstance(index, tuple) else (index,)
-    # a 0-d integer tensor index acts like an int
-    index = tuple(int(i.item()) if isinstance(i, Tensor) and i.ndim == 0 and not i.dtype.is_float else i for i in index)
     x, _, fancy = self._basic_index(index)
     if not fancy: return x
-    dims = [d for d, _ in fancy]
-    idxs = [self._index_tensor(i, x.shape[d], d) for d, i in fancy]
-    bshape = _broadcast_shape("index", *[i.shape for i in idxs])
+    dims = [d for d, _, _ in fancy]
+    idxs = [self._index_tensor(i, x.shape[d], src) for d, i, src in fancy]
+    try: bshape = _broadcast_shape("index", *[i.shape for i in idxs])
+    except ValueError as e: raise IndexError(str(e)) from None   # (numpy's and PyTorch's type for it)
     rest = [d for d in range(x.ndim) if d not in dims]
     # one-hot selection: out[r, b] = sum_k x[r, k] * prod_d (idx_d[b] == k_d)
     xp = x.permute(rest + dims)
@@ -1221,7 +1367,8 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   def __setitem__(self, index, value) -> None:
     index = index if isinstance(index, tuple) else (index,)
-    v = value if isinstance(value, Tensor) else Tensor(Tensor._const_uop(value, self.dtype, self.device, ()))
+    v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype) \
+      if isinstance(value, (list, tuple)) or getattr(value, "ndim", 0) else Tensor(Tensor._const_uop(value, self.dtype, self.device, (), "setitem"))
     if v.device != self.device: raise RuntimeError(f"setitem: value is on {v.device}, tensor on {self.device}")
     v = v.cast(self.dtype)
     sel, ops, fancy = self._basic_index(index)
@@ -1254,7 +1401,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   def gather(self, dim: int, index: Tensor) -> Tensor:
     d = _normalize_axis("gather", dim, self.ndim)
-    if not isinstance(index, Tensor) or index.dtype.is_float:
+    if not isinstance(index, Tensor) or not index.dtype.is_int:
       raise TypeError(f"gather: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
     if index.ndim != self.ndim:
       raise ValueError(f"gather: index must have the same number of dimensions as the input, got {index.shape} for input {self.shape}")
@@ -1270,7 +1417,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   def scatter(self, dim: int, index: Tensor, src, reduce: Optional[str] = None) -> Tensor:
     d = _normalize_axis("scatter", dim, self.ndim)
-    if not isinstance(index, Tensor) or index.dtype.is_float:
+    if not isinstance(index, Tensor) or not index.dtype.is_int:
       raise TypeError(f"scatter: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
     if index.ndim != self.ndim: raise ValueError(f"scatter: index {index.shape} must have as many dims as the input {self.shape}")
     if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
@@ -1292,8 +1439,19 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor: return self.scatter(dim, index, src, "add")
 
   def one_hot(self, num_classes: int = -1) -> Tensor:
+    """int32 rows with a 1 at each value's class. num_classes=-1 takes the largest value + 1, which reads the values (one
+    realize; a negative value raises then). With num_classes given nothing is read: a value outside [0, num_classes)
+    gives a row of zeros (PyTorch raises)."""
     if self.dtype.is_float: raise TypeError(f"one_hot: input must be an integer tensor, got {self.dtype.name}")
-    if num_classes == -1: num_classes = int(self.max().item()) + 1
+    num_classes = _as_int("one_hot", "num_classes", num_classes)
+    if num_classes == -1:
+      if self.numel() == 0: raise ValueError(f"one_hot: cannot infer num_classes from an empty tensor (shape {self.shape}); pass it")
+      lo, hi = self.min(), self.max()
+      Tensor.realize_all(lo, hi)
+      if lo.item() < 0: raise ValueError(f"one_hot: class values must be non-negative, got {lo.item()}")
+      num_classes = int(hi.item()) + 1
+    elif num_classes < 0: raise ValueError(f"one_hot: num_classes must be -1 (infer it) or >= 0, got {num_classes}")
+    elif num_classes == 0 and self.numel(): raise ValueError(f"one_hot: num_classes=0 leaves no class for the {self.numel()} values")
     return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.int32)
 
   def _tri_mask(self, diagonal: int, upper: bool) -> Tensor:
