@@ -72,7 +72,8 @@ class WGSLRenderer(CStyleRenderer):
     # WGSL leaves these indeterminate outside their domain (SwiftShader: log2(-1) = 0, log2(0) = -127, exp2(NaN) = inf):
     # NaN and -inf are made explicit, as in C
     Ops.LOG2: lambda self, a, b, c, dt: f"tw_log2({a})", Ops.SQRT: lambda self, a, b, c, dt: f"tw_sqrt({a})",
-    Ops.SIN: lambda self, a, b, c, dt: f"tw_sin({a})", Ops.EXP2: lambda self, a, b, c, dt: f"tw_exp2({a})",
+    Ops.MOD: lambda self, a, b, c, dt: f"tw_fmod({a}, {b})",   # (floats; WGSL's % is a - b * trunc(a / b), not exact)
+    Ops.SIN: lambda self, a, b, c, dt: f"tw_sin({a})", Ops.COS: lambda self, a, b, c, dt: f"tw_cos({a})", Ops.EXP2: lambda self, a, b, c, dt: f"tw_exp2({a})",
   }
   def render_alu(self, op: Ops, srcs: list[str], dt: DType, sdt: DType, src_uops: list[UOp]) -> str:
     if sdt is not None and sdt.is_bool and op in (Ops.CMPLT, Ops.XOR):   # WGSL has no < or ^ on bool
@@ -168,10 +169,32 @@ fn tw_log2(x: f32) -> f32 {   // (SwiftShader: log2(0) = -127)
 }
 fn tw_sqrt(x: f32) -> f32 { return select(sqrt(x), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x)); }
 fn tw_exp2(x: f32) -> f32 { return select(exp2(x), x, tw_isnan(x)); }
-fn tw_sin(x: f32) -> f32 {   // whole turns are taken off first (2*pi in three parts): sin is accurate near 0 only
-  if ((bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u) { return tw_f32_bits(0x7fc00000u); }
+fn tw_turns_off(x: f32) -> f32 {   // whole turns are taken off first (2*pi in three parts): sin and cos are accurate near 0 only
   let k = round(x * 0.15915494f);
-  return sin(((x - k * 6.28125f) - k * 0.0019354820251464844f) + k * 1.7484555314695172e-07f);
+  return ((x - k * 6.28125f) - k * 0.0019354820251464844f) + k * 1.7484555314695172e-07f;
+}
+fn tw_sin(x: f32) -> f32 {
+  if ((bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u) { return tw_f32_bits(0x7fc00000u); }
+  return sin(tw_turns_off(x));
+}
+fn tw_cos(x: f32) -> f32 {
+  if ((bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u) { return tw_f32_bits(0x7fc00000u); }
+  return cos(tw_turns_off(x));
+}
+fn tw_fmod(a: f32, b: f32) -> f32 {   // C's fmod, exact: b times powers of two (from |a|'s down) taken off |a|
+  if (tw_isnan(a) || tw_isnan(b) || b == 0.0f || (bitcast<u32>(a) & 0x7fffffffu) == 0x7f800000u) { return tw_f32_bits(0x7fc00000u); }
+  let d = abs(b);
+  var r = abs(a);
+  if (r < d) { return a; }
+  let e = frexp(r).exp - frexp(d).exp;
+  var s = ldexp(d, e);
+  if (s > r || (bitcast<u32>(s) & 0x7f800000u) == 0x7f800000u) { s = ldexp(d, e - 1); }
+  loop {   // s <= r < 2 s here, so r - s is exact
+    if (r >= s) { r = r - s; }
+    if (s == d) { break; }
+    s = s * 0.5f;
+  }
+  return select(r, -r, a < 0.0f);
 }
 fn tw_mul0(x: f32, z: f32) -> f32 {
   let b = bitcast<u32>(x);
