@@ -228,3 +228,15 @@ def test_long_scans_special_values(device):
     tfn, wfn = REDUCE[name]
     # (logcumsumexp's gradient, PyTorch's formula, is a difference of two sums of exps: it cancels where g changes sign)
     compare(device, tfn, wfn, [x], rtol=1e-4, grad_atol=1e-6, varied_cotangent=True)
+
+def test_losses_special_logits(device):
+  """Cross-entropy and binary cross-entropy with logits at -inf (masked classes), huge, tiny and 0 logits."""
+  logits = np.array([[0.0, -inf, 1.0], [1e4, 0.0, -1e4], [3e38, 0.0, 0.0], [-inf, -inf, 0.0], [1.0, 2.0, 3.0], [-1e4, 1e4, 0.0]])
+  y = np.array([0, 2, 1, 2, 0, 0])
+  compare(device, lambda x: F.cross_entropy(x, torch.tensor(y), reduction="none"),
+          lambda x: x.cross_entropy(Tensor(y.astype(np.int32), device=device), reduction="none"), [logits], varied_cotangent=True)
+  x = np.array([0.0, -inf, inf, 1e4, -1e4, 100.0, -100.0, 3e38, -3e38, 0.5, -0.0, 20.0])
+  t = np.array([1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.3, 0.5, 0.0])
+  compare(device, lambda v: F.binary_cross_entropy_with_logits(v, torch.tensor(t, dtype=v.dtype), reduction="none"),
+          lambda v: v.binary_crossentropy_logits(Tensor(t.astype(np.float32), device=device), reduction="none"), [x],
+          varied_cotangent=True)
