@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from tinyweb import Tensor
+from tinyweb import Tensor, dtypes
+from helpers import expect_unsupported
 
 inf, nan = math.inf, math.nan
 RTOL, TINY = 2e-6, 1.2e-38   # ~16 float32 ulps; FLT_MIN (below it a device may flush to zero)
@@ -240,3 +241,15 @@ def test_losses_special_logits(device):
   compare(device, lambda v: F.binary_cross_entropy_with_logits(v, torch.tensor(t, dtype=v.dtype), reduction="none"),
           lambda v: v.binary_crossentropy_logits(Tensor(t.astype(np.float32), device=device), reduction="none"), [x],
           varied_cotangent=True)
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=["float16", "bfloat16"])
+def test_half_precision_intermediates_do_not_overflow(device, dt):
+  """In float16 x^2 overflows above 256 and exp(x) above 11: asinh/acosh of 300 were NaN/inf, softplus(20) inf."""
+  v = np.array([0.0, 1e-3, -0.5, 3.0, 20.0, -20.0, 100.0, 300.0, 1000.0, -1000.0, 60000.0, inf, -inf, nan], np.float32)
+  tdt = torch.float16 if dt == dtypes.float16 else torch.bfloat16
+  for name in ("asinh", "acosh", "softplus", "softplus_beta", "logsigmoid", "mish", "tanh", "sigmoid"):
+    tfn, wfn, _ = UNARY[name]
+    with expect_unsupported(device, dt):
+      ours = wfn(Tensor(v, device=device).cast(dt)).cast(dtypes.float32).numpy()
+      ref = tfn(torch.tensor(v).to(tdt)).float().numpy()
+      assert_matches(ours, ref, ref, f"{name} in {dt.name}", rtol=2e-2, atol=1e-3)

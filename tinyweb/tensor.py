@@ -1190,14 +1190,19 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def asinh(self) -> Tensor:
     x = self._float_input()
     d, a = x.detach(), x.detach().abs()
-    # log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) with x's sign; ln(2|x|) where x^2 would lose 1 (or overflow)
-    out = (a > 4096).where(a.log() + math.log(2), (a + a * a / (1 + (a * a + 1).sqrt())).log1p())
+    # log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) with x's sign; ln(2|x|) where 1 + x^2 rounds to x^2 (before x^2 overflows)
+    big = x._square_loses_one()
+    out = (a > big).where(a.log() + math.log(2), (a + a * a / (1 + (a * a + 1).sqrt())).log1p())
     return d._signbit().where(-out, out).custom_gradient([x], lambda g: (g * (x * x + 1).rsqrt(),))
   def acosh(self) -> Tensor:
     x = self._float_input()
     d = x.detach()
-    out = (d < 1).where(math.nan, (d > 4096).where(d.log() + math.log(2), ((d - 1) + ((d - 1) * (d + 1)).sqrt()).log1p()))
+    big = x._square_loses_one()
+    out = (d < 1).where(math.nan, (d > big).where(d.log() + math.log(2), ((d - 1) + ((d - 1) * (d + 1)).sqrt()).log1p()))
     return out.custom_gradient([x], lambda g: (g * (x * x - 1).rsqrt(),))
+  def _square_loses_one(self) -> float:
+    """The magnitude above which x^2 +- 1 rounds to x^2 in this float dtype: 2^(significand bits / 2)."""
+    return {dtypes.float16: 2.0 ** 6, dtypes.bfloat16: 2.0 ** 4, dtypes.float32: 2.0 ** 12, dtypes.float64: 2.0 ** 27}[self.dtype]
   def leaky_relu(self, neg_slope=0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)
   def _elu(self, alpha: float, scale: float, input_scale: float) -> Tensor:
     """PyTorch's elu family: scale * x for x > 0, else scale * alpha * expm1(x * input_scale)."""
@@ -1221,8 +1226,10 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def softplus(self, beta=1.0, threshold=20.0) -> Tensor:
     x = self._float_input()
     d = x.detach()
-    bx, z = d * beta, (d * beta).exp()
-    return (bx > threshold).where(d, z.log1p() / beta).custom_gradient([x], lambda g: ((bx > threshold).where(g, g * z / (z + 1)),))
+    # log1p(exp(bx)) as max(bx, 0) + log1p(exp(-|bx|)), which does not overflow (in float16 exp(bx) would above 11)
+    bx = d * beta
+    out = (bx > threshold).where(d, (bx.maximum(0) + (-bx.abs()).exp().log1p()) / beta)
+    return out.custom_gradient([x], lambda g: ((x * beta > threshold).where(g, g * (x * beta).sigmoid()),))
   def mish(self) -> Tensor:
     x = self._float_input()
     d = x.detach()
