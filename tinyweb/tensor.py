@@ -945,13 +945,14 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def floordiv(self, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, "floordiv", reverse)
     if a.dtype.is_float:   # Python's (and PyTorch's) floor division: from the exact remainder, rounded to the nearest integer
-      a, b = a.detach(), b.detach()
-      r = a.fmod(b)
-      q = (a - r) / b
-      q = ((r != 0) & ((b < 0) != (r < 0))).where(q - 1, q)
+      ad, bd = a.detach(), b.detach()
+      r = ad.fmod(bd)
+      q = (ad - r) / bd
+      q = ((r != 0) & ((bd < 0) != (r < 0))).where(q - 1, q)
       fq = q.floor()
       fq = (q - fq > 0.5).where(fq + 1, fq)
-      return (b == 0).where(a / b, (q == 0).where((a / b)._signbit().where(-0.0, 0.0), fq))
+      out = (bd == 0).where(ad / bd, (q == 0).where((ad / bd)._signbit().where(-0.0, 0.0), fq))
+      return out.custom_gradient([a, b], lambda g: (None, None))   # (a gradient of 0, like PyTorch's floor rounding mode)
     if a.dtype.is_bool: raise TypeError("floordiv: not supported for bool tensors")
     q = a._wrap(UOp(Ops.IDIV, a.dtype, (a.uop, b.uop)), b)
     if a.dtype.is_unsigned: return q
