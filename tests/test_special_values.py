@@ -195,6 +195,8 @@ ROWS = np.array([[1.0, 2.0, 3.0, 4.0], [1.0, 2.0, inf, 4.0], [1.0, nan, 3.0, 4.0
 REDUCE = {
   "sum": (lambda x: x.sum(1), None), "prod": (lambda x: x.prod(1), None), "mean": (lambda x: x.mean(1), None),
   "max": (lambda x: x.max(1)[0], lambda x: x.max(1)), "min": (lambda x: x.min(1)[0], lambda x: x.min(1)),
+  "amax": (lambda x: torch.amax(x, 1), lambda x: x.max(1)), "amin": (lambda x: torch.amin(x, 1), lambda x: x.min(1)),
+  "amax_all": (lambda x: torch.amax(x), lambda x: x.max()),
   "var": (lambda x: x.var(1), None), "std": (lambda x: x.std(1), None), "var_all": (lambda x: x.var(), None),
   "std_unbiased0": (lambda x: x.std(1, correction=0), lambda x: x.std(1, correction=0)),
   "argmax": (lambda x: x.argmax(1), None), "argmin": (lambda x: x.argmin(1), None),
@@ -205,7 +207,8 @@ REDUCE = {
   "logsumexp": (lambda x: torch.logsumexp(x, 1), lambda x: x.logsumexp(1)),
   "softmax": (lambda x: torch.softmax(x, 1), lambda x: x.softmax(1)), "log_softmax": (lambda x: torch.log_softmax(x, 1), lambda x: x.log_softmax(1)),
 }
-# torch's own gradient of max/min/cummax/prod with ties, infinities and NaNs follows its kernels' choices; the values are compared
+# torch's max/min along a dim give the whole gradient to the index they return (tinyweb's max/min, like torch's amax/amin,
+# share it between ties); torch's gradient of cummax/prod/cumprod with ties, infinities and NaNs follows its kernels'
 NO_GRAD_COMPARE = {"max", "min", "cummax", "prod", "cumprod"}
 
 # rows left out of the gradient comparison, where torch's float32 gradient is not the derivative of its own result:
