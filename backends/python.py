@@ -32,7 +32,7 @@ from tinyweb.dtype import DType, dtypes, cast_scalar
 from tinyweb.uop import Ops
 from tinyweb.codegen.lower import reduce_identity
 from tinyweb.codegen.python import PythonRenderer
-from tinyweb.codegen.symbolic import _fdiv, _exp2, _log2, _sqrt, _sin, _c_div, _c_mod   # IEEE/C scalar semantics
+from tinyweb.codegen.symbolic import _fdiv, _exp2, _log2, _sqrt, _sin, _cos, _fmod, _c_div, _c_mod   # IEEE/C scalar semantics
 
 LANES = 8192   # most lanes evaluated at once: bounds the size of each value's list (memory) while amortizing dispatch
 
@@ -176,11 +176,11 @@ F32_TRANSCENDENTAL = {(op, fused): lift1(functools.partial(fn, fused=fused))
 
 FLOAT_OPS = {
   Ops.ADD: lift2(operator.add), Ops.MUL: lift2(operator.mul), Ops.NEG: lift1(operator.neg),
-  Ops.FDIV: guarded(operator.truediv, _fdiv, lift2),
+  Ops.FDIV: guarded(operator.truediv, _fdiv, lift2), Ops.MOD: guarded(math.fmod, _fmod, lift2),
   Ops.RECIP: guarded(functools.partial(operator.truediv, 1.0), functools.partial(_fdiv, 1.0)),
   Ops.SQRT: guarded(math.sqrt, _sqrt), Ops.EXP2: guarded(functools.partial(pow, 2.0), _exp2),
   Ops.LOG2: guarded(math.log2, _log2),
-  Ops.SIN: guarded(math.sin, _sin), Ops.TRUNC: lift1(_trunc), Ops.MAX: _max, Ops.MIN: _min,
+  Ops.SIN: guarded(math.sin, _sin), Ops.COS: guarded(math.cos, _cos), Ops.TRUNC: lift1(_trunc), Ops.MAX: _max, Ops.MIN: _min,
 }
 INT_OPS = {
   Ops.ADD: lift2(operator.add), Ops.MUL: lift2(operator.mul), Ops.NEG: lift1(operator.neg),
@@ -192,7 +192,7 @@ BOOL_OPS = {Ops.ADD: lift2(operator.or_), Ops.MUL: lift2(operator.and_), Ops.MAX
             Ops.OR: lift2(operator.or_), Ops.XOR: lift2(operator.xor)}
 COMPARE_OPS = {Ops.CMPLT: lift2(operator.lt), Ops.CMPNE: lift2(operator.ne), Ops.CMPEQ: lift2(operator.eq)}
 # ops whose result may leave the dtype (float rounding, int overflow): the result is normalized
-ROUNDED = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN}
+ROUNDED = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS}
 WRAPPED = {Ops.ADD, Ops.MUL, Ops.NEG, Ops.IDIV, Ops.SHL}
 
 @functools.cache

@@ -106,7 +106,7 @@ FLOAT_EXPRS = {
   "to_int64": lambda a, b: (a * 1e18).cast(dtypes.int64), "to_uint64": lambda a, b: (a * 1e19).cast(dtypes.uint64),
   "to_bool": lambda a, b: a.cast(dtypes.bool), "to_half": lambda a, b: (a * 3).cast(dtypes.float16),
   "to_bf16": lambda a, b: (a * 3).cast(dtypes.bfloat16), "to_f64": lambda a, b: (a / 3).cast(dtypes.float64) * 3,
-  "bitcast": lambda a, b: (a + b).bitcast(dtypes.int32),
+  "bitcast": lambda a, b: (a + b).bitcast(dtypes.int32), "fmod": lambda a, b: a.fmod(b), "remainder": lambda a, b: a % b,
 }
 
 FLOAT_DTYPES = (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64)
@@ -192,10 +192,10 @@ def test_exp2_log2_match_cpu_bitwise():
     assert py == cpu
 
 def test_transcendentals_close_to_cpu():
-  """exp2, log2, sin, and exp and log built on them, at special values: within 3e-7 (sin is libm's float32 function on
-  the CPU and Python's double one rounded here: they may differ in the last bit)."""
+  """exp2, log2, sin, cos, and exp and log built on them, at special values: within 3e-7 (sin and cos are libm's float32
+  functions on the CPU and Python's double ones rounded here: they may differ in the last bit)."""
   cpu_or_skip()
-  for fn in (lambda a: a.exp2(), lambda a: a.log2(), lambda a: a.sin(), lambda a: a.exp(), lambda a: a.log()):
+  for fn in (lambda a: a.exp2(), lambda a: a.log2(), lambda a: a.sin(), lambda a: a.cos(), lambda a: a.exp(), lambda a: a.log()):
     res = both(fn, SPECIAL_F + [200.0, -200.0, 0.7])
     cpu, py = [np.array([b & 0xffffffff for b in v], np.uint32).view(np.float32) for v in res]
     np.testing.assert_allclose(py, cpu, rtol=3e-7, atol=0)   # equal_nan: nan where log2 of a negative, etc.

@@ -36,19 +36,17 @@ def grad_rule(u: UOp, g: UOp) -> tuple[Optional[UOp], ...]:
     return (_alu(Ops.FDIV, g, s[1]), _alu(Ops.NEG, _alu(Ops.FDIV, _alu(Ops.MUL, g, u), s[1])))
   if op is Ops.EXP2: return (_alu(Ops.MUL, _alu(Ops.MUL, g, u), _c(u, math.log(2))),)
   if op is Ops.LOG2: return (_alu(Ops.FDIV, g, _alu(Ops.MUL, s[0], _c(u, math.log(2)))),)
-  if op is Ops.SIN:  # d sin(x) = cos(x) = sin(pi/2 - x)
-    return (_alu(Ops.MUL, g, _alu(Ops.SIN, _alu(Ops.ADD, _c(u, math.pi / 2), _alu(Ops.NEG, s[0])))),)
+  if op is Ops.SIN: return (_alu(Ops.MUL, g, _alu(Ops.COS, s[0])),)
+  if op is Ops.COS: return (_alu(Ops.NEG, _alu(Ops.MUL, g, _alu(Ops.SIN, s[0]))),)
   if op is Ops.SQRT: return (_alu(Ops.FDIV, g, _alu(Ops.MUL, u, _c(u, 2.0))),)
   if op is Ops.RECIP: return (_alu(Ops.NEG, _alu(Ops.MUL, g, _alu(Ops.MUL, u, u))),)
-  if op is Ops.MAX:  # ties split the gradient evenly, like PyTorch's maximum
+  if op in (Ops.MAX, Ops.MIN):
+    # PyTorch's maximum/minimum: a tie splits the gradient evenly; where a NaN is compared, both sides get all of it
     one, half, zero = _c(u, 1.0), _c(u, 0.5), _c(u, 0.0)
-    wa = _alu(Ops.WHERE, _alu(Ops.CMPLT, s[1], s[0]), one, _alu(Ops.WHERE, _alu(Ops.CMPEQ, s[0], s[1]), half, zero))
-    wb = _alu(Ops.ADD, one, _alu(Ops.NEG, wa))
-    return (_alu(Ops.MUL, g, wa), _alu(Ops.MUL, g, wb))
-  if op is Ops.MIN:
-    one, half, zero = _c(u, 1.0), _c(u, 0.5), _c(u, 0.0)
-    wa = _alu(Ops.WHERE, _alu(Ops.CMPLT, s[0], s[1]), one, _alu(Ops.WHERE, _alu(Ops.CMPEQ, s[0], s[1]), half, zero))
-    return (_alu(Ops.MUL, g, wa), _alu(Ops.MUL, g, _alu(Ops.ADD, one, _alu(Ops.NEG, wa))))
+    def share(x: UOp, y: UOp) -> UOp:   # x's share: none where x loses to y
+      loses = _alu(Ops.CMPLT, x, y) if op is Ops.MAX else _alu(Ops.CMPLT, y, x)
+      return _alu(Ops.WHERE, loses, zero, _alu(Ops.WHERE, _alu(Ops.CMPEQ, x, y), half, one))
+    return (_alu(Ops.MUL, g, share(s[0], s[1])), _alu(Ops.MUL, g, share(s[1], s[0])))
   if op is Ops.WHERE:
     zero = _c(g, 0.0)
     return (None, _alu(Ops.WHERE, s[0], g, zero), _alu(Ops.WHERE, s[0], zero, g))

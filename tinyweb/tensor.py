@@ -940,10 +940,21 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return s * (1.0 / n) if n else s * math.nan
   def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
     x = self._float_input()
-    n = prod(self.shape[a] for a in self._axes("var", axis))
-    sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    return sq / max(0, n - correction) if n - correction > 0 else sq * math.nan
-  def std(self, axis=None, keepdim=False, correction=1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
+    axes = x._axes("var", axis)
+    n = prod(self.shape[a] for a in axes)
+    if n == 0: return x.sum(axis, keepdim) * math.nan
+    # the mean as (finite) first element + mean of the differences from it: exact for a constant input (a variance of 0,
+    # where sum / n may be off by an ulp, or overflow). It is not differentiated: the gradient is PyTorch's 2 (x - mean) / (n - c)
+    d = x.detach()
+    first = d[tuple(slice(0, 1) if i in axes else slice(None) for i in range(x.ndim))]
+    first = first.isfinite().where(first, 0)
+    mean = first + ((d - first) * (1 / n)).sum(axis, keepdim=True)
+    sq = (x - mean).square().sum(axis, keepdim)
+    return sq / (n - correction) if n - correction > 0 else sq * math.nan
+  def std(self, axis=None, keepdim=False, correction=1) -> Tensor:
+    v = self.var(axis, keepdim, correction)
+    s = v.sqrt()
+    return s.custom_gradient([v], lambda g: ((s == 0).where(0.0, g / (2 * s)),))   # PyTorch's: 0 where std is 0, not inf * 0
   def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def any(self, axis=None, keepdim=False) -> Tensor: return self.bool()._reduce(Ops.MAX, axis, keepdim, "any") if self.numel() else self.bool().sum(axis, keepdim).bool()
@@ -955,6 +966,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     n = self.shape[a]
     if n == 0: raise ValueError(f"{op}: cannot take {op} over an empty dimension (shape {self.shape}, axis {axis})")
     is_max = x == x.max(a, keepdim=True)
+    if x.dtype.is_float: is_max = is_max | x.isnan()   # a NaN is the maximum (and the minimum), like PyTorch
     # the first maximal position: larger weights for earlier positions, then take the max
     rev = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
     return (n - (is_max * rev).max(a, keepdim)).cast(dtypes.int32)
@@ -969,28 +981,29 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return self.transpose(a, -1)._cumsum_last().transpose(a, -1)
   def _cumsum_last(self) -> Tensor:
     n = self.shape[-1]
-    if n <= 256:  # out[i] = sum_j x[j] * (j <= i): one fused kernel with n*n work
-      tri = Tensor.arange(n, device=self.device).reshape(n, 1) >= Tensor.arange(n, device=self.device).reshape(1, n)
-      return (self.unsqueeze(-2) * tri).sum(-1, dtype=self.sum().dtype)
-    b = math.isqrt(n - 1) + 1   # two levels: within blocks of b, then the running total of block sums
+    if n <= 256:  # out[i] = sum_j x[j] for j <= i: one fused kernel with n*n work (selected, not masked by * 0: inf * 0 is NaN)
+      return self._tri_mask_last().where(self.unsqueeze(-2), 0).sum(-1, dtype=self.sum().dtype)
+    b = math.isqrt(n - 1) + 1   # two levels: within blocks of b, then the running total of the blocks before each
     nb = math.ceil(n / b)
     x = self._pad_zero(((0, 0),) * (self.ndim - 1) + ((0, nb * b - n),)).reshape(*self.shape[:-1], nb, b)
     inner = x._cumsum_last()
-    totals = inner[..., -1]
-    offsets = totals._cumsum_last() - totals
+    offsets = inner[..., -1]._cumsum_last()._shift_last()
     return (inner + offsets.unsqueeze(-1)).reshape(*self.shape[:-1], nb * b)[..., :n]
+  def _tri_mask_last(self) -> Tensor:
+    """(n, n) bool: [i, j] is j <= i, for scans over the last axis (of size n)."""
+    n = self.shape[-1]
+    return Tensor.arange(n, device=self.device).reshape(n, 1) >= Tensor.arange(n, device=self.device).reshape(1, n)
+  def _shift_last(self, fill=0) -> Tensor:
+    """The last axis moved one place on: [fill, x0, ..., x(n-2)] (an exclusive scan from an inclusive one)."""
+    return self[..., :-1].pad(((0, 0),) * (self.ndim - 1) + ((1, 0),), value=fill)
   def cumprod(self, axis: int = 0) -> Tensor:
     a = _normalize_axis("cumprod", axis, self.ndim)
     x = self.transpose(a, -1)
-    n = x.shape[-1]
-    tri = Tensor.arange(n, device=self.device).reshape(n, 1) >= Tensor.arange(n, device=self.device).reshape(1, n)
-    return tri.where(x.unsqueeze(-2), 1).prod(-1).transpose(a, -1)
+    return x._tri_mask_last().where(x.unsqueeze(-2), 1).prod(-1).transpose(a, -1)
   def cummax(self, axis: int = 0) -> Tensor:
     a = _normalize_axis("cummax", axis, self.ndim)
     x = self.transpose(a, -1)
-    n = x.shape[-1]
-    tri = Tensor.arange(n, device=self.device).reshape(n, 1) >= Tensor.arange(n, device=self.device).reshape(1, n)
-    return tri.where(x.unsqueeze(-2), x.dtype.min if not x.dtype.is_float else -math.inf).max(-1).transpose(a, -1)
+    return x._tri_mask_last().where(x.unsqueeze(-2), x.dtype.min if not x.dtype.is_float else -math.inf).max(-1).transpose(a, -1)
 
   def softmax(self, axis=-1, dtype=None) -> Tensor:
     x = self._float_input() if dtype is None else self.cast(dtype)
@@ -1008,8 +1021,34 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     out = (x - m).exp().sum(axis, keepdim=True).log() + m
     return out if keepdim else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in x._axes("logsumexp", axis)))
   def logcumsumexp(self, axis=0) -> Tensor:
-    m = self.max(axis, keepdim=True).detach()
-    return (self - m).exp().cumsum(axis).log() + m
+    x = self._float_input()
+    if x.ndim == 0: return x
+    a = _normalize_axis("logcumsumexp", axis, x.ndim)
+    out = x.detach().transpose(a, -1)._logcumsumexp_last().transpose(a, -1)
+    # PyTorch's gradient, the sum over i >= j of g_i exp(x_j - out_i), in log space for g > 0 and g < 0 (where an infinite
+    # out_i adds 0, instead of inf * 0); log(0) is the dtype's lowest finite value
+    lowest = {2: -65504.0, 4: -3.4028234663852886e38, 8: -1.7976931348623157e308}[x.dtype.itemsize]
+    def part(g: Tensor, mask: Tensor) -> Tensor:
+      return ((mask.where(g.abs().log(), lowest) - out).flip(a).logcumsumexp(a).flip(a) + x).exp()
+    return out.custom_gradient([x], lambda g: (part(g, g > 0) - part(g, g < 0),))
+  def _logcumsumexp_last(self) -> Tensor:
+    n = self.shape[-1]
+    if n <= 256:
+      # each output around its own running max (a global max would underflow the terms before it): n*n work like cumsum
+      tri, x = self._tri_mask_last(), self.unsqueeze(-2)
+      x = tri.where(x, -math.inf)   # (masked before exp: an inf in the masked part would make the gradient NaN)
+      m = x.max(-1).detach()
+      m = m.isinf().where(0, m)   # (an infinite max: the sum of exps is inf or 0 as it should be)
+      return (x - m.unsqueeze(-1)).exp().sum(-1).log() + m
+    b = math.isqrt(n - 1) + 1   # blocks as in _cumsum_last, each block's scan and the blocks before it added by logaddexp
+    nb = math.ceil(n / b)
+    x = self.pad(((0, 0),) * (self.ndim - 1) + ((0, nb * b - n),), value=-math.inf).reshape(*self.shape[:-1], nb, b)
+    inner = x._logcumsumexp_last()
+    before = inner[..., -1]._logcumsumexp_last()._shift_last(-math.inf).unsqueeze(-1)
+    m = inner.maximum(before).detach()
+    m = m.isinf().where(0, m)
+    out = ((inner - m).exp() + (before - m).exp()).log() + m
+    return out.reshape(*self.shape[:-1], nb * b)[..., :n]
 
   # ---------------------------------------------------------------------------------------------------------------
   # elementwise math
@@ -1039,7 +1078,15 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return a._wrap(UOp(Ops.IDIV, a.dtype, (a.uop, b.uop)), b)
   def floordiv(self, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, "floordiv", reverse)
-    if a.dtype.is_float: return (a / b).floor()
+    if a.dtype.is_float:   # Python's (and PyTorch's) floor division: from the exact remainder, rounded to the nearest integer
+      ad, bd = a.detach(), b.detach()
+      r = ad.fmod(bd)
+      q = (ad - r) / bd
+      q = ((r != 0) & ((bd < 0) != (r < 0))).where(q - 1, q)
+      fq = q.floor()
+      fq = (q - fq > 0.5).where(fq + 1, fq)
+      out = (bd == 0).where(ad / bd, (q == 0).where((ad / bd)._signbit().where(-0.0, 0.0), fq))
+      return out.custom_gradient([a, b], lambda g: (None, None))   # (a gradient of 0, like PyTorch's floor rounding mode)
     if a.dtype.is_bool: raise TypeError("floordiv: not supported for bool tensors")
     q = a._wrap(UOp(Ops.IDIV, a.dtype, (a.uop, b.uop)), b)
     if a.dtype.is_unsigned: return q
@@ -1047,32 +1094,58 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return q - ((r != 0) & ((r < 0) != (b < 0))).cast(a.dtype)
   def mod(self, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, "mod", reverse)
-    if a.dtype.is_float: return a - (a / b).floor() * b
+    if a.dtype.is_float:   # the exact fmod, moved to b's sign; PyTorch's gradients
+      r = a.detach().fmod(b.detach())
+      r = ((r != 0) & ((r < 0) != (b.detach() < 0))).where(r + b.detach(), r)
+      return r.custom_gradient([a, b], lambda g: (g, -g * (a.detach() // b.detach())))
     if a.dtype.is_bool: raise TypeError("mod: not supported for bool tensors")
     r = a._wrap(UOp(Ops.MOD, a.dtype, (a.uop, b.uop)), b)
     if a.dtype.is_unsigned: return r
     return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
   def fmod(self, x) -> Tensor:
+    """C's fmod (for floats exact, like PyTorch's: the MOD op renders as fmod)."""
     a, b = self._broadcasted(x, "fmod")
-    if a.dtype.is_float: return a - (a / b).trunc() * b
-    return a._wrap(UOp(Ops.MOD, a.dtype, (a.uop, b.uop)), b)
+    r = a._wrap(UOp(Ops.MOD, a.dtype, (a.uop, b.uop)), b)
+    return r.custom_gradient([a, b], lambda g: (g, -g * (a / b).trunc())) if a.dtype.is_float else r
   def pow(self, x, reverse=False) -> Tensor:
+    """PyTorch's pow: C's powf for floats, with its gradients. An integer tensor to a negative integer constant raises
+    RuntimeError (like PyTorch); with an integer tensor exponent a negative exponent gives PyTorch's integer result
+    (1 for a base of 1, +-1 for -1, else 0)."""
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
-      if x == 2: return self * self
-      if x == 1: return self * 1
-      if x == 0.5 and self.dtype.is_float: return self.sqrt()
-      if x == -1 and self.dtype.is_float: return self.reciprocal()
+      if not self.dtype.is_float and isinstance(x, int):
+        if x < 0: raise RuntimeError(f"pow: integers to negative integer powers are not allowed ({self.dtype.name} tensor ** {x}); "
+                                     "cast the base to a float dtype first")
+        return self._pow_by_squaring(x)
+      if self.dtype.is_float:   # PyTorch's own cases (x*x, x*x*x, sqrt, rsqrt, 1/x, 1/(x*x)), other small integers by squaring
+        d, small_int = self.detach(), math.isfinite(x) and x == int(x) and abs(x) <= 32
+        out = d.sqrt() if x == 0.5 else d.rsqrt() if x == -0.5 else None if not small_int else \
+          d._pow_by_squaring(int(x)) if x >= 0 else d._pow_by_squaring(-int(x)).reciprocal()
+        if out is not None: return out.custom_gradient([self], lambda g: (None if x == 0 else g * x * self.pow(x - 1),))
     base, ex = self._broadcasted(x, "pow", reverse)
-    if not base.dtype.is_float:
-      if ex.dtype.is_float: base = base.cast(ex.dtype)
-      else: return base._int_pow(ex)
-    # |b|^e via exp2/log2, then the sign for negative bases with integer exponents, NaN for non-integer ones
-    mag = (ex * base.abs().log2()).exp2_()
-    ex_int = ex.trunc() == ex
-    odd = ex_int & ((ex.abs() % 2) == 1)
-    neg = base < 0
-    out = neg.where(ex_int.where(odd.where(-mag, mag), math.nan), mag)
-    return ((ex == 0) | (base == 1)).where(1.0, out)
+    if not base.dtype.is_float: return base._int_pow(ex)
+    # C's powf: |b|^e via exp2/log2; the sign of b for odd integer e (-0.0 and -inf included), NaN for b < 0 and
+    # non-integer e; 1 for e = 0, b = 1 and b = -1 with e = +-inf
+    b, e = base.detach(), ex.detach()
+    mag = (e * b.abs().log2()).exp2_()
+    e_int = e.trunc() == e
+    out = (b._signbit() & e_int & ((e * 0.5).trunc() != e * 0.5)).where(-mag, mag)
+    out = ((b < 0) & (b != -math.inf) & e_int.logical_not()).where(math.nan, out)
+    out = ((e == 0) | (b == 1) | ((b == -1) & e.isinf())).where(1.0, out)
+    # PyTorch's gradients: e * b**(e-1) (0 where e = 0) and b**e * ln(b) (0 where b = 0 and e >= 0)
+    return out.custom_gradient([base, ex], lambda g: ((ex == 0).where(0.0, g * ex * base.pow(ex - 1)),
+                                                      ((base == 0) & (ex >= 0)).where(0.0, g * out * base.log())))
+  def _pow_by_squaring(self, n: int) -> Tensor:
+    """self ** n for an int n >= 0, multiplying (exact for ints; for floats PyTorch's x*x and x*x*x, few roundings)."""
+    if n == 0: return Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
+    out, sq = None, self
+    while n:
+      if n & 1: out = sq if out is None else out * sq
+      n >>= 1
+      if n: sq = sq * sq
+    return out
+  def _signbit(self) -> Tensor:
+    """Whether the sign bit is set (true for -0.0 and -inf, unlike self < 0)."""
+    return self.bitcast({2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[self.dtype.itemsize]) < 0
   def _int_pow(self, ex: Tensor) -> Tensor:
     out = Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
     base, e = self, ex
@@ -1126,28 +1199,45 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def log2(self) -> Tensor: return self._float_input()._unary(Ops.LOG2)
   def log(self) -> Tensor: return self.log2() * math.log(2)
   def log10(self) -> Tensor: return self.log2() * (math.log(2) / math.log(10))
-  def log1p(self) -> Tensor: return (1 + self._float_input()).log()
-  def expm1(self) -> Tensor: return self.exp() - 1
+  def log1p(self) -> Tensor:
+    x = self._float_input()
+    d = x.detach()
+    # log(1 + x) loses the low digits of a small x: for -0.3 < x < 0.5 the series 2 atanh(s) = 2 (s + s^3/3 + ... + s^11/11)
+    # in s = x / (2 + x) (|s| <= 0.2: within 1e-8 relative), which has no 1 + x - 1 for a compiler to "simplify"
+    s = d / (2 + d)
+    s2 = s * s
+    poly = s2 * (1 / 11)
+    for k in (9, 7, 5, 3): poly = (poly + 1 / k) * s2
+    out = ((d > -0.3) & (d < 0.5)).where((poly + 1) * (s + s), (1 + d).log())
+    return out.custom_gradient([x], lambda g: (g / (x + 1),))
+  def expm1(self) -> Tensor:
+    x = self._float_input()
+    d = x.detach()
+    # exp(x) - 1 loses the low digits of a small x: there the Taylor series to x^8/8! (within 1e-8 relative for |x| < 0.5)
+    poly = d * (1 / 40320)
+    for k in (5040, 720, 120, 24, 6, 2, 1): poly = (poly + 1 / k) * d
+    out = ((d > -0.5) & (d < 0.5)).where(poly, d.exp() - 1)
+    return out.custom_gradient([x], lambda g: (g * (out + 1),))
   def sqrt(self) -> Tensor: return self._float_input()._unary(Ops.SQRT)
   def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
   def reciprocal(self) -> Tensor: return self._float_input()._unary(Ops.RECIP)
   def sin(self) -> Tensor: return self._float_input()._unary(Ops.SIN)
-  def cos(self) -> Tensor: return (math.pi / 2 - self._float_input()).sin()
+  def cos(self) -> Tensor: return self._float_input()._unary(Ops.COS)
   def tan(self) -> Tensor: return self.sin() / self.cos()
   def square(self) -> Tensor: return self * self
   def abs(self) -> Tensor:
     if self.dtype.is_bool or self.dtype.is_unsigned: return self
     if not self.dtype.is_float: return (self < 0).where(-self, self)
     # a float's sign bit cleared: one instruction in a fused kernel, and PyTorch's value for -0.0 and NaN too. The gradient
-    # is PyTorch's, g * sign(x) (0 at 0)
+    # is PyTorch's, g * sign(x) (0 at 0 and NaN)
     bits = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[self.dtype.itemsize]
     out = (self.detach().bitcast(bits) & (bits.max >> 1)).bitcast(self.dtype)
     return out.custom_gradient([self], lambda g: (g * self.sign(),))
   def sign(self) -> Tensor:
+    """-1, 0 or 1; 0 for NaN, like PyTorch. Its gradient is 0."""
     if self.dtype.is_bool: return self
     if self.dtype.is_unsigned: return (self > 0).cast(self.dtype)
-    # self * 0 keeps NaN and the (zero) gradient path
-    return (self > 0).where(1, (self < 0).where(-1, self * 0)).cast(self.dtype)
+    return (self > 0).where(1, (self < 0).where(-1, 0)).cast(self.dtype).custom_gradient([self], lambda g: (None,))
   def trunc(self) -> Tensor: return self._unary(Ops.TRUNC) if self.dtype.is_float else self
   def floor(self) -> Tensor:
     if not self.dtype.is_float: return self
@@ -1169,43 +1259,130 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def isinf(self, detect_positive=True, detect_negative=True) -> Tensor:
     return ((self == math.inf) & detect_positive) | ((self == -math.inf) & detect_negative)
   def isfinite(self) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
-  def lerp(self, end: Tensor, weight) -> Tensor: return self + (end - self) * weight
+  def lerp(self, end: Tensor, weight) -> Tensor:
+    """PyTorch's formula (from self where |weight| < 0.5, else from end: exact at weight 0 and 1) and its gradients."""
+    a, b = self._broadcasted(end, "lerp")
+    w = weight
+    if isinstance(w, Tensor): a, w = a._broadcasted(w, "lerp"); b = b._broadcast_to(a.shape)
+    ad, bd, wd = a.detach(), b.detach(), w.detach() if isinstance(w, Tensor) else w
+    near_a, near_b = ad + wd * (bd - ad), bd - (bd - ad) * (1 - wd)
+    out = (wd.abs() < 0.5).where(near_a, near_b) if isinstance(w, Tensor) else near_a if abs(w) < 0.5 else near_b
+    if not isinstance(w, Tensor): return out.custom_gradient([a, b], lambda g: (g * (1 - w), g * w))
+    return out.custom_gradient([a, b, w], lambda g: (g * (1 - w), g * w, g * (b - a)))
   def clip(self, min_=None, max_=None) -> Tensor:
     if min_ is None and max_ is None: raise ValueError("clip: at least one of min and max must be given")
-    x = self
-    if min_ is not None: x = (x < min_).where(min_, x)
-    if max_ is not None: x = (x > max_).where(max_, x)
+    out = self.detach()
+    if min_ is not None: out = out.maximum(min_)   # (NaN-propagating: a NaN bound gives NaN, like PyTorch)
+    if max_ is not None: out = out.minimum(max_)
     # a float bound on an int tensor promotes, like PyTorch; otherwise the dtype stays
-    return x if not self.dtype.is_float and any(isinstance(b, float) for b in (min_, max_)) else x.cast(self.dtype)
+    out = out if not self.dtype.is_float and any(isinstance(b, float) for b in (min_, max_)) else out.cast(self.dtype)
+    # PyTorch's gradients: to x where lo <= x <= hi (none for NaN); to a tensor bound where x passes it (to hi where hi < lo)
+    x, lo, hi = (t._broadcast_to(out.shape) if isinstance(t, Tensor) else t for t in (self, min_, max_))
+    ge, le = None if lo is None else x >= lo, None if hi is None else x <= hi
+    def backward(g):
+      grads = [(le if ge is None else ge if le is None else ge & le).where(g, 0.0)]
+      if isinstance(lo, Tensor): grads.append((x < lo if hi is None else (x < lo) & (lo < hi)).where(g, 0.0))
+      if isinstance(hi, Tensor): grads.append((x > hi if lo is None else (x > hi) | (hi < lo)).where(g, 0.0))
+      return tuple(grads)
+    return out.custom_gradient([x] + [t for t in (lo, hi) if isinstance(t, Tensor)], backward)
   def clamp(self, min=None, max=None) -> Tensor: return self.clip(min, max)  # noqa: A002
 
-  # activations
-  def relu(self) -> Tensor: return (self > 0).where(self, 0)
-  def sigmoid(self) -> Tensor: return (1 + (-self._float_input()).exp()).reciprocal()
-  def hardsigmoid(self, alpha=1 / 6, beta=0.5) -> Tensor: return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
-  def tanh(self) -> Tensor: return 2.0 * (2.0 * self._float_input()).sigmoid() - 1.0
-  def sinh(self) -> Tensor: return (self.exp() - self.neg().exp()) / 2
-  def cosh(self) -> Tensor: return (self.exp() + self.neg().exp()) / 2
-  def atanh(self) -> Tensor: return ((1 + self) / (1 - self)).log() / 2
-  def asinh(self) -> Tensor: return (self + (self.square() + 1).sqrt()).log()
-  def acosh(self) -> Tensor: return (self + (self.square() - 1).sqrt()).log()
+  # activations: PyTorch's formulas and gradients (custom where the gradient of the formula would meet inf * 0)
+  def relu(self) -> Tensor: return (self < 0).where(0, self).custom_gradient([self], lambda g: ((self <= 0).where(0.0, g),))
+  def sigmoid(self) -> Tensor:
+    x = self._float_input()
+    out = (1 + (-x.detach()).exp()).reciprocal()
+    return out.custom_gradient([x], lambda g: (g * out * (1 - out),))
+  def hardsigmoid(self, alpha=1 / 6, beta=0.5) -> Tensor:
+    x = self._float_input()
+    y = x.detach() * alpha + beta
+    return y.clip(0, 1).custom_gradient([x], lambda g: (((y > 0) & (y < 1)).where(g * alpha, 0.0),))
+  def tanh(self) -> Tensor:
+    x = self._float_input()
+    d = x.detach()
+    # with e = expm1(2|x|): e / (e + 2) near 0, 1 - 2 / (e + 2) further out (neither 1 - tiny nor inf / inf); x's sign
+    a = d.abs()
+    e = (a + a).expm1()
+    r = (e + 2).reciprocal()
+    t = (a < 0.55).where(e * r, 1 - 2 * r)
+    out = d._signbit().where(-t, t)
+    return out.custom_gradient([x], lambda g: (g * (1 - out * out),))
+  def sinh(self) -> Tensor:
+    x = self._float_input()
+    d, a = x.detach(), x.detach().abs()
+    # (e - 1/e) / 2 with e = expm1(|x|) + 1 near 0, else with e = h * h, h = exp(|x| / 2) (finite up to |x| = 89.4)
+    em, h = a.expm1(), (a * 0.5).exp()
+    out = (a < 1).where((em + em / (em + 1)) * 0.5, (h * 0.5) * h - (0.5 / h) / h)
+    return d._signbit().where(-out, out).custom_gradient([x], lambda g: (g * x.cosh(),))
+  def cosh(self) -> Tensor:
+    x = self._float_input()
+    h = (x.detach().abs() * 0.5).exp()
+    return ((h * 0.5) * h + (0.5 / h) / h).custom_gradient([x], lambda g: (g * x.sinh(),))
+  def atanh(self) -> Tensor:
+    x = self._float_input()
+    d = x.detach()
+    return ((2 * d / (1 - d)).log1p() * 0.5).custom_gradient([x], lambda g: (g / (1 - x * x),))
+  def asinh(self) -> Tensor:
+    x = self._float_input()
+    d, a = x.detach(), x.detach().abs()
+    # log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) with x's sign; ln(2|x|) where 1 + x^2 rounds to x^2 (before x^2 overflows)
+    big = x._square_loses_one()
+    out = (a > big).where(a.log() + math.log(2), (a + a * a / (1 + (a * a + 1).sqrt())).log1p())
+    return d._signbit().where(-out, out).custom_gradient([x], lambda g: (g * (x * x + 1).rsqrt(),))
+  def acosh(self) -> Tensor:
+    x = self._float_input()
+    d = x.detach()
+    big = x._square_loses_one()
+    out = (d < 1).where(math.nan, (d > big).where(d.log() + math.log(2), ((d - 1) + ((d - 1) * (d + 1)).sqrt()).log1p()))
+    return out.custom_gradient([x], lambda g: (g * (x * x - 1).rsqrt(),))
+  def _square_loses_one(self) -> float:
+    """The magnitude above which x^2 +- 1 rounds to x^2 in this float dtype: 2^(significand bits / 2)."""
+    return {dtypes.float16: 2.0 ** 6, dtypes.bfloat16: 2.0 ** 4, dtypes.float32: 2.0 ** 12, dtypes.float64: 2.0 ** 27}[self.dtype]
   def leaky_relu(self, neg_slope=0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)
-  def elu(self, alpha=1.0) -> Tensor: return (self > 0).where(self, alpha * (self.exp() - 1))
-  def celu(self, alpha=1.0) -> Tensor: return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
-  def selu(self, alpha=1.67326, gamma=1.0507) -> Tensor: return gamma * (self > 0).where(self, alpha * (self.exp() - 1))
-  def gelu(self) -> Tensor: return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+  def _elu(self, alpha: float, scale: float, input_scale: float) -> Tensor:
+    """PyTorch's elu family: scale * x for x > 0, else scale * alpha * expm1(x * input_scale)."""
+    x = self._float_input()
+    d = x.detach()
+    return (d > 0).where(d * scale, (d * input_scale).expm1() * (scale * alpha)).custom_gradient(
+      [x], lambda g: ((d <= 0).where(g * (input_scale * scale * alpha) * (d * input_scale).exp(), g * scale),))
+  def elu(self, alpha=1.0) -> Tensor: return self._elu(alpha, 1.0, 1.0)
+  def celu(self, alpha=1.0) -> Tensor: return self._elu(alpha, 1.0, 1 / alpha)
+  def selu(self, alpha=1.6732632423543772, gamma=1.0507009873554805) -> Tensor: return self._elu(alpha, gamma, 1.0)
+  def gelu(self) -> Tensor:
+    """The tanh approximation, x * (1 + tanh(z)) / 2 = x * sigmoid(2z), z = sqrt(2/pi) * (x + 0.044715 x^3)."""
+    x, k = self._float_input(), math.sqrt(2 / math.pi)
+    d = x.detach()
+    s = (d * (2 * k) * (1 + 0.044715 * d * d)).sigmoid()
+    # PyTorch's gradient: (1 + tanh(z)) / 2 + x / 2 * (1 - tanh(z)^2) * dz/dx, where 1 + tanh(z) = 2s, 1 - tanh(z)^2 = 4s(1 - s)
+    return (d * s).custom_gradient([x], lambda g: (g * (s + 2 * d * s * (1 - s) * (k * (1 + 3 * 0.044715 * d * d))),))
   def quick_gelu(self) -> Tensor: return self * (self * 1.702).sigmoid()
   def silu(self) -> Tensor: return self * self.sigmoid()
   def swish(self) -> Tensor: return self.silu()
   def softplus(self, beta=1.0, threshold=20.0) -> Tensor:
-    bx = self * beta
-    return (bx > threshold).where(self, (1 + bx.exp()).log() * (1 / beta))
-  def mish(self) -> Tensor: return self * self.softplus().tanh()
-  def hardtanh(self, min_val=-1.0, max_val=1.0) -> Tensor: return self.clip(min_val, max_val)
-  def relu6(self) -> Tensor: return self.relu() - (self - 6).relu()
-  def hardswish(self) -> Tensor: return self * (self + 3).relu6() * (1 / 6)
+    x = self._float_input()
+    d = x.detach()
+    # log1p(exp(bx)) as max(bx, 0) + log1p(exp(-|bx|)), which does not overflow (in float16 exp(bx) would above 11)
+    bx = d * beta
+    out = (bx > threshold).where(d, (bx.maximum(0) + (-bx.abs()).exp().log1p()) / beta)
+    return out.custom_gradient([x], lambda g: ((x * beta > threshold).where(g, g * (x * beta).sigmoid()),))
+  def mish(self) -> Tensor:
+    x = self._float_input()
+    d = x.detach()
+    t = d.exp().log1p().tanh()   # tanh(softplus(x)), without softplus's threshold (as PyTorch)
+    return (d * t).custom_gradient([x], lambda g: (g * (t + d * d.sigmoid() * (1 - t * t)),))
+  def hardtanh(self, min_val=-1.0, max_val=1.0) -> Tensor:
+    return self.detach().clip(min_val, max_val).custom_gradient([self], lambda g: (((self <= min_val) | (self >= max_val)).where(0.0, g),))
+  def relu6(self) -> Tensor: return self.hardtanh(0, 6)
+  def hardswish(self) -> Tensor:
+    x = self._float_input()
+    d = x.detach()
+    return (d * (d + 3).clip(0, 6) / 6).custom_gradient([x], lambda g: ((d <= -3).where(0.0, (d < 3).where(g * (d / 3 + 0.5), g)),))
   def softsign(self) -> Tensor: return self / (1 + self.abs())
-  def logsigmoid(self) -> Tensor: return -(-self).softplus()
+  def logsigmoid(self) -> Tensor:
+    x = self._float_input()
+    d = x.detach()
+    z = (-d.abs()).exp()
+    return (d.minimum(0) - z.log1p()).custom_gradient([x], lambda g: (g * (d < 0).where(1 - z / (1 + z), z / (1 + z)),))
 
   # operators
   def __neg__(self): return self.neg()

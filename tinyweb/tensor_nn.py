@@ -411,7 +411,7 @@ class NNMixin:
   def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight=None):
     """self: logits. (1-y)*x + (1+(pw-1)*y) * log(1+exp(-x)), written so exp never overflows."""
     if Y.shape != self.shape: raise ValueError(f"binary_crossentropy_logits: target {Y.shape} must have the input's shape {self.shape}")
-    softplus_neg = (-self.abs()).exp().log1p() + (-self).relu()   # log(1 + exp(-x))
+    softplus_neg = -self.logsigmoid()   # log(1 + exp(-x)), with PyTorch's gradient (at x = 0 too)
     lw = 1 if pos_weight is None else 1 + (pos_weight - 1) * Y
     return _reduce_loss((1 - Y) * self + lw * softplus_neg, reduction, "binary_crossentropy_logits")
 

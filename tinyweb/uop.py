@@ -20,7 +20,7 @@ class Ops(Enum):
   # tensor-graph leaves
   DEVICE = auto(); BUFFER = auto(); CONST = auto(); ARANGE = auto()
   # unary ALU
-  NEG = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); TRUNC = auto()
+  NEG = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto(); COS = auto(); SQRT = auto(); RECIP = auto(); TRUNC = auto()
   # binary ALU
   ADD = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto(); MIN = auto()
   CMPLT = auto(); CMPNE = auto(); CMPEQ = auto(); AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()
@@ -42,7 +42,7 @@ class Ops(Enum):
   # element j of the lane's part of A @ B
   WMMA = auto()
 
-UNARY = {Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC}
+UNARY = {Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.SQRT, Ops.RECIP, Ops.TRUNC}
 BINARY = {Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ,
           Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR}
 ALU = UNARY | BINARY | {Ops.WHERE}

@@ -57,12 +57,14 @@ class CStyleRenderer:
     Ops.EXP2: lambda self, a, b, c, dt: f"{self.math_fn('exp2', dt)}({a})",
     Ops.LOG2: lambda self, a, b, c, dt: f"{self.math_fn('log2', dt)}({a})",
     Ops.SIN: lambda self, a, b, c, dt: f"{self.math_fn('sin', dt)}({a})",
+    Ops.COS: lambda self, a, b, c, dt: f"{self.math_fn('cos', dt)}({a})",
     Ops.SQRT: lambda self, a, b, c, dt: f"{self.math_fn('sqrt', dt)}({a})",
     Ops.TRUNC: lambda self, a, b, c, dt: f"{self.math_fn('trunc', dt)}({a})",
     Ops.RECIP: lambda self, a, b, c, dt: f"(1.0{self.float_suffix.get(dt, '')}/{a})",
     Ops.ADD: lambda self, a, b, c, dt: f"({a}||{b})" if dt.is_bool else f"({a}+{b})",
     Ops.MUL: lambda self, a, b, c, dt: f"({a}&&{b})" if dt.is_bool else f"({a}*{b})",
     Ops.FDIV: lambda self, a, b, c, dt: f"({a}/{b})",
+    Ops.MOD: lambda self, a, b, c, dt: f"{self.math_fn('fmod', dt)}({a}, {b})",   # (floats: integers go to render_int_div)
     # NaN-propagating like PyTorch's maximum/minimum
     Ops.MAX: lambda self, a, b, c, dt: f"(({a}>{b}||{a}!={a})?{a}:{b})" if dt.is_float else f"({a}>{b}?{a}:{b})",
     Ops.MIN: lambda self, a, b, c, dt: f"(({a}<{b}||{a}!={a})?{a}:{b})" if dt.is_float else f"({a}<{b}?{a}:{b})",
@@ -74,7 +76,7 @@ class CStyleRenderer:
   }
   def render_fma(self, a: str, b: str, c: str) -> str: return f"fma({a}, {b}, {c})"   # float32 a*b+c, rounded once
   def render_alu(self, op: Ops, srcs: list[str], dt: DType, sdt: DType, src_uops: list[UOp]) -> str:
-    if op in (Ops.IDIV, Ops.MOD): return self.render_int_div(op, srcs[0], srcs[1], dt, src_uops[1])
+    if op in (Ops.IDIV, Ops.MOD) and not dt.is_float: return self.render_int_div(op, srcs[0], srcs[1], dt, src_uops[1])
     if (fn := self.code_for_op.get(op)) is None: raise NotImplementedError(f"{type(self).__name__}: no rendering for {op}")
     return fn(self, *srcs, *([None] * (3 - len(srcs))), dt)
   def render_int_div(self, op: Ops, a: str, b: str, dt: DType, divisor: UOp) -> str:

@@ -23,7 +23,7 @@ REG = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "
        dtypes.float32: "float", dtypes.float64: "double"}
 MEM = {**REG, dtypes.bool: "i8", dtypes.float16: "half", dtypes.bfloat16: "i16"}
 WIDTH = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "half": 16, "float": 32, "double": 64}
-INTRINSICS = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
+INTRINSICS = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
 # binary ops that are one instruction: (float, bool, integer) forms
 SIMPLE = {Ops.ADD: ("fadd", "or", "add"), Ops.MUL: ("fmul", "and", "mul"), Ops.FDIV: ("fdiv", None, None),
           Ops.AND: (None, "and", "and"), Ops.OR: (None, "or", "or"), Ops.XOR: (None, "xor", "xor")}
@@ -159,6 +159,7 @@ class LLVMRenderer:
 
   def render_alu(self, f: _Function, op: Ops, s: list[str], dt: DType, sdt: DType, src_uops: list[UOp]) -> str:
     t = REG[sdt]
+    if op is Ops.MOD and sdt.is_float: return f.op(f"frem {t} {s[0]}, {s[1]}")   # C's fmod
     if op in (Ops.IDIV, Ops.MOD): return self.render_int_div(f, op, s[0], s[1], dt, src_uops[1])
     if op in SIMPLE and (ins := SIMPLE[op][0 if sdt.is_float else 1 if sdt.is_bool else 2]) is not None:
       return f.op(f"{ins} {t} {s[0]}, {s[1]}")

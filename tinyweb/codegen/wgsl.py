@@ -72,7 +72,8 @@ class WGSLRenderer(CStyleRenderer):
     # WGSL leaves these indeterminate outside their domain (SwiftShader: log2(-1) = 0, log2(0) = -127, exp2(NaN) = inf):
     # NaN and -inf are made explicit, as in C
     Ops.LOG2: lambda self, a, b, c, dt: f"tw_log2({a})", Ops.SQRT: lambda self, a, b, c, dt: f"tw_sqrt({a})",
-    Ops.SIN: lambda self, a, b, c, dt: f"tw_sin({a})", Ops.EXP2: lambda self, a, b, c, dt: f"tw_exp2({a})",
+    Ops.MOD: lambda self, a, b, c, dt: f"tw_fmod({a}, {b})",   # (floats; WGSL's % is a - b * trunc(a / b), not exact)
+    Ops.SIN: lambda self, a, b, c, dt: f"tw_sin({a})", Ops.COS: lambda self, a, b, c, dt: f"tw_cos({a})", Ops.EXP2: lambda self, a, b, c, dt: f"tw_exp2({a})",
   }
   def render_alu(self, op: Ops, srcs: list[str], dt: DType, sdt: DType, src_uops: list[UOp]) -> str:
     if sdt is not None and sdt.is_bool and op in (Ops.CMPLT, Ops.XOR):   # WGSL has no < or ^ on bool
@@ -163,15 +164,90 @@ class WGSLRenderer(CStyleRenderer):
 
   prelude = """fn tw_f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }
 fn tw_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
-fn tw_log2(x: f32) -> f32 {   // (SwiftShader: log2(0) = -127)
-  return select(select(log2(x), tw_f32_bits(0xff800000u), x == 0.0f), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x));
+fn tw_log2(x: f32) -> f32 {   // the CPU device's (log2 is only accurate to 2^-21 near 1, SwiftShader's log2(0) is -127):
+  // x = m * 2^e, m in [sqrt(1/2), sqrt(2)), log2(m) = 2/ln2 * atanh(s), s = (m - 1) / (m + 1); denormals scaled by 2^23 first
+  let sub = x < 1.17549435e-38f;
+  let b = bitcast<i32>(select(x, x * 8388608.0f, sub));
+  var e = ((b >> 23u) & 0xff) - select(127, 150, sub);
+  var m = bitcast<f32>((b & 0x007fffff) | 0x3f800000);
+  if (m > 1.41421356f) { m = m * 0.5f; e = e + 1; }
+  let s = (m - 1.0f) / (m + 1.0f);
+  let s2 = s * s;
+  let t = (((0.320598897975325f * s2 + 0.412198583111132f) * s2 + 0.577078016355585f) * s2 + 0.961796693925976f) * s2 + 2.885390081777927f;
+  let inf = tw_f32_bits(0x7f800000u);
+  return select(select(select(tw_f32_bits(0x7fc00000u), x, x == inf), -inf, x == 0.0f), f32(e) + s * t, x > 0.0f && x < inf);
 }
 fn tw_sqrt(x: f32) -> f32 { return select(sqrt(x), tw_f32_bits(0x7fc00000u), x < 0.0f || tw_isnan(x)); }
 fn tw_exp2(x: f32) -> f32 { return select(exp2(x), x, tw_isnan(x)); }
-fn tw_sin(x: f32) -> f32 {   // whole turns are taken off first (2*pi in three parts): sin is accurate near 0 only
+var<private> tw_two_over_pi: array<u32, 8> = array<u32, 8>(0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u, 0xdb629599u,
+                                                            0x3c439041u, 0xfe5163abu, 0xdebbc561u);   // 2/pi's first 256 bits
+fn tw_mul_wide(a: u32, b: u32) -> vec2<u32> {   // a * b as (low word, high word)
+  let p00 = (a & 0xffffu) * (b & 0xffffu);
+  let p01 = (a & 0xffffu) * (b >> 16u);
+  let p10 = (a >> 16u) * (b & 0xffffu);
+  let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+  return vec2<u32>((p00 & 0xffffu) | (mid << 16u), (a >> 16u) * (b >> 16u) + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u));
+}
+fn tw_bits_of_2_over_pi(k: u32, o: u32) -> u32 {   // 32 bits of 2/pi from fraction bit 32k + o (0-based)
+  if (o == 0u) { return tw_two_over_pi[k]; }
+  return (tw_two_over_pi[k] << o) | (tw_two_over_pi[k + 1u] >> (32u - o));
+}
+struct TwQuadrant { r: f32, q: u32 }
+// ax (finite, >= pi/4) = (4n + q + f) * pi/2, |f| <= 1/2: returns r = f * pi/2 and q. ax * 2/pi in fixed point from the bits
+// of 2/pi that reach its last two integer bits and 62 fraction bits (Payne and Hanek's reduction): exact for every float
+fn tw_quadrant(ax: f32) -> TwQuadrant {
+  let b = bitcast<u32>(ax);
+  let m = (b & 0x7fffffu) | 0x800000u;   // ax = m * 2^e
+  let e = i32(b >> 23u) - 150;
+  let s = u32(max(e - 2, 0));           // bits of 2/pi before s only add multiples of 4
+  let c2 = tw_bits_of_2_over_pi(s >> 5u, s & 31u);
+  let c1 = tw_bits_of_2_over_pi((s >> 5u) + 1u, s & 31u);
+  let c0 = tw_bits_of_2_over_pi((s >> 5u) + 2u, s & 31u);
+  let t0 = tw_mul_wide(m, c0);   // p = m * (c2, c1, c0) in words p1.. p3 above t0.x; its unit bit is bit 96 + s - e
+  let t1 = tw_mul_wide(m, c1);
+  let t2 = tw_mul_wide(m, c2);
+  let p1 = t0.y + t1.x;
+  let p2a = t1.y + t2.x;
+  let p2 = p2a + select(0u, 1u, p1 < t0.y);
+  let p3 = t2.y + select(0u, 1u, p2a < t1.y) + select(0u, 1u, p2 < p2a);
+  let sh = u32(i32(s) + 2 - e);   // the two integer bits and 62 fraction bits: p's bits sh + 32 ... sh + 95
+  let lo = select((p1 >> sh) | (p2 << (32u - sh)), p1, sh == 0u);
+  let hi = select((p2 >> sh) | (p3 << (32u - sh)), p2, sh == 0u);
+  var q = hi >> 30u;
+  var f_hi = f32((hi & 0x3fffffffu) >> 6u) * 5.9604644775390625e-08f;   // the fraction: 24 bits (exact) + 32 more
+  let f_lo = f32(((hi & 63u) << 26u) | (lo >> 6u)) * 1.3877787807814457e-17f;
+  if (f_hi >= 0.5f) { f_hi = f_hi - 1.0f; q = q + 1u; }
+  return TwQuadrant(f_hi * 1.5707963705062866f + (f_hi * -4.371139000186243e-08f + f_lo * 1.5707963705062866f), q & 3u);
+}
+// sin and cos are accurate on [-pi/4, pi/4] only: a larger argument is reduced to it, by quadrant
+fn tw_sin(x: f32) -> f32 {
   if ((bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u) { return tw_f32_bits(0x7fc00000u); }
-  let k = round(x * 0.15915494f);
-  return sin(((x - k * 6.28125f) - k * 0.0019354820251464844f) + k * 1.7484555314695172e-07f);
+  if (abs(x) <= 0.78539816f) { return sin(x); }
+  let t = tw_quadrant(abs(x));
+  let v = select(sin(t.r), cos(t.r), (t.q & 1u) == 1u);
+  return select(v, -v, ((t.q & 2u) == 2u) != (x < 0.0f));
+}
+fn tw_cos(x: f32) -> f32 {
+  if ((bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u) { return tw_f32_bits(0x7fc00000u); }
+  if (abs(x) <= 0.78539816f) { return cos(x); }
+  let t = tw_quadrant(abs(x));
+  let v = select(cos(t.r), sin(t.r), (t.q & 1u) == 1u);
+  return select(v, -v, ((t.q + 1u) & 2u) == 2u);
+}
+fn tw_fmod(a: f32, b: f32) -> f32 {   // C's fmod, exact: b times powers of two (from |a|'s down) taken off |a|
+  if (tw_isnan(a) || tw_isnan(b) || b == 0.0f || (bitcast<u32>(a) & 0x7fffffffu) == 0x7f800000u) { return tw_f32_bits(0x7fc00000u); }
+  let d = abs(b);
+  var r = abs(a);
+  if (r < d) { return a; }
+  let e = frexp(r).exp - frexp(d).exp;
+  var s = ldexp(d, e);
+  if (s > r || (bitcast<u32>(s) & 0x7f800000u) == 0x7f800000u) { s = ldexp(d, e - 1); }
+  loop {   // s <= r < 2 s here, so r - s is exact
+    if (r >= s) { r = r - s; }
+    if (s == d) { break; }
+    s = s * 0.5f;
+  }
+  return select(r, -r, a < 0.0f);
 }
 fn tw_mul0(x: f32, z: f32) -> f32 {
   let b = bitcast<u32>(x);
