@@ -143,3 +143,51 @@ def test_conv_then_reduce_over_padded_rows(device):
            device=device, **TOL)
   check_op([(3, 4), (6, 5), (5, 4)], lambda a, b, c: (F.pad(a, (1, 1)) @ b @ c).sum(0), lambda a, b, c: (a.pad((1, 1)) @ b @ c).sum(0),
            device=device, **TOL)
+
+# ---------------------------------------------------------------- invalid arguments: torch refuses them, tinyweb raises a ValueError
+
+X, W, WT = (1, 2, 5, 5), (3, 2, 3, 3), (2, 3, 3, 3)   # input, conv weight, conv_transpose weight
+INVALID = {   # name -> (input shape, other shape, torch call, tinyweb call)
+  "stride_0": (X, W, lambda x, w: F.conv2d(x, w, stride=0), lambda x, w: x.conv2d(w, stride=0)),
+  "stride_negative": (X, W, lambda x, w: F.conv2d(x, w, stride=(1, -1)), lambda x, w: x.conv2d(w, stride=(1, -1))),
+  "dilation_0": (X, W, lambda x, w: F.conv2d(x, w, dilation=0), lambda x, w: x.conv2d(w, dilation=0)),
+  "padding_negative": (X, W, lambda x, w: F.conv2d(x, w, padding=-1), lambda x, w: x.conv2d(w, padding=-1)),
+  "padding_string": (X, W, lambda x, w: F.conv2d(x, w, padding="full"), lambda x, w: x.conv2d(w, padding="full")),
+  "same_strided": (X, W, lambda x, w: F.conv2d(x, w, stride=2, padding="same"), lambda x, w: x.conv2d(w, stride=2, padding="same")),
+  "groups_0": (X, W, lambda x, w: F.conv2d(x, w, groups=0), lambda x, w: x.conv2d(w, groups=0)),
+  "groups_not_dividing_cout": ((1, 4, 5, 5), W, lambda x, w: F.conv2d(x, w, groups=2), lambda x, w: x.conv2d(w, groups=2)),
+  "channel_mismatch": ((1, 3, 5, 5), W, lambda x, w: F.conv2d(x, w), lambda x, w: x.conv2d(w)),
+  "weight_rank": (X, (3, 2, 3), lambda x, w: F.conv2d(x, w), lambda x, w: x.conv2d(w)),
+  "kernel_larger_than_padded_input": (X, (3, 2, 8, 3), lambda x, w: F.conv2d(x, w, padding=1), lambda x, w: x.conv2d(w, padding=1)),
+  "dilated_kernel_too_large": (X, W, lambda x, w: F.conv2d(x, w, dilation=3), lambda x, w: x.conv2d(w, dilation=3)),
+  "kernel_size_0": (X, (3, 2, 0, 3), lambda x, w: F.conv2d(x, w), lambda x, w: x.conv2d(w)),
+  "empty_image": ((1, 2, 0, 5), W, lambda x, w: F.conv2d(x, w, padding=2), lambda x, w: x.conv2d(w, padding=2)),
+  "bias_shape": (X, W, lambda x, w: F.conv2d(x, w, torch.zeros(2)), lambda x, w: x.conv2d(w, Tensor.zeros(2))),
+  "convt_stride_0": (X, WT, lambda x, w: F.conv_transpose2d(x, w, stride=0), lambda x, w: x.conv_transpose2d(w, stride=0)),
+  "convt_output_padding_too_large": (X, WT, lambda x, w: F.conv_transpose2d(x, w, stride=2, output_padding=2),
+                                     lambda x, w: x.conv_transpose2d(w, stride=2, output_padding=2)),
+  "convt_output_padding_negative": (X, WT, lambda x, w: F.conv_transpose2d(x, w, stride=2, output_padding=-1),
+                                    lambda x, w: x.conv_transpose2d(w, stride=2, output_padding=-1)),
+  "convt_padding_negative": (X, WT, lambda x, w: F.conv_transpose2d(x, w, padding=-1), lambda x, w: x.conv_transpose2d(w, padding=-1)),
+  "convt_empty_output": ((1, 2, 1, 1), (2, 3, 1, 1), lambda x, w: F.conv_transpose2d(x, w, padding=1), lambda x, w: x.conv_transpose2d(w, padding=1)),
+  "convt_groups_0": (X, WT, lambda x, w: F.conv_transpose2d(x, w, groups=0), lambda x, w: x.conv_transpose2d(w, groups=0)),
+  "max_pool_kernel_0": (X, None, lambda x: F.max_pool2d(x, 0), lambda x: x.max_pool2d(0)),
+  "max_pool_stride_0": (X, None, lambda x: F.max_pool2d(x, 2, stride=0), lambda x: x.max_pool2d(2, stride=0)),
+  "max_pool_dilation_0": (X, None, lambda x: F.max_pool2d(x, 2, dilation=0), lambda x: x.max_pool2d(2, dilation=0)),
+  "max_pool_padding_over_half": (X, None, lambda x: F.max_pool2d(x, 3, padding=2), lambda x: x.max_pool2d(3, padding=2)),
+  "max_pool_window_too_large": (X, None, lambda x: F.max_pool2d(x, 6), lambda x: x.max_pool2d(6)),
+  "max_pool_empty_image": ((1, 2, 0, 4), None, lambda x: F.max_pool2d(x, 2), lambda x: x.max_pool2d(2)),
+  "avg_pool_padding_over_half": (X, None, lambda x: F.avg_pool2d(x, 3, padding=2), lambda x: x.avg_pool2d(3, padding=2)),
+  "avg_pool_padding_negative": (X, None, lambda x: F.avg_pool2d(x, 3, padding=-1), lambda x: x.avg_pool2d(3, padding=-1)),
+  "avg_pool_stride_0": (X, None, lambda x: F.avg_pool2d(x, 2, stride=0), lambda x: x.avg_pool2d(2, stride=0)),
+}
+
+@pytest.mark.parametrize("name", list(INVALID))
+def test_invalid_arguments_raise(name):
+  """At the call, before any kernel: a ValueError naming the op and the input's shape."""
+  xs, ws, tcall, wcall = INVALID[name]
+  targs = [torch.zeros(xs)] + ([torch.zeros(ws)] if ws else [])
+  with pytest.raises(RuntimeError): tcall(*targs)   # torch refuses it too
+  with pytest.raises(ValueError) as e: wcall(*[Tensor.zeros(*s) for s in [xs] + ([ws] if ws else [])])
+  msg = str(e.value)
+  assert msg.split(":")[0] in ("conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d") and str(xs) in msg, msg

@@ -17,19 +17,19 @@ def _tuple(v, n: int, op: str, name: str, least: int = 1, shapes: str = "") -> t
   if any(x < least for x in t): raise ValueError(f"{op}: {name} must be {'positive' if least else 'non-negative'}, got {v!r}{shapes}")
   return t
 
-def _pads(padding, n: int, op: str) -> list[tuple[int, int]]:
+def _pads(padding, n: int, op: str, shapes: str = "") -> list[tuple[int, int]]:
   """(before, after) per spatial dim, first dim first. Accepts an int, n ints (torch: both sides), 2n ints (flat, last dim
   first, like pad()), or n (before, after) pairs."""
   p = (padding,) * n if isinstance(padding, int) else tuple(padding) if isinstance(padding, (tuple, list)) else ()
   if len(p) == n and all(isinstance(x, int) for x in p): out = [(x, x) for x in p]
   elif len(p) == 2 * n and all(isinstance(x, int) for x in p): out = [(p[2 * (n - 1 - j)], p[2 * (n - 1 - j) + 1]) for j in range(n)]
   elif len(p) == n and all(isinstance(x, (tuple, list)) and len(x) == 2 and all(isinstance(y, int) for y in x) for x in p): out = [tuple(x) for x in p]
-  else: raise ValueError(f"{op}: padding must be an int, {n} ints, {2*n} ints or {n} (before, after) pairs, got {padding!r}")
-  if any(b < 0 or a < 0 for b, a in out): raise ValueError(f"{op}: padding must not be negative, got {padding!r}")
+  else: raise ValueError(f"{op}: padding must be an int, {n} ints, {2*n} ints or {n} (before, after) pairs, got {padding!r}{shapes}")
+  if any(b < 0 or a < 0 for b, a in out): raise ValueError(f"{op}: padding must not be negative, got {padding!r}{shapes}")
   return out
 
-def _check_groups(op: str, groups):
-  if not isinstance(groups, int) or groups < 1: raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+def _check_groups(op: str, groups, shapes: str):
+  if not isinstance(groups, int) or groups < 1: raise ValueError(f"{op}: groups must be a positive int, got {groups!r}{shapes}")
 
 def _check_windows(op: str, spatial, k_, d_, pads, what: str):
   """Every spatial dim and kernel size positive (like torch: an empty image would be all padding), and each window
@@ -152,21 +152,21 @@ class NNMixin:
   def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
     """Convolution over any number of spatial dims: input (N, Cin, *spatial), weight (Cout, Cin/groups, *kernel).
     padding: int, one int per spatial dim, a flat (left, right, top, bottom, ...) tuple, per-dim pairs, 'valid' or 'same'."""
-    n = weight.ndim - 2
-    _check_groups("conv2d", groups)
+    n, shapes = weight.ndim - 2, f" (input {self.shape}, weight {weight.shape})"
+    _check_groups("conv2d", groups, shapes)
     if self.ndim != weight.ndim or n < 1 or self.shape[1] != weight.shape[1] * groups or weight.shape[0] % groups:
       raise ValueError(f"conv2d: input {self.shape} and weight {weight.shape} do not match with groups={groups}: need "
                        f"input (N, Cin, *spatial) and weight (Cout, Cin/groups, *kernel) of the same rank, Cout divisible by groups")
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
-      raise ValueError(f"conv2d: bias shape {bias.shape} must be ({weight.shape[0]},) for weight {weight.shape}")
+      raise ValueError(f"conv2d: bias shape {bias.shape} must be ({weight.shape[0]},){shapes}")
     k_ = weight.shape[2:]
-    shapes = f" (input {self.shape}, weight {weight.shape})"
     s_, d_ = _tuple(stride, n, "conv2d", "stride", shapes=shapes), _tuple(dilation, n, "conv2d", "dilation", shapes=shapes)
     if padding == "valid": padding = 0
     if padding == "same":   # stride 1: total d*(k-1), the extra one on the right like torch
-      if any(s != 1 for s in s_): raise ValueError(f"conv2d: padding='same' needs stride 1, got stride {s_} (input {self.shape}, weight {weight.shape})")
+      if any(s != 1 for s in s_): raise ValueError(f"conv2d: padding='same' needs stride 1, got stride {s_}{shapes}")
       padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(k_, d_)]
-    pads = _pads(padding, n, "conv2d")
+    if isinstance(padding, str): raise ValueError(f"conv2d: padding must be 'same', 'valid' or ints, got {padding!r}{shapes}")
+    pads = _pads(padding, n, "conv2d", shapes)
     _check_windows("conv2d", self.shape[2:], k_, d_, pads, f"input {self.shape}, weight {weight.shape}")
     return self._conv(weight, bias, groups, s_, d_, pads)
 
@@ -214,21 +214,20 @@ class NNMixin:
   def conv_transpose2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0):
     """Transposed convolution: input (N, Cin, *spatial), weight (Cin, Cout/groups, *kernel). Done as a conv2d of the
     zero-stuffed, padded input with the flipped kernel (in/out channels swapped per group)."""
-    n = weight.ndim - 2
-    _check_groups("conv_transpose2d", groups)
+    n, shapes = weight.ndim - 2, f" (input {self.shape}, weight {weight.shape})"
+    _check_groups("conv_transpose2d", groups, shapes)
     if self.ndim != weight.ndim or n < 1 or self.shape[1] != weight.shape[0] or weight.shape[0] % groups:
       raise ValueError(f"conv_transpose2d: input {self.shape} and weight {weight.shape} do not match with groups={groups}: need "
                        f"input (N, Cin, *spatial) and weight (Cin, Cout/groups, *kernel) of the same rank, Cin divisible by groups")
     cin, cout_g, k_ = weight.shape[0], weight.shape[1], weight.shape[2:]
-    shapes = f" (input {self.shape}, weight {weight.shape})"
     s_, d_ = _tuple(stride, n, "conv_transpose2d", "stride", shapes=shapes), _tuple(dilation, n, "conv_transpose2d", "dilation", shapes=shapes)
     op_ = _tuple(output_padding, n, "conv_transpose2d", "output_padding", 0, shapes)
     if any(o >= max(s, d) for o, s, d in zip(op_, s_, d_)):
-      raise ValueError(f"conv_transpose2d: output_padding {op_} must be smaller than the stride {s_} or the dilation {d_} (per dim)")
+      raise ValueError(f"conv_transpose2d: output_padding {op_} must be smaller than the stride {s_} or the dilation {d_} (per dim){shapes}")
     if bias is not None and tuple(bias.shape) != (cout_g * groups,):
-      raise ValueError(f"conv_transpose2d: bias shape {bias.shape} must be ({cout_g * groups},) for weight {weight.shape} and groups={groups}")
+      raise ValueError(f"conv_transpose2d: bias shape {bias.shape} must be ({cout_g * groups},) with groups={groups}{shapes}")
     # the conv's padding: the kernel's extent less the given padding (negative: crop), output_padding more on the right
-    pads = [(d * (k - 1) - b, d * (k - 1) - a + o) for (b, a), k, d, o in zip(_pads(padding, n, "conv_transpose2d"), k_, d_, op_)]
+    pads = [(d * (k - 1) - b, d * (k - 1) - a + o) for (b, a), k, d, o in zip(_pads(padding, n, "conv_transpose2d", shapes), k_, d_, op_)]
     stuffed = [(i - 1) * s + 1 for i, s in zip(self.shape[2:], s_)]
     if 0 in self.shape[2:] or any(k < 1 for k in k_) or any(i + b + a - d * (k - 1) <= 0 for i, (b, a), k, d in zip(stuffed, pads, k_, d_)):
       raise ValueError(f"conv_transpose2d: input {self.shape} with weight {weight.shape}, stride {s_}, dilation {d_}, padding {padding} "
@@ -259,9 +258,9 @@ class NNMixin:
     if n == 0 or self.ndim < n: raise ValueError(f"{op}: kernel {k_} has more dims than the input {self.shape}")
     s_ = k_ if stride is None else _tuple(stride, n, op, "stride", shapes=shapes)
     d_ = _tuple(dilation, n, op, "dilation", shapes=shapes)
-    pads = _pads(padding, n, op)
-    if any(max(p) > k // 2 for p, k in zip(pads, k_)):   # (else whole windows could lie in the padding)
-      raise ValueError(f"{op}: padding {padding!r} must be at most half the kernel size {k_} (input {self.shape})")
+    pads = _pads(padding, n, op, shapes)
+    if any(max(p) > k // 2 for p, k in zip(pads, k_)):   # (like torch; else whole windows could lie in the padding)
+      raise ValueError(f"{op}: padding {padding!r} must be at most half the kernel size {k_}{shapes}")
     _check_windows(op, self.shape[-n:], k_, d_, pads, f"input {self.shape}")
     extra = []   # ceil_mode: more padding on the right, so a last partial window (starting inside input or left pad) exists
     for i, k, s, d, (b, a) in zip(self.shape[-n:], k_, s_, d_, pads):
