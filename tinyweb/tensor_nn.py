@@ -31,12 +31,12 @@ def _pads(padding, n: int, op: str, shapes: str = "") -> list[tuple[int, int]]:
 def _check_groups(op: str, groups, shapes: str):
   if not isinstance(groups, int) or groups < 1: raise ValueError(f"{op}: groups must be a positive int, got {groups!r}{shapes}")
 
-def _check_windows(op: str, spatial, k_, d_, pads, what: str):
+def _check_windows(op: str, spatial, k_, d_, pads, shapes: str):
   """Every spatial dim and kernel size positive (like torch: an empty image would be all padding), and each window
   (extent d*(k-1)+1) within its padded dim: at least one output."""
   padded = tuple(i + b + a for i, (b, a) in zip(spatial, pads))
   if 0 in spatial or any(k < 1 for k in k_) or any(d * (k - 1) + 1 > p for k, d, p in zip(k_, d_, padded)):
-    raise ValueError(f"{op}: kernel {tuple(k_)} with dilation {tuple(d_)} does not fit in the padded input {padded} ({what}, padding {pads}): "
+    raise ValueError(f"{op}: kernel {tuple(k_)} with dilation {tuple(d_)} does not fit in the padded input {padded} (padding {pads}){shapes}: "
                      f"need spatial dims and kernel sizes >= 1 and dilation*(kernel-1)+1 <= the padded size")
 
 def _f32(x: float) -> float: return struct.unpack("f", struct.pack("f", x))[0]
@@ -167,7 +167,7 @@ class NNMixin:
       padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(k_, d_)]
     if isinstance(padding, str): raise ValueError(f"conv2d: padding must be 'same', 'valid' or ints, got {padding!r}{shapes}")
     pads = _pads(padding, n, "conv2d", shapes)
-    _check_windows("conv2d", self.shape[2:], k_, d_, pads, f"input {self.shape}, weight {weight.shape}")
+    _check_windows("conv2d", self.shape[2:], k_, d_, pads, shapes)
     return self._conv(weight, bias, groups, s_, d_, pads)
 
   def _conv(self, weight, bias, groups: int, s_: tuple[int, ...], d_: tuple[int, ...], pads: list[tuple[int, int]]):
@@ -252,16 +252,15 @@ class NNMixin:
 
   def _pool_args(self, op, kernel_size, stride, dilation, padding, ceil_mode):
     shapes = f" (input {self.shape})"
-    k_ = _tuple(kernel_size, 2 if isinstance(kernel_size, int) else len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 0,
-                op, "kernel_size", shapes=shapes)
-    n = len(k_)
-    if n == 0 or self.ndim < n: raise ValueError(f"{op}: kernel {k_} has more dims than the input {self.shape}")
+    n = 2 if isinstance(kernel_size, int) else len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 0
+    if n == 0 or self.ndim < n: raise ValueError(f"{op}: kernel_size must be an int or 1 to {self.ndim} ints, got {kernel_size!r}{shapes}")
+    k_ = _tuple(kernel_size, n, op, "kernel_size", shapes=shapes)
     s_ = k_ if stride is None else _tuple(stride, n, op, "stride", shapes=shapes)
     d_ = _tuple(dilation, n, op, "dilation", shapes=shapes)
     pads = _pads(padding, n, op, shapes)
     if any(max(p) > k // 2 for p, k in zip(pads, k_)):   # (like torch; else whole windows could lie in the padding)
       raise ValueError(f"{op}: padding {padding!r} must be at most half the kernel size {k_}{shapes}")
-    _check_windows(op, self.shape[-n:], k_, d_, pads, f"input {self.shape}")
+    _check_windows(op, self.shape[-n:], k_, d_, pads, shapes)
     extra = []   # ceil_mode: more padding on the right, so a last partial window (starting inside input or left pad) exists
     for i, k, s, d, (b, a) in zip(self.shape[-n:], k_, s_, d_, pads):
       span = i + b + a - d * (k - 1) - 1
