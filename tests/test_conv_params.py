@@ -1,7 +1,7 @@
 """Convolutions and pooling with random parameters against torch (forward and gradients): conv1d/2d/3d with random
 kernel sizes, strides, symmetric, asymmetric, 'same' and 'valid' padding, dilations and groups; conv_transpose with
 output_padding; max/avg pools with ceil_mode, count_include_pad and dilation. Sizes are small, so that every case
-is cheap; the last window often ends before the input does (the strided case that used to crash). Then random
+is cheap; the last window often ends before its stride does (the strided case that used to crash). Then random
 pad/conv/matmul chains followed by reductions (nested reductions whose upcast copies differ in which loops they need),
 and the argument checks: each invalid argument torch refuses raises a ValueError naming the op and the shapes.
 
