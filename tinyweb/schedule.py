@@ -17,6 +17,7 @@ from typing import Optional
 from tinyweb.device import Buffer, Device
 from tinyweb.dtype import DType
 from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, unique_id, substitute, const_key
+from tinyweb.codegen.lower import reduce_identity
 
 @dataclass(eq=False)
 class ScheduleItem:
@@ -336,7 +337,11 @@ class _KernelBuilder:
     return UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), (self.index[buf], buf.size))
   def build(self, u: UOp) -> UOp:   # stops at realized values: their inputs belong to other kernels
     if (r := self.done.get(u)) is not None: return r
-    if u in self.realize:
+    # empty values are constants: no buffer, no kernel to wait for, no loop of no iterations (an empty value is never read:
+    # a pad around it reads only padding; a reduction of one is its identity)
+    if 0 in u.shape: r = _filled(u, 0)
+    elif u.op is Ops.REDUCE_AXIS and 0 in u.src[0].shape: r = _filled(u, reduce_identity(u.arg[0], u.dtype))
+    elif u in self.realize:
       r = self.result[u]
       r = substitute(r, {r.base: self.glob(r.base.arg[0])})
       self.deps.append(self.producer[u])
@@ -348,6 +353,10 @@ class _KernelBuilder:
     else: r = u.replace(src=tuple(self.build(s) for s in u.src))
     self.done[u] = r
     return r
+
+def _filled(u: UOp, value) -> UOp:
+  """A constant of u's shape and dtype, as a kernel AST node."""
+  return UOp(Ops.EXPAND, u.dtype, (UOp(Ops.RESHAPE, u.dtype, (UOp.const(u.dtype, value),), (1,) * len(u.shape)),), u.shape)
 
 def _order(items: list[ScheduleItem], assigns: list[ScheduleItem]) -> list[ScheduleItem]:
   """Topological order of the items (stable): data dependencies, plus: an in-place write runs after every other item

@@ -930,9 +930,10 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     if self.dtype.is_bool: return self.logical_not().max(axis, keepdim).logical_not()
     if self.dtype.is_int: return (~(~self).max(axis, keepdim))
     return -((-self).max(axis, keepdim))
-  def _check_nonempty_reduce(self, op, axis):
+  def _check_nonempty_reduce(self, op, axis):   # (torch's exception types: IndexError naming the dim, RuntimeError without one)
     if any(self.shape[a] == 0 for a in self._axes(op, axis)):
-      raise ValueError(f"{op}: cannot reduce over an empty dimension (shape {self.shape}, axis {axis}); the operation has no identity")
+      raise (RuntimeError if axis is None else IndexError)(
+        f"{op}: cannot reduce over an empty dimension (shape {self.shape}, axis {axis}); the operation has no identity")
   def mean(self, axis=None, keepdim=False) -> Tensor:
     x = self._float_input()
     n = prod(self.shape[a] for a in self._axes("mean", axis))
@@ -1007,15 +1008,16 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   def softmax(self, axis=-1, dtype=None) -> Tensor:
     x = self._float_input() if dtype is None else self.cast(dtype)
-    m = x - x.max(axis, keepdim=True).detach()
+    m = x - x.max(axis, keepdim=True).detach() if x.numel() else x   # (empty: nothing to scale, and max refuses an empty axis)
     e = m.exp()
     return e / e.sum(axis, keepdim=True)
   def log_softmax(self, axis=-1, dtype=None) -> Tensor:
     x = self._float_input() if dtype is None else self.cast(dtype)
-    m = x - x.max(axis, keepdim=True).detach()
+    m = x - x.max(axis, keepdim=True).detach() if x.numel() else x
     return m - m.exp().sum(axis, keepdim=True).log()
   def logsumexp(self, axis=None, keepdim=False) -> Tensor:
     x = self._float_input()
+    if x.numel() == 0: return x.exp().sum(axis, keepdim).log()   # over an empty axis: log(0) = -inf, like torch
     m = x.max(axis, keepdim=True).detach()
     m = (m.isinf()).where(0, m)
     out = (x - m).exp().sum(axis, keepdim=True).log() + m

@@ -11,20 +11,33 @@ def _T():
   from tinyweb.tensor import Tensor   # lazy: tensor.py imports this module
   return Tensor
 
-def _tuple(v, n: int, op: str, name: str) -> tuple[int, ...]:
-  t = (v,) * n if isinstance(v, int) else tuple(v)
-  if len(t) != n or not all(isinstance(x, int) for x in t): raise ValueError(f"{op}: {name} must be an int or {n} ints, got {v!r}")
+def _tuple(v, n: int, op: str, name: str, least: int = 1, shapes: str = "") -> tuple[int, ...]:
+  t = (v,) * n if isinstance(v, int) else tuple(v) if isinstance(v, (tuple, list)) else ()
+  if len(t) != n or not all(isinstance(x, int) for x in t): raise ValueError(f"{op}: {name} must be an int or {n} ints, got {v!r}{shapes}")
+  if any(x < least for x in t): raise ValueError(f"{op}: {name} must be {'positive' if least else 'non-negative'}, got {v!r}{shapes}")
   return t
 
-def _pads(padding, n: int, op: str) -> list[tuple[int, int]]:
+def _pads(padding, n: int, op: str, shapes: str = "") -> list[tuple[int, int]]:
   """(before, after) per spatial dim, first dim first. Accepts an int, n ints (torch: both sides), 2n ints (flat, last dim
   first, like pad()), or n (before, after) pairs."""
-  if isinstance(padding, int): return [(padding, padding)] * n
-  p = tuple(padding)
-  if len(p) == n and all(isinstance(x, int) for x in p): return [(x, x) for x in p]
-  if len(p) == 2 * n and all(isinstance(x, int) for x in p): return [(p[2 * (n - 1 - j)], p[2 * (n - 1 - j) + 1]) for j in range(n)]
-  if len(p) == n and all(isinstance(x, (tuple, list)) and len(x) == 2 for x in p): return [(int(b), int(a)) for b, a in p]
-  raise ValueError(f"{op}: padding must be an int, {n} ints, {2*n} ints or {n} (before, after) pairs, got {padding!r}")
+  p = (padding,) * n if isinstance(padding, int) else tuple(padding) if isinstance(padding, (tuple, list)) else ()
+  if len(p) == n and all(isinstance(x, int) for x in p): out = [(x, x) for x in p]
+  elif len(p) == 2 * n and all(isinstance(x, int) for x in p): out = [(p[2 * (n - 1 - j)], p[2 * (n - 1 - j) + 1]) for j in range(n)]
+  elif len(p) == n and all(isinstance(x, (tuple, list)) and len(x) == 2 and all(isinstance(y, int) for y in x) for x in p): out = [tuple(x) for x in p]
+  else: raise ValueError(f"{op}: padding must be an int, {n} ints, {2*n} ints or {n} (before, after) pairs, got {padding!r}{shapes}")
+  if any(b < 0 or a < 0 for b, a in out): raise ValueError(f"{op}: padding must not be negative, got {padding!r}{shapes}")
+  return out
+
+def _check_groups(op: str, groups, shapes: str):
+  if not isinstance(groups, int) or groups < 1: raise ValueError(f"{op}: groups must be a positive int, got {groups!r}{shapes}")
+
+def _check_windows(op: str, spatial, k_, d_, pads, shapes: str):
+  """Every spatial dim and kernel size positive (like torch: an empty image would be all padding), and each window
+  (extent d*(k-1)+1) within its padded dim: at least one output."""
+  padded = tuple(i + b + a for i, (b, a) in zip(spatial, pads))
+  if 0 in spatial or any(k < 1 for k in k_) or any(d * (k - 1) + 1 > p for k, d, p in zip(k_, d_, padded)):
+    raise ValueError(f"{op}: kernel {tuple(k_)} with dilation {tuple(d_)} does not fit in the padded input {padded} (padding {pads}){shapes}: "
+                     f"need spatial dims and kernel sizes >= 1 and dilation*(kernel-1)+1 <= the padded size")
 
 def _f32(x: float) -> float: return struct.unpack("f", struct.pack("f", x))[0]
 
@@ -119,8 +132,9 @@ class NNMixin:
       o = (i - d * (k - 1) - 1) // s + 1
       if o <= 0: raise ValueError(f"{op}: window {k} with dilation {d} does not fit in a dimension of size {i} (padded input {self.shape})")
       pre, post = x.shape[:ax], x.shape[ax + 1:]
-      if d == 1 and s >= k:   # windows that do not overlap: a reshape of the first o*s elements (and its gradient is a pad)
-        x = x.shrink((None,) * len(pre) + ((0, o * s),) + (None,) * len(post)).reshape(*pre, o, s, *post)
+      if d == 1 and s >= k:   # windows that do not overlap: a reshape of o*s elements (and its gradient is a pad)
+        # (the first o*s, or all i with zeros after them: the last window may end before its stride does)
+        x = x._pad_zero(((0, 0),) * len(pre) + ((0, o * s - i),) + ((0, 0),) * len(post)).reshape(*pre, o, s, *post)
         x = x.shrink((None,) * (len(pre) + 1) + ((0, k),) + (None,) * len(post)).transpose(ax, ax + 1)
         continue
       # want w[a, t] = x[a*d + t*s]. Repeat x and lay it out in rows of length L = d (mod i): row a then starts at
@@ -138,20 +152,28 @@ class NNMixin:
   def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
     """Convolution over any number of spatial dims: input (N, Cin, *spatial), weight (Cout, Cin/groups, *kernel).
     padding: int, one int per spatial dim, a flat (left, right, top, bottom, ...) tuple, per-dim pairs, 'valid' or 'same'."""
-    n = weight.ndim - 2
-    if self.ndim != weight.ndim or n < 1 or groups < 1 or self.shape[1] != weight.shape[1] * groups or weight.shape[0] % groups:
+    n, shapes = weight.ndim - 2, f" (input {self.shape}, weight {weight.shape})"
+    _check_groups("conv2d", groups, shapes)
+    if self.ndim != weight.ndim or n < 1 or self.shape[1] != weight.shape[1] * groups or weight.shape[0] % groups:
       raise ValueError(f"conv2d: input {self.shape} and weight {weight.shape} do not match with groups={groups}: need "
                        f"input (N, Cin, *spatial) and weight (Cout, Cin/groups, *kernel) of the same rank, Cout divisible by groups")
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
-      raise ValueError(f"conv2d: bias shape {bias.shape} must be ({weight.shape[0]},) for weight {weight.shape}")
-    (bs, cin), cout, k_ = self.shape[:2], weight.shape[0], weight.shape[2:]
-    s_, d_ = _tuple(stride, n, "conv2d", "stride"), _tuple(dilation, n, "conv2d", "dilation")
+      raise ValueError(f"conv2d: bias shape {bias.shape} must be ({weight.shape[0]},){shapes}")
+    k_ = weight.shape[2:]
+    s_, d_ = _tuple(stride, n, "conv2d", "stride", shapes=shapes), _tuple(dilation, n, "conv2d", "dilation", shapes=shapes)
     if padding == "valid": padding = 0
     if padding == "same":   # stride 1: total d*(k-1), the extra one on the right like torch
-      if any(s != 1 for s in s_): raise ValueError(f"conv2d: padding='same' needs stride 1, got stride {s_} (input {self.shape}, weight {weight.shape})")
+      if any(s != 1 for s in s_): raise ValueError(f"conv2d: padding='same' needs stride 1, got stride {s_}{shapes}")
       padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(k_, d_)]
-    pads = _pads(padding, n, "conv2d")
-    xp = self.pad(((0, 0), (0, 0), *pads))
+    if isinstance(padding, str): raise ValueError(f"conv2d: padding must be 'same', 'valid' or ints, got {padding!r}{shapes}")
+    pads = _pads(padding, n, "conv2d", shapes)
+    _check_windows("conv2d", self.shape[2:], k_, d_, pads, shapes)
+    return self._conv(weight, bias, groups, s_, d_, pads)
+
+  def _conv(self, weight, bias, groups: int, s_: tuple[int, ...], d_: tuple[int, ...], pads: list[tuple[int, int]]):
+    """conv2d with checked arguments; a negative padding crops (conv_transpose2d's)."""
+    n, (bs, cin), cout, k_ = len(s_), self.shape[:2], weight.shape[0], weight.shape[2:]
+    xp = self._pad_zero(((0, 0), (0, 0), *pads))
     win = xp._pool(k_, s_, d_, "conv2d")   # (N, Cin, *out, *k)
     o_ = win.shape[2:2 + n]
     g = groups
@@ -183,9 +205,8 @@ class NNMixin:
       gd = gd.pad(((0, 0), (0, 0), *[(e, e) for e in ext])).contiguous()   # stored padded: the conv reads it without bounds checks
       wt = weight.detach().reshape(g, cout // g, cin // g, *k_).transpose(1, 2).reshape(cin, cout // g, *k_).flip(*range(2, 2 + n))
       gx = gd.conv2d(wt, groups=g, dilation=d_)
-      full = xp.shape[2:]
-      gx = gx.pad(((0, 0), (0, 0), *[(0, f - u) for f, u in zip(full, gx.shape[2:])]))
-      gx = gx.shrink((None, None, *[(b, f - a) for (b, a), f in zip(pads, full)]))
+      # to the padded input's size (its last positions may be in no window), then undo the padding (a negative pad cropped)
+      gx = gx._pad_zero(((0, 0), (0, 0), *[(-b, f - u - a) for (b, a), f, u in zip(pads, xp.shape[2:], gx.shape[2:])]))
       return gx, gw
     out = out.custom_gradient([self, weight], backward)
     return out if bias is None else out + bias.reshape(1, cout, *(1,) * n)
@@ -193,13 +214,25 @@ class NNMixin:
   def conv_transpose2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0):
     """Transposed convolution: input (N, Cin, *spatial), weight (Cin, Cout/groups, *kernel). Done as a conv2d of the
     zero-stuffed, padded input with the flipped kernel (in/out channels swapped per group)."""
-    n = weight.ndim - 2
-    if self.ndim != weight.ndim or n < 1 or groups < 1 or self.shape[1] != weight.shape[0] or weight.shape[0] % groups:
+    n, shapes = weight.ndim - 2, f" (input {self.shape}, weight {weight.shape})"
+    _check_groups("conv_transpose2d", groups, shapes)
+    if self.ndim != weight.ndim or n < 1 or self.shape[1] != weight.shape[0] or weight.shape[0] % groups:
       raise ValueError(f"conv_transpose2d: input {self.shape} and weight {weight.shape} do not match with groups={groups}: need "
                        f"input (N, Cin, *spatial) and weight (Cin, Cout/groups, *kernel) of the same rank, Cin divisible by groups")
     cin, cout_g, k_ = weight.shape[0], weight.shape[1], weight.shape[2:]
-    s_, d_ = _tuple(stride, n, "conv_transpose2d", "stride"), _tuple(dilation, n, "conv_transpose2d", "dilation")
-    op_ = _tuple(output_padding, n, "conv_transpose2d", "output_padding")
+    s_, d_ = _tuple(stride, n, "conv_transpose2d", "stride", shapes=shapes), _tuple(dilation, n, "conv_transpose2d", "dilation", shapes=shapes)
+    op_ = _tuple(output_padding, n, "conv_transpose2d", "output_padding", 0, shapes)
+    if any(o >= max(s, d) for o, s, d in zip(op_, s_, d_)):
+      raise ValueError(f"conv_transpose2d: output_padding {op_} must be smaller than the stride {s_} or the dilation {d_} (per dim){shapes}")
+    if bias is not None and tuple(bias.shape) != (cout_g * groups,):
+      raise ValueError(f"conv_transpose2d: bias shape {bias.shape} must be ({cout_g * groups},) with groups={groups}{shapes}")
+    # the conv's padding: the kernel's extent less the given padding (negative: crop), output_padding more on the right
+    pads = [(d * (k - 1) - b, d * (k - 1) - a + o) for (b, a), k, d, o in zip(_pads(padding, n, "conv_transpose2d", shapes), k_, d_, op_)]
+    stuffed = [(i - 1) * s + 1 for i, s in zip(self.shape[2:], s_)]
+    if 0 in self.shape[2:] or any(k < 1 for k in k_) or any(i + b + a - d * (k - 1) <= 0 for i, (b, a), k, d in zip(stuffed, pads, k_, d_)):
+      raise ValueError(f"conv_transpose2d: input {self.shape} with weight {weight.shape}, stride {s_}, dilation {d_}, padding {padding} "
+                       f"and output_padding {op_} gives no output: need spatial dims and kernel sizes >= 1 and "
+                       f"(in-1)*stride - 2*padding + dilation*(kernel-1) + output_padding + 1 > 0")
     x = self
     for j, s in enumerate(s_):   # s-1 zeros between input elements: (.., i, 1) -> pad -> (.., i*s) -> drop the tail
       if s == 1: continue
@@ -207,12 +240,9 @@ class NNMixin:
       pre, post = x.shape[:ax], x.shape[ax + 1:]
       x = x.reshape(*pre, i, 1, *post).pad((None,) * (ax + 1) + ((0, s - 1),) + (None,) * len(post)).reshape(*pre, i * s, *post)
       x = x.shrink((None,) * ax + ((0, (i - 1) * s + 1),) + (None,) * len(post))
-    pads = [(d * (k - 1) - b, d * (k - 1) - a + o) for (b, a), k, d, o in zip(_pads(padding, n, "conv_transpose2d"), k_, d_, op_)]
-    if any(i + b + a - d * (k - 1) <= 0 for i, (b, a), k, d in zip(x.shape[2:], pads, k_, d_)):
-      raise ValueError(f"conv_transpose2d: input {self.shape} with weight {weight.shape}, stride {s_}, padding {padding} gives an empty output")
     w = weight.reshape(groups, cin // groups, cout_g, *k_).permute(0, 2, 1, *range(3, 3 + n))
     w = w.reshape(groups * cout_g, cin // groups, *k_).flip(*range(2, 2 + n))
-    return x.conv2d(w, bias, groups=groups, dilation=d_, padding=pads)
+    return x._conv(w, bias, groups, (1,) * n, d_, pads)
 
   def conv1d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
     if self.ndim != 3: raise ValueError(f"conv1d: input must be (N, Cin, L), got {self.shape} (weight {weight.shape})")
@@ -221,16 +251,19 @@ class NNMixin:
   # ----------------------------------------------------------------------------------------------------------- pooling
 
   def _pool_args(self, op, kernel_size, stride, dilation, padding, ceil_mode):
-    k_ = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
-    n = len(k_)
-    if n == 0 or self.ndim < n: raise ValueError(f"{op}: kernel {k_} has more dims than the input {self.shape}")
-    s_ = k_ if stride is None else _tuple(stride, n, op, "stride")
-    d_ = _tuple(dilation, n, op, "dilation")
-    pads = _pads(padding, n, op)
+    shapes = f" (input {self.shape})"
+    n = 2 if isinstance(kernel_size, int) else len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 0
+    if n == 0 or self.ndim < n: raise ValueError(f"{op}: kernel_size must be an int or 1 to {self.ndim} ints, got {kernel_size!r}{shapes}")
+    k_ = _tuple(kernel_size, n, op, "kernel_size", shapes=shapes)
+    s_ = k_ if stride is None else _tuple(stride, n, op, "stride", shapes=shapes)
+    d_ = _tuple(dilation, n, op, "dilation", shapes=shapes)
+    pads = _pads(padding, n, op, shapes)
+    if any(max(p) > k // 2 for p, k in zip(pads, k_)):   # (like torch; else whole windows could lie in the padding)
+      raise ValueError(f"{op}: padding {padding!r} must be at most half the kernel size {k_}{shapes}")
+    _check_windows(op, self.shape[-n:], k_, d_, pads, shapes)
     extra = []   # ceil_mode: more padding on the right, so a last partial window (starting inside input or left pad) exists
     for i, k, s, d, (b, a) in zip(self.shape[-n:], k_, s_, d_, pads):
       span = i + b + a - d * (k - 1) - 1
-      if span < 0: raise ValueError(f"{op}: window {k_} (dilation {d_}) is larger than the padded input {self.shape} (padding {pads})")
       o = (-(-span // s) if ceil_mode else span // s) + 1
       if ceil_mode and (o - 1) * s >= i + b: o -= 1
       extra.append(max(0, (o - 1) * s + d * (k - 1) + 1 - (i + b + a)))

@@ -673,17 +673,22 @@ def linearize(sink: UOp, out_ranges: list[UOp], staging: Optional[dict[UOp, list
   staging (see stage_loads): a reduction loop -> workgroup-memory stores that run before it opens (each inside loops of
   its own), followed by a barrier; another barrier after the loop closes, before the stores of the next trip."""
   staging, inits = staging or {}, inits or {}
-  rng: dict[UOp, frozenset] = {}
-  for u in UOp(Ops.SINK, None, sink.src + tuple(s for st in staging.values() for s in st)).toposort():
-    if u.op is Ops.RANGE: rng[u] = frozenset([u])
-    else:
-      s = frozenset().union(*[rng[x] for x in u.src]) if u.src else frozenset()
-      rng[u] = s - frozenset(u.src[1:]) if u.op is Ops.REDUCE else s
+  topo = UOp(Ops.SINK, None, sink.src + tuple(s for st in staging.values() for s in st)).toposort()
+  siblings: dict[tuple, list[UOp]] = {}   # reductions over the same loops (upcast copies) share one loop nest
+  for u in topo:
+    if u.op is Ops.REDUCE: siblings.setdefault(u.src[1:], []).append(u)
+  rng: dict[UOp, frozenset] = {}   # the loops each value needs open
+  def needs(u: UOp) -> frozenset:
+    if u.op is Ops.RANGE: return frozenset([u])
+    s = frozenset().union(*[rng[x] for x in u.src]) if u.src else frozenset()
+    return s - frozenset(u.src[1:]) if u.op is Ops.REDUCE else s
+  for u in topo: rng[u] = needs(u)
+  # siblings sit in one loop nest, so each needs the outer loops that any of them needs (an upcast copy that reads only
+  # padding does not depend on an outer reduction's loop that the others read with)
+  while any(len({rng[x] for x in g}) > 1 for g in siblings.values()):
+    for u in topo: rng[u] = frozenset().union(*[needs(x) for x in siblings[u.src[1:]]]) if u.op is Ops.REDUCE else needs(u)
   # (a product the same in every iteration is hoisted out of the loop, not fused)
   fused = {x: ab for x, ab in fused_products(sink).items() if rng[x.src[0]] & frozenset(x.src[1:])} if fma else {}
-  siblings: dict[tuple, list[UOp]] = {}   # reductions over the same loops (upcast copies) share one loop nest
-  for u in sink.toposort():
-    if u.op is Ops.REDUCE: siblings.setdefault(u.src[1:], []).append(u)
   out: list[UOp] = []
   done: set[UOp] = set()
   def hoist(roots: list[UOp], open_ranges: frozenset):   # the parts of `roots` that need no loop beyond the open ones
