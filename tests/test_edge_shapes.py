@@ -54,6 +54,8 @@ ZERO = {
   "logsumexp_all": ([(0,)], lambda x: x.logsumexp(0), lambda x: x.logsumexp()),
   "logsumexp_other_axis": ([(0, 3)], lambda x: x.logsumexp(1, keepdim=True), lambda x: x.logsumexp(1, keepdim=True)),
   "cumsum_cumsum_pad": ([(0,)], lambda x: F.pad(x.cumsum(0).cumsum(0), (1, 1), value=1.5), lambda x: x.cumsum(0).cumsum(0).pad((1, 1), value=1.5)),
+  "scans_empty_axis": ([(2, 0)], lambda x: x.cumsum(1) + x.cumprod(1) + x.cummax(1)[0] + x.logcumsumexp(1),
+                       lambda x: x.cumsum(1) + x.cumprod(1) + x.cummax(1) + x.logcumsumexp(1)),
   "sum_then_expand": ([(2, 0)], lambda x: x.sum(1, keepdim=True).expand(2, 3) * 2, lambda x: x.sum(1, keepdim=True).expand(2, 3) * 2),
   # matmul: K = 0 gives zeros; M or N = 0 an empty result
   "matmul_k0": ([(2, 0), (0, 3)], *same(lambda a, b: a @ b)),
@@ -101,6 +103,14 @@ def test_zero_size_reduction_without_identity_raises(device, op):
   with pytest.raises(RuntimeError, match=rf"{op}.*\(2, 0\)"): getattr(x, op)()
   with pytest.raises(IndexError): getattr(torch.zeros(2, 0), op)(1)   # the types torch raises
   with pytest.raises(RuntimeError): getattr(torch.zeros(2, 0), op)()
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_zero_size_arg_reduction_raises(device, op):
+  """IndexError like torch, over an empty axis and over all of an empty tensor."""
+  x = Tensor(np.zeros((2, 0), np.float32), device=device)
+  for axis in (1, None):
+    with pytest.raises(IndexError, match=rf"{op}.*\(2, 0\)"): getattr(x, op)(axis)
+    with pytest.raises(IndexError): getattr(torch.zeros(2, 0), op)(axis)
 
 def test_zero_size_gradient_flows_to_other_inputs(device):
   """An empty branch contributes nothing: the gradient of the other inputs is unchanged, that of the empty one empty."""

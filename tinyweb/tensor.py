@@ -962,10 +962,12 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def all(self, axis=None, keepdim=False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
 
   def _arg_reduce(self, op: str, x: Tensor, axis, keepdim) -> Tensor:
-    if axis is None: return x.flatten()._arg_reduce(op, x.flatten(), 0, False).reshape((1,) * self.ndim if keepdim else ())
+    if axis is None:
+      if self.numel() == 0: raise IndexError(f"{op}: cannot take {op} of an empty tensor (shape {self.shape}) without an axis")
+      return x.flatten()._arg_reduce(op, x.flatten(), 0, False).reshape((1,) * self.ndim if keepdim else ())
     a = _normalize_axis(op, axis, self.ndim)
     n = self.shape[a]
-    if n == 0: raise ValueError(f"{op}: cannot take {op} over an empty dimension (shape {self.shape}, axis {axis})")
+    if n == 0: raise IndexError(f"{op}: cannot take {op} over an empty dimension (shape {self.shape}, axis {axis})")   # (torch's type)
     is_max = x == x.max(a, keepdim=True)
     if x.dtype.is_float: is_max = is_max | x.isnan()   # a NaN is the maximum (and the minimum), like PyTorch
     # the first maximal position: larger weights for earlier positions, then take the max
@@ -1003,6 +1005,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return x._tri_mask_last().where(x.unsqueeze(-2), 1).prod(-1).transpose(a, -1)
   def cummax(self, axis: int = 0) -> Tensor:
     a = _normalize_axis("cummax", axis, self.ndim)
+    if self.numel() == 0: return self   # (an empty scan is empty; max refuses an empty axis)
     x = self.transpose(a, -1)
     return x._tri_mask_last().where(x.unsqueeze(-2), x.dtype.min if not x.dtype.is_float else -math.inf).max(-1).transpose(a, -1)
 
@@ -1024,8 +1027,8 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return out if keepdim else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in x._axes("logsumexp", axis)))
   def logcumsumexp(self, axis=0) -> Tensor:
     x = self._float_input()
-    if x.ndim == 0: return x
-    a = _normalize_axis("logcumsumexp", axis, x.ndim)
+    a = _normalize_axis("logcumsumexp", axis, max(x.ndim, 1))
+    if x.ndim == 0 or x.numel() == 0: return x   # (an empty scan is empty; its running max refuses an empty axis)
     out = x.detach().transpose(a, -1)._logcumsumexp_last().transpose(a, -1)
     # PyTorch's gradient, the sum over i >= j of g_i exp(x_j - out_i), in log space for g > 0 and g < 0 (where an infinite
     # out_i adds 0, instead of inf * 0); log(0) is the dtype's lowest finite value
