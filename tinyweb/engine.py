@@ -170,3 +170,7 @@ def run_schedule(items: list[ScheduleItem]):
   for d in devices: Device[d].flush()
   if DEBUG >= 1 and items:
     print(f"realize: {len(items)} items ({sum(it.kind == 'kernel' for it in items)} kernels) in {(time.perf_counter()-st)*1e3:.2f} ms")
+
+# the modules a realize may import, imported now instead of lazily in the middle of one: a module that another thread is
+# importing when the process forks stays locked forever in the child (the forked child's first kernel hung on it)
+import tinyweb.codegen.tensor_cores, tinyweb.search  # noqa: E402,F401
