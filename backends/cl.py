@@ -9,7 +9,8 @@
   platform, device, driver and build options), so a later process builds from the binary (about 1 ms on PoCL instead
   of 0.15-0.8 s from source).
 - Launch: the work-group size is the one compiled into the kernel (reqd_work_group_size, from Program.local_size);
-  the global size is the Program's grid times it.
+  the global size is the Program's grid times it. A kernel object's arguments are set and the kernel enqueued holding the
+  device's lock (clSetKernelArg on one kernel is not thread-safe: two threads would launch with each other's buffers).
 """
 from __future__ import annotations
 import os, time
@@ -72,8 +73,9 @@ class CLProgram:
   def __call__(self, *bufs, global_size=(1, 1, 1), parallel: int = 0, work: int = 0, wait=False):
     gsize = tuple(g * l for g, l in zip(global_size, self.local_size))
     st = time.perf_counter()
-    for i, b in enumerate(bufs): self.kernel.set_arg(i, b)
-    ev = self.dev.cl.enqueue_nd_range_kernel(self.dev.queue, self.kernel, gsize, self.local_size)
+    with self.dev.lock:
+      for i, b in enumerate(bufs): self.kernel.set_arg(i, b)
+      ev = self.dev.cl.enqueue_nd_range_kernel(self.dev.queue, self.kernel, gsize, self.local_size)
     if not wait: return None
     ev.wait()
     return time.perf_counter() - st

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ctypes, functools, os, subprocess, tempfile, time, shutil
 from concurrent.futures import ThreadPoolExecutor
 from tinyweb.device import Allocator, Compiler, Compiled
-from tinyweb.helpers import host_has_fma, host_has_avx512
+from tinyweb.helpers import host_has_fma, host_has_avx512, at_fork
 from tinyweb.codegen.cstyle import ClangRenderer
 
 ALIGN = 64   # a cache line, and one 16-float vector: no vector load or store of a buffer straddles two lines
@@ -43,7 +43,16 @@ PARALLEL_MIN_WORK = 1 << 18
 # The C thread pool splits the loop into this many pieces per core, claimed one at a time (backends/cpu_threads.c)
 PIECES_PER_CORE = 4
 CORES = os.cpu_count() or 1
-_pool = ThreadPoolExecutor(max_workers=CORES - 1) if CORES > 1 else None   # + the caller's thread
+# + the caller's thread; made on first use, and again in a forked child (the parent's threads do not exist there)
+_pool: ThreadPoolExecutor | None = None
+def python_pool() -> ThreadPoolExecutor:
+  global _pool
+  if _pool is None: _pool = ThreadPoolExecutor(max_workers=CORES - 1)
+  return _pool
+def _forget_pool():
+  global _pool
+  _pool = None
+at_fork(after_in_child=_forget_pool)
 
 @functools.cache
 def thread_pool(compiler: ClangCompiler):
@@ -82,7 +91,7 @@ class CoreSplitProgram:
       return functools.partial(run_pieces, self.chunk_fxn, (ctypes.c_void_p * len(args))(*args), lo, hi, len(pieces), n)
     chunks = split(n)
     def run():   # ctypes releases the GIL during the call, so the chunks run in parallel; this thread runs the first
-      pending = [_pool.submit(fxn, *args, lo, hi) for lo, hi in chunks[1:]]
+      pending = [python_pool().submit(fxn, *args, lo, hi) for lo, hi in chunks[1:]]
       fxn(*args, *chunks[0])
       for f in pending: f.result()
     return run
@@ -100,6 +109,7 @@ class CPUProgram(CoreSplitProgram):
     self.compiler = device.compiler
 
 class CPUDevice(Compiled):
+  fork_safe = True   # (the C thread pool starts its threads anew in a forked child: cpu_threads.c)
   def __init__(self, name: str = "CPU"):
     super().__init__(name, CPUAllocator(), ClangRenderer(), ClangCompiler(), CPUProgram)
     self.renderer.fused_multiply_add = host_has_fma()

@@ -5,14 +5,14 @@ driver API. Both libraries are loaded with ctypes when the device is first used:
   nvidia/cu13/lib), else the system's libnvrtc. Kernels compile to cubin for the GPU's own arch; a GPU newer than NVRTC
   gets PTX for the newest arch NVRTC knows, which the driver compiles (NVRTC 13's PTX needs a driver as new as it).
 - Driver: libcuda.so.1 (installed with the NVIDIA driver). GPU 0 (pick one with CUDA_VISIBLE_DEVICES), its primary
-  context made current in the thread that creates the device, the legacy default stream: launches run in order and a
-  copy to the host waits for the kernels before it.
+  context made current in each thread that calls the driver (the current context is per thread), the legacy default
+  stream: launches run in order and a copy to the host waits for the kernels before it.
 - Machines without a GPU still check the CUDA code: `NVRTCCheck` renders a kernel AST and compiles it for sm_80 and
   sm_90 (the test suite does that for every kernel it builds, see tests/cuda_check.py).
 The launch and memory paths were written without access to an NVIDIA GPU: they are untested on hardware.
 """
 from __future__ import annotations
-import ctypes, ctypes.util, glob, os, re
+import ctypes, ctypes.util, glob, os, re, threading
 from ctypes import POINTER, byref, c_char_p, c_float, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from tinyweb.device import Allocator, Compiler, Compiled
 from tinyweb.codegen.cuda import CUDARenderer
@@ -134,7 +134,11 @@ class Driver:
     try: self.lib = ctypes.CDLL(LIBCUDA)
     except OSError: raise RuntimeError("no NVIDIA driver (libcuda.so.1 not found)") from None
     for fn, args in DRIVER_API.items(): getattr(self.lib, fn).argtypes = args
+    self.ctx, self.threads = None, threading.local()   # the context to make current in each thread that calls (once)
   def __call__(self, fn: str, *args):
+    if self.ctx is not None and not getattr(self.threads, "has_ctx", False):
+      self.threads.has_ctx = True   # (first: the call below comes through here too)
+      self("cuCtxSetCurrent", self.ctx)
     if (status := getattr(self.lib, fn)(*args)) != 0:
       name = c_char_p()
       self.lib.cuGetErrorName(status, byref(name))
@@ -194,7 +198,7 @@ class CUDADevice(Compiled):
     gpu_name = ctypes.create_string_buffer(256)
     drv("cuDeviceGetName", gpu_name, 256, self.gpu)
     drv("cuDevicePrimaryCtxRetain", byref(ctx), self.gpu)
-    drv("cuCtxSetCurrent", ctx)
+    drv.ctx = ctx   # made current in this thread by the next call, and in any other thread by its first
     self.events = (c_void_p(), c_void_p())   # start/end of a timed launch (wait=True)
     for ev in self.events: drv("cuEventCreate", byref(ev), 0)
     major, minor = attr(ATTR_CC_MAJOR), attr(ATTR_CC_MINOR)
@@ -209,7 +213,8 @@ class CUDADevice(Compiled):
   def get_program(self, name: str, src: str) -> CUDAProgram:
     # the launch needs the block size the kernel was rendered for: it is in the source as __launch_bounds__(N)
     if (p := self.programs.get(src)) is None:
-      block = int(re.search(r"__launch_bounds__\((\d+)\)", src).group(1))
-      p = self.programs[src] = CUDAProgram(self, name, self.compiler.compile_cached(src), block)
+      block, lib = int(re.search(r"__launch_bounds__\((\d+)\)", src).group(1)), self.compiler.compile_cached(src)
+      with self.lock:
+        if (p := self.programs.get(src)) is None: p = self.programs[src] = CUDAProgram(self, name, lib, block)
     return p
   def synchronize(self): self.driver("cuCtxSynchronize")

@@ -56,6 +56,7 @@ class LLVMProgram(CoreSplitProgram):
     self.fxn = ctypes.CFUNCTYPE(None)(self.tracker[name])
 
 class LLVMDevice(Compiled):
+  fork_safe = True
   def __init__(self, name: str = "LLVM"):
     compiler = LLVMCompiler()
     self.llvm = compiler.llvm

@@ -614,6 +614,7 @@ class PythonCompiler(Compiler):
 
 class PythonDevice(Compiled):
   is_fallback = True   # Device.DEFAULT picks it only when no other device is available
+  fork_safe = True
   def __init__(self, name: str = "PYTHON"):
     super().__init__(name, PythonAllocator(), PythonRenderer(), PythonCompiler(), PythonProgram)
     self.renderer.fused_multiply_add = host_has_fma()   # as the CPU device does: the same bits

@@ -11,6 +11,8 @@
   every realize and TinyJit replay, and before any copy) submits them at once. WebGPU orders the dispatches of a pass
   and makes each one's writes visible to the next.
 - Which dtypes and ops are refused, and why, is listed in one place: `WGSLRenderer.unsupported`.
+- Threads: the encoder, the pass being recorded and the queue are shared; every method that touches them holds the
+  device's lock (`holds_device_lock`), so launches and copies from several threads go into the queue whole, in order.
 """
 from __future__ import annotations
 import functools, os, tempfile, time
@@ -51,10 +53,19 @@ def fails_clearly_when_lost(fn):
                             "on it are gone. Restart the process to get a new device.") from e
   return wrapper
 
+def holds_device_lock(fn):
+  """fn runs with the device's lock held (two threads recording into one pass at once broke it: "Encoder is locked by a
+  previously created render/compute pass", and wrong values)."""
+  @functools.wraps(fn)
+  def wrapper(self, *args, **kwargs):
+    with getattr(self, "dev", self).lock: return fn(self, *args, **kwargs)
+  return wrapper
+
 class WebGPUAllocator(Allocator):
   def __init__(self, dev):
     super().__init__()
     self.dev = dev
+  @holds_device_lock
   def alloc(self, nbytes: int):
     # a GPUBuffer freed into the pool by a Buffer that the garbage collector found in a reference cycle may have been
     # released by wgpu-py's own finalizer in the same collection: skip those
@@ -65,15 +76,18 @@ class WebGPUAllocator(Allocator):
   def _alloc(self, nbytes: int):
     w = self.dev.wgpu
     return self.dev.device.create_buffer(size=self.dev.buffer_size(nbytes), usage=w.BufferUsage.STORAGE | w.BufferUsage.COPY_SRC | w.BufferUsage.COPY_DST)
+  @holds_device_lock
   def _free(self, handle, nbytes: int):
     self.dev.flush()   # a recorded launch may still use it
     handle.destroy()
+  @holds_device_lock
   @fails_clearly_when_lost
   def copyin(self, handle, src: memoryview):
     self.dev.flush()   # queue.write_buffer runs before work submitted later: launches recorded so far go first
     data = bytes(src)
     if len(data) % 4: data += bytes(4 - len(data) % 4)
     self.dev.device.queue.write_buffer(handle, 0, data)
+  @holds_device_lock
   @fails_clearly_when_lost
   def copyout(self, dst: memoryview, handle):
     w, n = self.dev.wgpu, dst.nbytes
@@ -101,6 +115,7 @@ class WebGPUProgram:
                                                 compute={"module": module, "entry_point": name})
     except Exception as e:
       raise RuntimeError(f"WEBGPU: kernel {name} failed to compile: {e}\n--- source ---\n{src}") from e
+  @holds_device_lock
   @fails_clearly_when_lost
   def __call__(self, *bufs, global_size=(1, 1, 1), parallel: int = 0, work: int = 0, wait=False):
     dev = self.dev
@@ -141,6 +156,7 @@ class WEBGPUDevice(WebGPUDeviceBase):
       self.pass_ = self.encoder.begin_compute_pass()
     self.batched.append(kernel)
     return self.pass_
+  @holds_device_lock
   @fails_clearly_when_lost
   def flush(self, then=None):
     """Submit the recorded launches, followed by `then(encoder)` when given (a copy that must run after them)."""
@@ -155,6 +171,7 @@ class WEBGPUDevice(WebGPUDeviceBase):
     except Exception as e:
       raise RuntimeError(f"WEBGPU: submitting {len(kernels)} launches ({', '.join(kernels[:8])}"
                          f"{', ...' if len(kernels) > 8 else ''}) failed: {e}") from e
+  @holds_device_lock
   @fails_clearly_when_lost
   def synchronize(self):
     """Wait for all submitted work: map a small staging buffer after it (on_submitted_work_done is broken in wgpu 0.32)."""

@@ -92,10 +92,7 @@ def test_kernels_are_split_to_the_device_buffer_limit(device, case, monkeypatch)
     out = sum((t * (i + 1) for i, t in enumerate(ts[1:])), ts[0]).sum(1)
     ref = sum((a * (i + 1) for i, a in enumerate(arrs[1:])), arrs[0]).sum(1)
   else: out, ref = sum(ts[1:6], ts[0]) @ sum(ts[7:], ts[6]), sum(arrs[:6]) @ sum(arrs[6:])
-  launches: list = []
-  engine.capturing.append(launches)
-  try: got = out.numpy()
-  finally: engine.capturing.remove(launches)
+  with engine.recording() as launches: got = out.numpy()
   np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
   kernels = [bufs for k, bufs in launches if k is not None]
   assert len(kernels) >= 2 and all(len(bufs) <= 8 for bufs in kernels), [len(b) for b in kernels]

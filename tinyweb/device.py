@@ -9,13 +9,19 @@ A runtime (one module in `tinyweb.backends`) provides a `Compiled` device made o
 - optionally flush(): start launches recorded so far (called at the end of each realize and TinyJit replay).
 Register a new device with `Device.register("NAME", "module.path:ClassName")` or `Device["NAME"] = instance`.
 A device with `is_fallback = True` (PYTHON, the interpreter) is the default only where no other device works.
+
+Threads: each device has a re-entrant `lock`; a runtime whose queue or command state is not safe to share between
+threads (WEBGPU's recorded compute pass, an OpenCL kernel's arguments) takes it around that state, and the base classes
+take it around allocation and program loading. Compilers that are not `thread_safe` compile one source at a time.
+Fork: a device whose runtime survives os.fork() (`fork_safe = True`: CPU, LLVM, PYTHON) keeps working in a forked
+child; any other device that the parent had started is refused there with a RuntimeError (see `_DeviceRegistry`).
 """
 from __future__ import annotations
-import hashlib, importlib, os, functools, sys, threading, warnings, weakref
+import glob, hashlib, importlib, os, sys, threading, warnings, weakref
 from collections import defaultdict
 from typing import Any, Optional
 from tinyweb.dtype import DType
-from tinyweb.helpers import GlobalCounters, cache_dir, getenv
+from tinyweb.helpers import GlobalCounters, cache_dir, getenv, fork_safe_lock, at_fork
 
 class IdWeakSet:
   """A weak set compared by identity (Tensor.__eq__ builds a tensor, so weakref.WeakSet cannot hold tensors)."""
@@ -27,16 +33,19 @@ class IdWeakSet:
   def __iter__(self): return iter([x for r in list(self.refs.values()) if (x := r()) is not None])
 
 class Allocator:
-  """Base allocator with a free-list: freed buffers are kept by size and handed out again."""
+  """Base allocator with a free-list: freed buffers are kept by size and handed out again. Threads may share it: each
+  list operation is atomic, and no list is read and changed in two steps."""
   def __init__(self): self.cache: dict[int, list] = defaultdict(list)
   def alloc(self, nbytes: int):
-    if self.cache[nbytes]: return self.cache[nbytes].pop()
-    return self._alloc(nbytes)
+    try: return self.cache[nbytes].pop()
+    except IndexError: return self._alloc(nbytes)
   def free(self, handle, nbytes: int): self.cache[nbytes].append(handle)
   def free_cache(self):
-    for nbytes, hs in self.cache.items():
-      for h in hs: self._free(h, nbytes)
-    self.cache.clear()
+    for nbytes, hs in list(self.cache.items()):
+      while True:
+        try: h = hs.pop()
+        except IndexError: break
+        self._free(h, nbytes)
   def _alloc(self, nbytes: int): raise NotImplementedError
   def _free(self, handle, nbytes: int): pass
   def copyin(self, handle, src: memoryview): raise NotImplementedError
@@ -50,7 +59,9 @@ class Compiler:
   cache_key: Optional[str] = None   # set to enable the disk cache (include the compiler and flags in it)
   batch_sources = False   # True: several kernels' sources joined compile to one binary holding each kernel by its name
   thread_safe = False     # True: compile() may run in several threads at once (engine.compile_ahead overlaps them)
-  def __init__(self): self.mem: dict[str, bytes] = {}
+  def __init__(self):
+    self.mem: dict[str, bytes] = {}
+    self.lock = fork_safe_lock()   # held around compile() unless thread_safe
   def _disk_path(self, h: str) -> Optional[str]:
     return os.path.join(cache_dir(), "kernels", f"{h}.bin") if self.cache_key and not getenv("DISABLE_COMPILER_CACHE") else None
   def _hash(self, src: str) -> str: return hashlib.sha256(((self.cache_key or "") + "\0" + src).encode()).hexdigest()
@@ -69,13 +80,17 @@ class Compiler:
       with open(tmp, "wb") as f: f.write(lib)
       os.replace(tmp, path)
   def compile_cached(self, src: str) -> bytes:
-    if (lib := self.cached(src)) is None: self.store(src, lib := self.compile(src))
+    if (lib := self.cached(src)) is None: self.store(src, lib := self.compile_one(src))
     return lib
+  def compile_one(self, src: str) -> bytes:
+    """compile(src), one at a time unless the compiler is thread_safe (llvmlite's shared LLVM context is not)."""
+    if self.thread_safe: return self.compile(src)
+    with self.lock: return self.compile(src)
   def compile_many(self, srcs: list[str]) -> list:
     """Each source's binary, or the exception compiling it raised. With `batch_sources` the sources are compiled joined,
     in one compiler run (its start-up is paid once); if that fails, one by one. Not cached (see compile_cached)."""
     def one(src: str):
-      try: return self.compile(src)
+      try: return self.compile_one(src)
       except Exception as e: return e
     lib = one("\n".join(srcs)) if self.batch_sources and len(srcs) > 1 else None
     return [lib] * len(srcs) if isinstance(lib, bytes) else [one(s) for s in srcs]
@@ -83,13 +98,16 @@ class Compiler:
 
 class Compiled:
   """A device that compiles kernels. Subclasses pass their allocator, renderer, compiler and program class."""
+  fork_safe = False   # True: the runtime keeps working in a child made by os.fork() after the parent used it
   def __init__(self, name: str, allocator: Allocator, renderer, compiler: Compiler, program_cls):
     self.name, self.allocator, self.renderer, self.compiler, self.program_cls = name, allocator, renderer, compiler, program_cls
     self.programs: dict[str, Any] = {}
+    self.lock = fork_safe_lock()   # the device's queue and state: one thread at a time (see the module docstring)
   def get_program(self, name: str, src: str):
-    key = src
-    if (p := self.programs.get(key)) is None:
-      p = self.programs[key] = self.program_cls(self, name, self.compiler.compile_cached(src))
+    if (p := self.programs.get(src)) is None:
+      lib = self.compiler.compile_cached(src)
+      with self.lock:
+        if (p := self.programs.get(src)) is None: p = self.programs[src] = self.program_cls(self, name, lib)
     return p
   def synchronize(self): pass
   def flush(self):
@@ -115,8 +133,11 @@ class Buffer:
   def allocated(self) -> bool: return self._handle is not None
   def ensure_allocated(self) -> Buffer:
     if self._handle is None:
-      self._handle = Device[self.device].allocator.alloc(max(self.nbytes, 1))
-      GlobalCounters.mem_used += self.nbytes
+      dev = Device[self.device]
+      with dev.lock:   # (threads realizing graphs that share this buffer: one allocates it)
+        if self._handle is None:
+          self._handle = dev.allocator.alloc(max(self.nbytes, 1))
+          GlobalCounters.mem_used += self.nbytes
     return self
   @property
   def handle(self): return self.ensure_allocated()._handle
@@ -160,15 +181,28 @@ class Buffer:
     return memoryview(out)
   def __repr__(self): return f"<Buffer {self.device} {self.size} {self.dtype.name}>"
 
+def gpu_present() -> bool:
+  """Whether this machine shows a GPU, from device files alone (no runtime imported or started): a DRM render node (Linux
+  GPUs), an NVIDIA device file, WSL's /dev/dxg. Always on macOS, Windows and in the browser, whose GPU runtimes (Metal,
+  Direct3D, navigator.gpu) cannot be seen that cheaply."""
+  if sys.platform in ("darwin", "win32", "emscripten"): return True
+  return bool(glob.glob("/dev/dri/renderD*") or glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/dxg"))
+
 class _DeviceRegistry:
-  """`Device["CPU"]` gives the device object (created on first use); `Device.DEFAULT` is the best available one."""
+  """`Device["CPU"]` gives the device object (created on first use); `Device.DEFAULT` is the default device's name."""
   def __init__(self):
     self._specs: dict[str, str] = {}
+    self._gpu_runtimes: set[str] = set()
     self._instances: dict[str, Compiled] = {}
     self._failures: dict[str, str] = {}
-  def register(self, name: str, spec: str):
-    """spec: 'module.path:ClassName'; the module is imported only when the device is first used."""
+    self._default: Optional[str] = None
+    self._lock = fork_safe_lock()   # creating a device: one thread at a time
+    self._held_at_fork: list = []
+  def register(self, name: str, spec: str, gpu: bool = False):
+    """spec: 'module.path:ClassName'; the module is imported only when the device is first used. gpu: a runtime for GPUs,
+    tried first for Device.DEFAULT where the machine shows a GPU."""
     self._specs[name.upper()] = spec
+    if gpu: self._gpu_runtimes.add(name.upper())
   def __setitem__(self, name: str, dev: Compiled): self._instances[name.upper()] = dev
   def canonicalize(self, name: Optional[str]) -> str:
     if name is None: return self.DEFAULT
@@ -184,39 +218,69 @@ class _DeviceRegistry:
       if not ok: raise RuntimeError(f"device {name} is not available here: {why}")
     return self._instances[name]
   def check(self, name: str) -> tuple[bool, str]:
-    """(True, "") when the device can be used here, else (False, the reason)."""
+    """(True, "") when the device can be used here, else (False, the reason). Creates the device on first use."""
     name = name.upper()
     if name in self._instances: return True, ""
-    if name in self._failures: return False, self._failures[name]
-    if name not in self._specs: return False, f"unknown device; known: {self.known()}"
-    mod, cls = self._specs[name].split(":")
-    try: self._instances[name] = getattr(importlib.import_module(mod), cls)(name)
-    except Exception as e:
-      self._failures[name] = f"{type(e).__name__}: {e}"
-      return False, self._failures[name]
+    with self._lock:
+      if name in self._instances: return True, ""
+      if name in self._failures: return False, self._failures[name]
+      if name not in self._specs: return False, f"unknown device; known: {self.known()}"
+      mod, cls = self._specs[name].split(":")
+      try: self._instances[name] = getattr(importlib.import_module(mod), cls)(name)
+      except Exception as e:
+        self._failures[name] = f"{type(e).__name__}: {e}"
+        return False, self._failures[name]
     return True, ""
   def available(self) -> list[str]: return [n for n in self.known() if self.check(n)[0]]
-  @functools.cached_property
+  @property
   def DEFAULT(self) -> str:
+    if self._default is None: self._default = self._pick_default()
+    return self._default
+  @DEFAULT.setter
+  def DEFAULT(self, name: str): self._default = self.canonicalize(name)
+  def _pick_default(self) -> str:
+    """$DEV if set. Else the first device, in registration order, that works here, creating only the devices it tries:
+    one on a real GPU first (GPU runtimes are tried only where gpu_present(): a machine without a GPU imports and
+    starts nothing but the device that wins), then any device but a fallback, then a fallback, with a notice why."""
     if (env := os.getenv("DEV")): return self.canonicalize(env)
-    avail = self.available()
-    # a device on a real GPU (is_real_gpu: WEBGPU with a non-CPU adapter) ranks above the others
-    for name in avail:
-      if getattr(self._instances[name], "is_real_gpu", False): return name
-    # a fallback device (PYTHON, the interpreter) only when nothing else works, with a notice saying why
-    if avail:
-      name = next((n for n in avail if not getattr(self._instances[n], "is_fallback", False)), avail[0])
-      if getattr(self._instances[name], "is_fallback", False) and self._failures:
-        warnings.warn(f"tinyweb: the default device is {name}, a slow fallback: no other device works here "
-                      f"({self._failures})")
-      return name
-    raise RuntimeError(f"no device is available: {self._failures}")
+    gpu = gpu_present()
+    for name in self.known():
+      if (name in self._instances or (gpu and name in self._gpu_runtimes)) and self.check(name)[0] and \
+         getattr(self._instances[name], "is_real_gpu", False): return name
+    fallback = None
+    for name in self.known():
+      if not self.check(name)[0]: continue
+      if not getattr(self._instances[name], "is_fallback", False): return name
+      fallback = fallback or name
+    if fallback is None: raise RuntimeError(f"no device is available: {self._failures}")
+    if self._failures:
+      warnings.warn(f"tinyweb: the default device is {fallback}, a slow fallback: no other device works here ({self._failures})")
+    return fallback
+  def _before_fork(self):
+    """Wait until no thread is creating a device or inside a fork-safe device's runtime (loading a program, compiling:
+    llvmlite holds LLVM's own locks there, which the child would find held forever) and keep it so until the fork is
+    done."""
+    self._held_at_fork = [self._lock] + [lock for dev in list(self._instances.values()) if getattr(dev, "fork_safe", False)
+                                         for lock in (dev.lock, dev.compiler.lock)]
+    for lock in self._held_at_fork: lock.acquire()
+  def _after_fork_in_parent(self):
+    for lock in reversed(self._held_at_fork): lock.release()
+  def _forked(self):
+    """In a child made by os.fork(): the devices the parent had started whose runtime does not survive a fork (driver
+    threads, contexts and queues do not: they hang or fail in the child) are refused from now on, with the reason."""
+    for name, dev in list(self._instances.items()):
+      if not getattr(dev, "fork_safe", False):
+        del self._instances[name]
+        self._failures[name] = (f"the parent process had started {name} before os.fork(), and its runtime (driver threads, "
+                                f"contexts, queues) does not survive a fork: use {name} in a process started with "
+                                "multiprocessing's 'spawn' or 'forkserver' start method, or fork before the parent first uses it")
 
 Device = _DeviceRegistry()
+at_fork(before=Device._before_fork, after_in_parent=Device._after_fork_in_parent, after_in_child=Device._forked)
 Device.register("CPU", "tinyweb.backends.cpu:CPUDevice")
-Device.register("CUDA", "tinyweb.backends.cuda:CUDADevice")   # before WEBGPU: on an NVIDIA GPU both are real, CUDA is native
+Device.register("CUDA", "tinyweb.backends.cuda:CUDADevice", gpu=True)   # before WEBGPU: on an NVIDIA GPU both are real, CUDA is native
 Device.register("WEBGPU", "tinyweb.backends.webgpu_browser:BrowserWebGPUDevice" if sys.platform == "emscripten" else
-                "tinyweb.backends.webgpu:WEBGPUDevice")   # after CPU: ranks first only on a real GPU adapter; in Pyodide: navigator.gpu
-Device.register("CL", "tinyweb.backends.cl:CLDevice")                # likewise: PoCL (OpenCL on the CPU) never ranks first
+                "tinyweb.backends.webgpu:WEBGPUDevice", gpu=True)   # after CPU: ranks first only on a real GPU adapter; in Pyodide: navigator.gpu
+Device.register("CL", "tinyweb.backends.cl:CLDevice", gpu=True)      # likewise: PoCL (OpenCL on the CPU) never ranks first
 Device.register("LLVM", "tinyweb.backends.llvm:LLVMDevice")       # LLVM IR through llvmlite's JIT; after CPU, never the default over it
 Device.register("PYTHON", "tinyweb.backends.python:PythonDevice")   # last: the pure-Python fallback, always available

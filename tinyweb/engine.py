@@ -3,11 +3,11 @@
 DEBUG=1 prints a summary per realize, DEBUG=2 one line per kernel (time, GFLOP/s, GB/s), DEBUG=3 adds the kernel's
 lowered loop structure, DEBUG=4 prints the generated source."""
 from __future__ import annotations
-import functools, os, sys, time
+import contextlib, contextvars, functools, os, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from tinyweb.device import Device, Buffer
-from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GlobalCounters, prod
+from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GlobalCounters, prod, at_fork
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.lower import lower, Program
 from tinyweb.schedule import ScheduleItem
@@ -29,7 +29,17 @@ class CompiledKernel:
 
 _kernel_cache: dict[tuple[str, UOp, int, int, int], CompiledKernel] = {}   # (device, ast, BEAM, NOOPT, TILES)
 kernel_observers: list = []   # fn(device, ast), called when get_kernel builds a kernel (the tests' CUDA compile check)
-capturing: list[list] = []   # TinyJit appends a list here to record every launch as (kernel or None for a copy, buffers)
+# the lists that recording() blocks open in this thread (or task) append each launch to
+capturing: contextvars.ContextVar[tuple[list, ...]] = contextvars.ContextVar("tinyweb_capturing", default=())
+
+@contextlib.contextmanager
+def recording():
+  """`with recording() as launches:` lists every launch this thread makes in the block, as (kernel or None for a copy,
+  buffers) (TinyJit's capture); other threads' launches are not in it."""
+  launches: list = []
+  token = capturing.set(capturing.get() + (launches,))
+  try: yield launches
+  finally: capturing.reset(token)
 
 INDEX_MAX = 2**31 - 1   # index arithmetic is 32-bit on every target (int in C, i32 in WGSL)
 
@@ -71,8 +81,17 @@ def get_kernel(device: str, ast: UOp) -> CompiledKernel:
     k = cache_kernel(device, ast, prog, src, Device[device].get_program(prog.name, src))
   return k
 
-# compiles of a cold schedule run in these threads (not in Pyodide, which has none)
-_compile_pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1) if sys.platform != "emscripten" else None
+# compiles of a cold schedule run in these threads (not in Pyodide, which has none). A forked child gets a pool of its own:
+# the parent's threads do not exist there, and the parent's pool would wait for them forever
+_compile_pool: ThreadPoolExecutor | None = None
+def compile_pool() -> ThreadPoolExecutor | None:
+  global _compile_pool
+  if _compile_pool is None and sys.platform != "emscripten": _compile_pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+  return _compile_pool
+def _forget_compile_pool():
+  global _compile_pool
+  _compile_pool = None
+at_fork(after_in_child=_forget_compile_pool)
 COMPILE_BATCH = 8   # new kernels per compiler run in compile_ahead: few enough that compiling keeps up with lowering
 
 def compile_ahead(items: list[ScheduleItem]):
@@ -82,14 +101,14 @@ def compile_ahead(items: list[ScheduleItem]):
   once per batch (clang: ~85 ms of the ~100 ms a small kernel takes). Only for compilers that allow it
   (Compiler.thread_safe), not during BEAM search (it times kernels). A kernel that fails here is left to get_kernel,
   which raises at its turn in the schedule."""
-  if _compile_pool is None or BEAM >= 1: return
+  if (pool := compile_pool()) is None or BEAM >= 1: return
   batches: dict[str, list[tuple]] = {}   # device -> kernels (ast, prog, src) whose compile has not started
   started: list[tuple] = []              # (device, kernels, future of their binaries)
   names: set[str] = set()
   seen: set[tuple] = set()
   def start(device: str):
     if part := batches.pop(device, []):
-      started.append((device, part, _compile_pool.submit(Device[device].compiler.compile_many, [src for _, _, src in part])))
+      started.append((device, part, pool.submit(Device[device].compiler.compile_many, [src for _, _, src in part])))
   for it in items:
     if it.kind != "kernel": continue
     device = it.bufs[0].device
@@ -117,14 +136,14 @@ def compile_ahead(items: list[ScheduleItem]):
 def run_schedule(items: list[ScheduleItem]):
   st = time.perf_counter()
   compile_ahead(items)
-  devices = set()
+  devices, records = set(), capturing.get()
   for it in items:
     for b in it.bufs: b.ensure_allocated()
     if it.kind == "copy":
       dst, src = it.bufs
       t0 = time.perf_counter()
       dst.copyin(src.as_memoryview())
-      for cap in capturing: cap.append((None, it.bufs))
+      for rec in records: rec.append((None, it.bufs))
       et = time.perf_counter() - t0
       GlobalCounters.global_mem += dst.nbytes
       if DEBUG >= 2: print(f"*** copy {src.device} -> {dst.device} {dst.nbytes:>10d} bytes {et*1e3:8.3f} ms")
@@ -133,11 +152,12 @@ def run_schedule(items: list[ScheduleItem]):
     for b in it.bufs[1:]:
       if b.device != device:
         raise RuntimeError(f"kernel reads a buffer on {b.device} while writing on {device}: move tensors with .to() first")
+    if device not in devices: Device[device]   # (refused in a forked child, before a cached kernel of the parent's runs)
     k = get_kernel(device, it.ast)
     devices.add(device)
     et = k.run([b.handle for b in it.bufs], wait=DEBUG >= 2)
     it.bufs[0].stores += 1
-    for cap in capturing: cap.append((k, it.bufs))
+    for rec in records: rec.append((k, it.bufs))
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += k.program.flops
     GlobalCounters.global_mem += k.program.mem_estimate
@@ -150,3 +170,7 @@ def run_schedule(items: list[ScheduleItem]):
   for d in devices: Device[d].flush()
   if DEBUG >= 1 and items:
     print(f"realize: {len(items)} items ({sum(it.kind == 'kernel' for it in items)} kernels) in {(time.perf_counter()-st)*1e3:.2f} ms")
+
+# the modules a realize may import, imported now instead of lazily in the middle of one: a module that another thread is
+# importing when the process forks stays locked forever in the child (the forked child's first kernel hung on it)
+import tinyweb.codegen.tensor_cores, tinyweb.search  # noqa: E402,F401

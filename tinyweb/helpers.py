@@ -1,6 +1,6 @@
 """Small shared utilities: environment/context variables, counters, and a few pure functions."""
 from __future__ import annotations
-import os, functools, operator, math, platform
+import os, functools, operator, math, platform, contextvars, threading, weakref
 from typing import Any, Iterable, Sequence
 
 def prod(xs: Iterable[int]) -> int: return functools.reduce(operator.mul, xs, 1)
@@ -18,11 +18,19 @@ def ceildiv(a: int, b: int) -> int: return -(-a // b)
 def getenv(key: str, default: Any = 0) -> Any: return type(default)(os.getenv(key, default))
 
 class ContextVar:
-  """A setting read from the environment at start-up and changeable with `with Context(NAME=value):`."""
+  """A setting: its default is read from the environment at start-up and is the same in every thread; `with
+  Context(NAME=value):` (or assigning `.value`) changes it for the current thread or asyncio task only. The value lives
+  in a `contextvars.ContextVar`: a new thread starts from the defaults (as torch's grad mode does), an asyncio task
+  from a copy of its creator's settings, and no thread's or task's change is seen by another."""
   registry: dict[str, ContextVar] = {}
   def __init__(self, key: str, default: Any):
-    self.key, self.value = key, getenv(key, default)
+    self.key, self.default = key, getenv(key, default)
+    self.var = contextvars.ContextVar(key, default=self.default)
     ContextVar.registry[key] = self
+  @property
+  def value(self) -> Any: return self.var.get()
+  @value.setter
+  def value(self, v: Any): self.var.set(v)
   def __bool__(self): return bool(self.value)
   def __ge__(self, x): return self.value >= x
   def __gt__(self, x): return self.value > x
@@ -39,24 +47,44 @@ TILES = ContextVar("TILES", -1)   # GPU workgroup tiles by default (Opt TILE): -
 TRAINING = ContextVar("TRAINING", 0)
 NO_GRAD = ContextVar("NO_GRAD", 0)
 
+# the `with Context(...)` blocks open in this thread or task, innermost last: (manager, the values it replaced). Kept
+# here, not on the manager: one manager (a decorator's, Tensor.no_grad) may be open in several threads and nested
+_open_blocks: contextvars.ContextVar[tuple] = contextvars.ContextVar("tinyweb_open_blocks", default=())
+
 class Context:
-  """`with Context(DEBUG=2, TRAINING=1):` sets context variables for the block and restores them after.
-  Also usable as a decorator."""
+  """`with Context(DEBUG=2, TRAINING=1):` sets context variables for the block, in this thread or asyncio task only, and
+  restores them after. Also usable as a decorator."""
   def __init__(self, **kwargs):
     unknown = [k for k in kwargs if k not in ContextVar.registry]
     if unknown: raise KeyError(f"Context: unknown variable(s) {unknown}; known: {sorted(ContextVar.registry)}")
-    self.kwargs, self.saved = kwargs, []
+    self.kwargs = kwargs
   def __enter__(self):
-    self.saved.append({k: ContextVar.registry[k].value for k in self.kwargs})
+    _open_blocks.set(_open_blocks.get() + ((self, {k: ContextVar.registry[k].value for k in self.kwargs}),))
     for k, v in self.kwargs.items(): ContextVar.registry[k].value = v
     return self
   def __exit__(self, *exc):
-    for k, v in self.saved.pop().items(): ContextVar.registry[k].value = v
+    blocks = _open_blocks.get()
+    i = next(i for i in reversed(range(len(blocks))) if blocks[i][0] is self)   # this manager's innermost open block
+    _open_blocks.set(blocks[:i] + blocks[i + 1:])
+    for k, v in blocks[i][1].items(): ContextVar.registry[k].value = v
   def __call__(self, fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
       with self: return fn(*args, **kwargs)
     return wrapper
+
+def at_fork(**hooks):
+  """os.register_at_fork(before=, after_in_parent=, after_in_child=) where the platform can fork (not Windows, Pyodide)."""
+  if hasattr(os, "register_at_fork"): os.register_at_fork(**hooks)
+
+_fork_safe_locks: weakref.WeakSet = weakref.WeakSet()
+at_fork(after_in_child=lambda: [lock._at_fork_reinit() for lock in _fork_safe_locks])
+
+def fork_safe_lock() -> threading.RLock:
+  """A re-entrant lock that is free again in a child made by os.fork(): another thread that held it at the fork does
+  not exist in the child, so there it would never be released."""
+  _fork_safe_locks.add(lock := threading.RLock())
+  return lock
 
 class GlobalCounters:
   """Counts what the runtime did since the last reset: kernels launched, FLOPs, bytes moved, kernel time."""

@@ -9,7 +9,8 @@ Rules, as in tinygrad: inputs are the Tensor arguments (positional and keyword);
 same shapes, dtypes and devices (a mismatch raises a ValueError naming the argument; make a new TinyJit for another
 shape). Returned tensors live in buffers that the next call overwrites: copy them if you need to keep them. Python
 values computed inside the function (e.g. with .item()) are not recomputed by a replay. Random numbers keep changing,
-because the random state is advanced by kernels."""
+because the random state is advanced by kernels. Calls of one TinyJit may come from any thread, one at a time: a call
+while another thread's is running raises a RuntimeError (the second would overwrite the first's outputs)."""
 from __future__ import annotations
 import functools
 from typing import Any, Callable
@@ -18,7 +19,7 @@ from tinyweb.uop import UOp, Ops
 from tinyweb.device import Buffer, Device
 from tinyweb.schedule import realized_cache, apply_realized, is_contiguous_buffer, substitute, buffer_uop
 from tinyweb import engine
-from tinyweb.helpers import DEBUG, GlobalCounters
+from tinyweb.helpers import DEBUG, GlobalCounters, fork_safe_lock
 
 def _tensors_in(x: Any) -> list[Tensor]:
   if isinstance(x, Tensor): return [x]
@@ -42,6 +43,7 @@ class TinyJit:
     self.signature: list[tuple] = []
     self.outputs: Any = None
     self.plan = None   # built on the first replay (see _make_plan)
+    self.busy = fork_safe_lock()   # held by the thread whose call is running
     functools.update_wrapper(self, fn)
 
   def reset(self):
@@ -51,6 +53,14 @@ class TinyJit:
     return self if obj is None else functools.partial(self.__call__, obj)
 
   def __call__(self, *args, **kwargs):
+    if not self.busy.acquire(blocking=False):
+      raise RuntimeError(f"TinyJit: {getattr(self.fn, '__name__', 'the function')} is running in another thread; a TinyJit's "
+                         "outputs live in buffers that each call overwrites, so calls must not overlap: use one TinyJit per "
+                         "thread, or a lock around the calls")
+    try: return self._call(*args, **kwargs)
+    finally: self.busy.release()
+
+  def _call(self, *args, **kwargs):
     inputs = _tensors_in(args) + _tensors_in(kwargs)
     bufs = [_input_buffer(t) for t in inputs]
     sig = [(t.shape, t.dtype, t.device) for t in inputs]
@@ -61,16 +71,10 @@ class TinyJit:
       return ret
     if self.calls == 2:
       self.signature, self.input_buffers = sig, bufs
-      record: list = []
-      engine.capturing.append(record)
-      realized_cache.start_capture()
-      try:
+      with engine.recording() as record, realized_cache.capture():
         ret = self.fn(*args, **kwargs)
         outs = _tensors_in(ret)
         Tensor.realize_all(*outs)
-      finally:
-        realized_cache.end_capture()
-        engine.capturing.remove(record)
       self.launches = record
       self.outputs = ret
       self.output_uops = [apply_realized(t.uop) for t in outs]
@@ -99,6 +103,7 @@ class TinyJit:
                                     f"captured with {b[0]} {b[1].name} on {b[2]}; use a new TinyJit for other shapes")
       raise ValueError(f"TinyJit: called with {len(sig)} tensor arguments, captured with {len(self.signature)}")
     if self.plan is None: self.plan = self._make_plan()
+    devices = [Device[d] for d in self.devices]   # (refused in a forked child, before a launch of the parent's runs)
     swap = {old: new for old, new in zip(self.input_buffers, bufs) if old is not new}
     for kernel, kbufs, bound in self.plan:
       if bound is not None: bound()
@@ -109,7 +114,7 @@ class TinyJit:
         kbufs[0].writes += 1
         kbufs[0].stores += 1
     for b in self.written: b.writes, b.stores = b.writes + 1, b.stores + 1
-    for d in self.devices: Device[d].flush()
+    for d in devices: d.flush()
     GlobalCounters.kernel_count += self.totals[0]
     GlobalCounters.global_ops += self.totals[1]
     GlobalCounters.global_mem += self.totals[2]

@@ -10,7 +10,7 @@ Fusion rules (each kernel stores one value):
   only a view of an existing buffer needs no kernel at all.
 """
 from __future__ import annotations
-import weakref
+import contextlib, contextvars, itertools, weakref
 from dataclasses import dataclass
 from collections import defaultdict
 from typing import Optional
@@ -34,27 +34,30 @@ class RealizedCache:
   is stale and dropped. (In-place assigns into an input need no check: they give the tensor a new BUFFER version, so
   later graphs differ from the cached ones, and older graphs keep the value computed before the assign.) It also
   remembers `stores` of the buffer holding the value: any write into that buffer (an in-place assign, a replay) replaces
-  the value, so the entry is dropped. `start_capture()` (TinyJit) hides every entry made before it, so values
-  are recomputed and their kernels recorded; values computed during the capture are reused as usual."""
+  the value, so the entry is dropped. Inside `with capture():` (TinyJit) a thread sees only the entries it made in that
+  block, so values are recomputed and their kernels recorded (also values another thread computed meanwhile); values
+  computed during the capture are reused as usual. Other threads see every entry."""
   def __init__(self):
     self.entries: "weakref.WeakKeyDictionary[UOp, tuple]" = weakref.WeakKeyDictionary()
-    self.generation = self.oldest_visible = 0
-  def start_capture(self):
-    self.generation += 1
-    self.oldest_visible = self.generation
-  def end_capture(self): self.oldest_visible = 0
+    self.captures = itertools.count(1)
+    self.current = contextvars.ContextVar("tinyweb_capture", default=0)   # this thread's capture (0: none)
+  @contextlib.contextmanager
+  def capture(self):
+    token = self.current.set(next(self.captures))
+    try: yield
+    finally: self.current.reset(token)
   def put(self, key: UOp, result: UOp):
     deps = tuple((u.arg[0], u.arg[0].writes) for u in key.toposort() if u.op is Ops.BUFFER)
     if not deps: return   # a value made of constants only: recomputing it is cheap, and a buffer in its place would
                           # turn those constants into loads in every later kernel that uses them
     holder = result.base.arg[0]
-    self.entries[key] = (result, deps, (holder, holder.stores), self.generation)
+    self.entries[key] = (result, deps, (holder, holder.stores), self.current.get())
   def get(self, key: UOp) -> Optional[UOp]:
     if (e := self.entries.get(key)) is None: return None
-    result, deps, (holder, stores), gen = e
-    if gen < self.oldest_visible: return None
+    result, deps, (holder, stores), made_in = e
+    if (capture := self.current.get()) and made_in != capture: return None
     if holder.stores != stores or any(b.writes != w for b, w in deps):
-      del self.entries[key]
+      self.entries.pop(key, None)   # (another thread may have dropped it too)
       return None
     return result
   def __contains__(self, key: UOp) -> bool: return self.get(key) is not None
@@ -91,7 +94,7 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
   if (template := _schedule_cache.get(key)) is not None: return template.instantiate(graph, inputs, list(targets))
   out = _create_schedule(list(targets), sink, graph)
   if (template := ScheduleTemplate.capture(graph, inputs, list(targets), *out)) is not None:
-    if len(_schedule_cache) >= SCHEDULE_CACHE_SIZE: del _schedule_cache[next(iter(_schedule_cache))]   # the oldest
+    if len(_schedule_cache) >= SCHEDULE_CACHE_SIZE: _schedule_cache.pop(next(iter(_schedule_cache)), None)   # the oldest
     _schedule_cache[key] = template
   return out
 

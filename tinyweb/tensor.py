@@ -8,7 +8,7 @@ from array import array
 from typing import Any, Optional, Sequence, Union
 from tinyweb.dtype import DType, dtypes, to_dtype, promote, promote_with_scalar, least_upper_dtype, cast_scalar, \
   float_to_bf16_bits, bf16_bits_to_float, scalar_dtype, scalar_fits, check_scalar, scalar_range_error, fmt_scalar
-from tinyweb.helpers import prod, argsort, flatten, largest_divisor, TRAINING, NO_GRAD, all_same
+from tinyweb.helpers import prod, argsort, flatten, largest_divisor, TRAINING, NO_GRAD, all_same, Context
 from tinyweb.uop import UOp, Ops, MOVEMENT, unique_id, const_key
 from tinyweb.device import Device, Buffer, IdWeakSet
 from tinyweb.schedule import create_schedule, realized_cache, buffer_uop, apply_realized, substitute, is_contiguous_buffer
@@ -16,28 +16,15 @@ from tinyweb.engine import run_schedule
 from tinyweb.gradient import compute_gradient
 from tinyweb.tensor_nn import NNMixin
 
-class _GradMode:
-  """`Tensor.no_grad`: truthy when gradients are off; `with Tensor.no_grad():` turns them off for a block."""
+class _GradMode(Context):
+  """`Tensor.no_grad`: truthy when gradients are off in this thread (or asyncio task); `with Tensor.no_grad():`,
+  `@Tensor.no_grad()` and `@Tensor.no_grad` turn them off for a block or a function, in this thread only."""
+  def __init__(self): super().__init__(NO_GRAD=1)
   def __bool__(self): return bool(NO_GRAD.value)
-  def __call__(self, fn=None):
-    if fn is None: return self
-    def wrapper(*a, **k):
-      with self: return fn(*a, **k)
-    return wrapper
-  def __enter__(self):
-    self.prev = getattr(self, "prev", [])
-    self.prev.append(NO_GRAD.value)
-    NO_GRAD.value = 1
-  def __exit__(self, *exc): NO_GRAD.value = self.prev.pop()
+  def __call__(self, fn=None): return self if fn is None else super().__call__(fn)
 
-class _TrainMode:
-  def __init__(self, mode: bool): self.mode = mode
-  def __enter__(self): self.prev = TRAINING.value; TRAINING.value = int(self.mode)
-  def __exit__(self, *exc): TRAINING.value = self.prev
-  def __call__(self, fn):
-    def wrapper(*a, **k):
-      with _TrainMode(self.mode): return fn(*a, **k)
-    return wrapper
+class _TrainMode(Context):
+  def __init__(self, mode: bool): super().__init__(TRAINING=int(mode))
 
 class _TensorMeta(type):
   @property

@@ -68,7 +68,11 @@ class UOpMeta(type):
       if (ref := UOpMeta.table.get(key)) is not None and (ret := ref()) is not None: return ret
     except TypeError: return super().__call__(op, dtype, src, arg)   # unhashable arg: not interned
     ret = super().__call__(op, dtype, src, arg)
-    UOpMeta.table[key] = weakref.ref(ret, functools.partial(_forget, key))
+    ref = weakref.ref(ret, functools.partial(_forget, key))
+    # setdefault: another thread may have made this key's UOp meanwhile, and a key must stay one object
+    if (old := UOpMeta.table.setdefault(key, ref)) is not ref:
+      if (other := old()) is not None: return other
+      UOpMeta.table[key] = ref   # a dead entry whose _forget has not run yet
     return ret
 
 def _forget(key, ref):   # a UOp died: drop its entry unless a newer UOp with the same key replaced it
