@@ -11,14 +11,17 @@ paddings, dilations and groups, pool windows, pad modes, index tensors, ...) and
 torch rejects is usually drawn again, sometimes kept (the case then checks that tinyweb raises too).
 
 The reference is torch's float32 result. Torch also runs the graph in float64, and twice with every inexact op's
-output perturbed by a few float32 ulps (a multiplier that is a hash of the value's bits, so equal values stay equal and
-ties are kept); how far these runs lie apart is how ill-conditioned the graph is there, and sets the tolerance:
+output (and the inputs of ops that sum many terms, whose order of additions is free) perturbed by a few float32 ulps: a
+multiplier that is a hash of the value's bits, so equal values stay equal and ties are kept. How far these runs lie
+apart is how ill-conditioned the graph is there, and sets the tolerance:
   |tinyweb - ref64| <= ATOL + RTOL*|ref64| + SLACK*max_k |ref_k - ref64|    (finite elements)
 An element whose runs disagree on NaN/inf/finite may be any of the classes they give; elsewhere NaN positions, inf
-positions and signs must match. Integer and bool elements must be equal wherever the runs agree. Shapes must be equal,
-dtypes of the same class (float/int/uint/bool: tinyweb's int32 stands for torch's int64). With grads, the loss is a
-random scalar reduction of each float output (a weighted sum, sum or mean) and every float leaf's grad is compared the
-same way (a leaf torch gives no grad must get none or zeros). An exception in tinyweb where torch succeeds is a failure.
+positions and signs must match. Integer and bool elements must be equal wherever the runs agree (torch's int64 results
+wrapped to tinyweb's int32, its default). Shapes must be equal, dtypes of the same class (float/int/uint/bool). With
+grads, the loss is a random scalar reduction of each float output (a weighted sum, sum or mean) and every float leaf's
+grad is compared the same way (ATOL scaled by the grad's size; a leaf torch gives no grad must get none or zeros). An
+exception in tinyweb where torch succeeds is a failure; where torch raises, tinyweb must raise too (any exception) or
+the case is skipped and counted.
 
 On a failure the case is shrunk (outputs dropped, ops bypassed or cut to a leaf holding their value, leaf shapes
 shrunk, values simplified, parameters simplified) while it keeps failing the same way, and printed as a standalone
@@ -32,14 +35,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from helpers import Draw, rng_draw  # noqa: E402
+from helpers import rng_draw  # noqa: E402
 from tinyweb import Tensor, dtypes  # noqa: E402
 from tinyweb.device import Device  # noqa: E402
 
 nan, inf = math.nan, math.inf
 MAX_NUMEL = 512           # largest tensor a case builds
-ATOL, RTOL, SLACK = 1e-5, 1e-4, 8.0
-GRAD_ATOL = 1e-5          # times max(1, the largest |grad| of that leaf)
+ATOL, RTOL, SLACK = 1e-5, 1e-4, 8.0   # grads: ATOL times max(1, the largest |grad| of that leaf)
 NOISE32, NOISE64 = 2.0 ** -22, 2.0 ** -21   # relative perturbation of each inexact op's output in the noisy runs
 SPECIAL = [nan, inf, -inf, 0.0, -0.0, 1e30, -1e30, 3e38, -3e38, 1e-40, -1e-40, 1e-30, -1e-30]
 LARGE = [20.0, -20.0, 50.0, -50.0, 100.0, -100.0, 88.7, -88.7, 1e4, -1e4, 1e7, -1e7]
@@ -348,6 +350,29 @@ def fancy_code(ins, p):
   spec = eval(p["spec"])
   return ins[0] + "[" + ", ".join(next(it) if t == "t" else ":" if t == ":" else str(list(t)) for t in spec) + "]"
 
+def setitem(x, idx, v):
+  x = x.clone()
+  x[idx] = v
+  return x
+
+def g_setitem(g):
+  """x[idx] = v on a copy: ints and slices (positive steps), v a scalar or a node that broadcasts to the selection"""
+  x = g.pick("fib", ok=lambda s: len(s) >= 1)
+  s, k = g.shape(x), g.kind(x)
+  items = []
+  for n in s[:g.d.int(1, len(s))]:
+    r = g.d.int(0, 3)
+    if r == 0 and n: items.append(str(g.d.int(-n, n - 1)))
+    elif r == 1: items.append(":")
+    else:
+      a = g.d.int(0, n)
+      items.append(f"{a}:{g.d.int(a, n)}" + (f":{g.d.int(2, 3)}" if g.d.int(0, 3) == 0 else ""))
+  idx = ", ".join(items)
+  sel = np.empty(s)[eval(f"np.s_[{idx}]")].shape
+  if g.d.bool(): v = Const(g.d.choice([1.5, -inf, nan, 0.0, 1e30] if k == "f" else [3, -1] if k == "i" else [True]))
+  else: v = g.pick(k, ok=lambda t: broadcastable_to(t, sel), fresh=lambda: sub_broadcast(g, sel))
+  return [x, v], {"idx": Code(idx, idx)}
+
 def g_gather(g):
   x = g.pick("fib", ok=lambda s: len(s) >= 1 and all(s))
   s = g.shape(x)
@@ -610,7 +635,7 @@ F_UNARY = [  # name, tinyweb, torch (None: same), inputs (f: float, i: int, b: b
   ("contiguous", "{0}.contiguous()", None, "fib", True), ("clone", "{0}.clone()", None, "fib", True), ("detach", "{0}.detach()", None, "f", True),
 ]
 for _n, _tw, _pt, _k, _ex in F_UNARY: op(_n, "unary", g_unary(_k), _tw, _pt, exact=_ex, w=0.6)
-op("leaky_relu", "unary", g_unary("f", s=[0.01, 0.2, 1.5, -0.3]), "{0}.leaky_relu({s})", "F.leaky_relu({0}, {s})", exact=False)
+op("leaky_relu", "unary", g_unary("f", s=[0.01, 0.2, 1.5, -0.3]), "{0}.leaky_relu({s})", "F.leaky_relu({0}, {s})")
 op("elu", "unary", g_unary("f", a=[1.0, 0.5, 2.0]), "{0}.elu({a})", "F.elu({0}, {a})")
 op("celu", "unary", g_unary("f", a=[1.0, 0.5, 2.0]), "{0}.celu({a})", "F.celu({0}, {a})")
 op("softplus", "unary", g_unary("f", b=[1.0, 2.0, 0.5], t=[20.0, 5.0]), "{0}.softplus({b}, {t})", "F.softplus({0}, {b}, {t})")
@@ -626,7 +651,7 @@ for _n, _sym, _k, _c, _rc, _v, _ex in [
     ("add", "+", "fi", int_consts, [1.5, 2, -inf], None, False), ("sub", "-", "fi", int_consts, [1.0, 3, nan], None, False),
     ("mul", "*", "fib", int_consts, [2.0, -1, 0.0], None, False), ("div", "/", "fi", int_consts, [1.0, 2], None, False),
     ("floordiv", "//", "fi", nz_consts, [7.0, 5], "nonzero", False), ("mod", "%", "fi", nz_consts, [7.0, 5], "nonzero", False),
-    ("pow", "**", "fi", lambda k: POW_EXPS if k == "f" else [0, 1, 2, 3, 2.5, -1.0], POW_BASES, "exp", False),
+    ("pow", "**", "fi", lambda k: POW_EXPS if k == "f" else [0, 1, 2, 3, 2.5, -1.0, -1], POW_BASES, "exp", False),
     ("lt", "<", "fib", int_consts, [0.5, 1], None, True), ("gt", ">", "fib", int_consts, [0.5], None, True),
     ("le", "<=", "fib", int_consts, [0.0], None, True), ("ge", ">=", "fib", int_consts, [1], None, True),
     ("eq", "==", "fib", int_consts, [0.0, 2], None, True), ("ne", "!=", "fib", int_consts, [nan], None, True),
@@ -677,6 +702,7 @@ op("shrink", "movement", g_shrink, "{0}.shrink({arg})", "{0}{narrow}", exact=Tru
 op("flip", "movement", g_flip, "{0}.flip({axes})", exact=True)
 op("getitem", "index", g_getitem, "{0}[{idx}]", "{0}{idx}", exact=True, w=1.5)
 op("fancy_index", "index", g_fancy, fancy_code, exact=True)
+op("setitem", "index", g_setitem, "setitem({0}, np.s_[{idx}], {1})")
 op("gather", "index", g_gather, "{0}.gather({d}, {1})", "torch.gather({0}, {d}, {1}.long())", exact=True)
 op("scatter", "index", g_scatter, "{0}.scatter({d}, {1}, {2})", "torch.scatter({0}, {d}, {1}.long(), {2})", exact=True)
 op("scatter_add", "index", g_scatter_add, "{0}.scatter_add({d}, {1}, {2})", "torch.scatter_add({0}, {d}, {1}.long(), {2})")
@@ -723,11 +749,23 @@ op("sdpa", "nn", g_sdpa, "{0}.scaled_dot_product_attention({1}, {2}, attn_mask={
 op("arange", "creation", g_arange, "Tensor.arange({a}, {b}, {s}, device=DEV)", "torch.arange({a}, {b}, {s})", exact=True, w=0.3)
 op("linspace", "creation", lambda g: ([], {"a": g.d.choice([0.0, -1.0, 2.5]), "b": g.d.choice([1.0, 10.0, -3.0]), "n": g.d.int(0, 6)}),
    "Tensor.linspace({a}, {b}, {n}, device=DEV)", "torch.linspace({a}, {b}, {n})", w=0.3)
+def g_tensor(g):
+  dt = g.d.choice([None, "int8", "uint8", "int16", "int32", "int64", "float32", "bool"])
+  pool = [0, 1, -3, 7, True, 2.5, -0.5] + ([300, -1, 2 ** 31, -2 ** 31 - 1, 2 ** 40, nan, inf] if g.d.int(0, 2) == 0 else [])
+  vals = [g.d.choice(pool) for _ in range(g.d.int(1, 4))]
+  if g.d.int(0, 3) == 0: vals = [vals, [g.d.choice(pool) for _ in vals]]
+  return [], {"v": vals, "dt": DT(dt) if dt else None}
+op("tensor", "creation", g_tensor, "Tensor({v}, dtype={dt}, device=DEV)", "torch.tensor({v}, dtype={dt})", exact=True, w=0.3)
 op("eye", "creation", lambda g: ([], {"n": g.d.int(0, 4), "m": g.d.int(0, 4)}), "Tensor.eye({n}, {m}, device=DEV)", "torch.eye({n}, {m})", exact=True, w=0.2)
 op("full", "creation", lambda g: ([], {"s": g.rand_shape(), "v": g.d.choice([1.5, nan, -inf, 3, True, 1e-40])}),
    "Tensor.full({s}, {v}, device=DEV)", "torch.full({s}, {v})", exact=True, w=0.3)
 
 FAMILIES = sorted({o.fam for o in OPS.values()})
+# ops that sum many terms: their result depends on the order of the additions (and cancellations in them), so the noisy
+# references perturb their inputs too, elementwise
+ACCUMULATING = {"sum", "prod", "mean", "var", "std", "logsumexp", "softmax", "log_softmax", "cumsum", "cumprod", "logcumsumexp", "matmul",
+                "einsum", "linear", "conv", "conv_transpose", "avg_pool", "adaptive_avg_pool2d", "interpolate", "layernorm", "rmsnorm",
+                "cross_entropy", "nll_loss", "bce", "bce_logits", "mse_loss", "sdpa", "scatter_add"}
 
 # ---------------------------------------------------------------- generation
 
@@ -857,11 +895,13 @@ class Gen:
         try:
           got = OPS[name].gen(self)
           if got is None: raise Retry()
+          mutated = self.d.int(0, 24) == 0 and (m := mutate(self, got[1])) is not None
+          if mutated: got = (got[0], m)
           self.add(name, *got)
           break
         except Retry: pass
         except Reject:
-          if self.d.int(0, 9) == 0:   # keep it: tinyweb must raise too
+          if mutated or self.d.int(0, 9) == 0:   # keep it: tinyweb must raise too
             self.nodes.append(Node(name, tuple(got[0]), got[1]))
             expect_raise = True
             break
@@ -872,6 +912,18 @@ class Gen:
 class Retry(Exception): pass
 class Reject(Exception): pass
 
+# parameters both sides get alike, which a case may set to something likely invalid (0, negative, a float, a wrong length)
+MUTABLE = {"s", "d", "p", "op", "shape", "order", "reps", "sizes", "c", "n", "m", "k", "a", "b", "r", "o", "size", "g"}
+def mutate(g: Gen, p: dict) -> Optional[dict]:
+  keys = [k for k, v in p.items() if k in MUTABLE and isinstance(v, (int, tuple, list)) and not isinstance(v, bool)]
+  if not keys: return None
+  k = g.d.choice(keys)
+  v, bad = p[k], g.d.choice([0, -1, -2, 1.5])
+  if isinstance(v, int): return {**p, k: bad}
+  if not v or g.d.int(0, 3) == 0: return {**p, k: type(v)(v[:-1]) if v else type(v)([bad])}
+  i = g.d.int(0, len(v) - 1)
+  return {**p, k: type(v)(v[:i]) + type(v)([bad]) + type(v)(v[i + 1:])}
+
 def generate(seed: int, index: int, ops: Optional[list[str]] = None, max_ops: int = 6, specials: bool = True) -> Case:
   g = Gen(seed, index, ops or list(OPS), max_ops, specials)
   nodes, expect_raise = g.build()
@@ -880,7 +932,8 @@ def generate(seed: int, index: int, ops: Optional[list[str]] = None, max_ops: in
   return prune(Case(nodes, outs, g.grad, seed, index, expect_raise))
 
 def prune(case: Case) -> Case:
-  """drop nodes the outputs do not use, renumbering the rest"""
+  """drop leaf outputs (unless there is nothing else) and nodes the outputs do not use, renumbering the rest"""
+  case = replace(case, outs=list(dict.fromkeys(o for o in case.outs if case.nodes[o].op != "leaf")) or case.outs[-1:])
   keep, todo = set(), list(case.outs)
   while todo:
     i = todo.pop()
@@ -897,8 +950,8 @@ def prune(case: Case) -> Case:
 @lru_cache(maxsize=4096)
 def _compile(code: str): return compile(code, "<fuzz>", "eval")
 
-TW_NS = {"Tensor": Tensor, "dtypes": dtypes, "nan": nan, "inf": inf}
-PT_NS = {"torch": torch, "F": F, "nan": nan, "inf": inf}
+TW_NS = {"Tensor": Tensor, "dtypes": dtypes, "nan": nan, "inf": inf, "np": np, "setitem": setitem}
+PT_NS = {"torch": torch, "F": F, "nan": nan, "inf": inf, "np": np, "setitem": setitem}
 
 def node_code(o: Op, node: Node, name: Callable, side: str, f64: bool) -> str:
   ins = [name(a) if isinstance(a, int) else lit(a, side, f64) for a in node.ins]
@@ -917,9 +970,9 @@ def eval_node(o: Op, node: Node, val: Callable, side: str, f64: bool, device: Op
 def noisy(t: torch.Tensor, salt: int, eps: float) -> torch.Tensor:
   """t * (1 + eps*h) with h in [-1, 1) a hash of each value's bits: equal values get equal noise"""
   if not t.is_floating_point() or t.numel() == 0: return t
-  b = t.detach().to(torch.float64).contiguous().view(torch.int64)
-  h = (((b ^ salt) * 6364136223846793005 + 1442695040888963407) >> 29) & 0xFFFF
-  return t * (1 + eps * (h.to(torch.float64) / 32768 - 1)).to(t.dtype)
+  h = t.detach().to(torch.float64).contiguous().view(torch.int64) ^ salt
+  for k, c in ((31, 0x3f58476d1ce4e5b9), (29, 0x14d049bb133111eb), (32, 1)): h = (h ^ (h >> k)) * c   # mix every bit into the low ones
+  return t * (1 + eps * ((h & 0xFFFF).to(torch.float64) / 32768 - 1)).to(t.dtype)
 
 @dataclass
 class Run:
@@ -959,7 +1012,8 @@ def run_torch(case: Case, f64=False, salt=None, eps=0.0) -> Run:
           if case.grad and node.p["grad"]: t.requires_grad_(True)
           vals[i] = t
           continue
-        v = eval_node(OPS[node.op], node, vals.__getitem__, "pt", f64)
+        perturb_inputs = salt is not None and node.op in ACCUMULATING
+        v = eval_node(OPS[node.op], node, (lambda a: noisy(vals[a], salt * 31 + a, eps)) if perturb_inputs else vals.__getitem__, "pt", f64)
         if not isinstance(v, torch.Tensor): raise TypeError(f"{node.op} gave {type(v).__name__}")
         vals[i] = noisy(v, salt + i, eps) if salt is not None and not OPS[node.op].exact else v
       except Exception as e:
@@ -1042,15 +1096,16 @@ def compare(got: np.ndarray, refs: list, what: str, grad_scale: bool = False) ->
 
 def _compare(got, refs, what, grad_scale):
   r0 = refs[0]
-  R = np.stack([r.astype(np.float64) for r in refs])
-  g = got.astype(np.float64)
-  if npkind(got) != "f":
+  if npkind(got) != "f":   # where torch's integers are wider (its int64 sums of int32), they wrap like tinyweb's
+    R = np.stack([r.astype(got.dtype) if got.dtype.itemsize < r.dtype.itemsize else r for r in refs])
     certain = (R == R[0]).all(0)
-    bad = certain & (g != R[0])
+    bad = certain & (got != R[0])
     if bad.any():
       i = tuple(int(x) for x in np.argwhere(bad)[0])
       return "value", f"{what}: {int(bad.sum())}/{bad.size} elements differ; at {i}: tinyweb {got[i]}, torch {r0[i]}"
     return None
+  R = np.stack([r.astype(np.float64) for r in refs])
+  g = got.astype(np.float64)
   C, cg = classes(R), classes(g)
   bad_cls = ~(C == cg).any(0)
   center = R[1] if len(R) > 1 else R[0]
@@ -1230,14 +1285,14 @@ def shrink(case: Case, device: str, outcome: Outcome, grad: bool, max_checks=200
   failure must stay in the same op; then it may move to another op of what is left (upstream, to the op at fault)."""
   t0, checks, seen = time.perf_counter(), 0, {fingerprint(case)}
   def same_op(out): return out.sig == outcome.sig and out.op == outcome.op
-  for accept in (same_op, lambda out: out.sig == outcome.sig and out.op in {n.op for n in case.nodes}):
+  for accept, budget in ((same_op, max_checks * 2 // 3), (lambda out: out.sig == outcome.sig and out.op in {n.op for n in case.nodes}, max_checks)):
     progress = True
-    while progress and checks < max_checks and time.perf_counter() - t0 < max_time:
+    while progress and checks < budget and time.perf_counter() - t0 < max_time:
       progress = False
       try: cands = candidates(case, outcome.sig)
       except Exception: break
       for cand in cands:
-        if checks >= max_checks or time.perf_counter() - t0 > max_time: break
+        if checks >= budget or time.perf_counter() - t0 > max_time: break
         if not cand.outs or (fp := fingerprint(cand)) in seen: continue
         seen.add(fp)
         checks += 1
@@ -1272,6 +1327,7 @@ def repro(case: Case, device: str, outcome: Outcome) -> str:
            "import numpy as np, torch, torch.nn.functional as F", "from tinyweb import Tensor, dtypes",
            f"nan, inf, DEV = float('nan'), float('inf'), {device!r}"]
   grad = case.grad and outcome.kind.startswith("grad")
+  if any(n.op == "setitem" for n in case.nodes): lines.append("def setitem(x, idx, v): x = x.clone(); x[idx] = v; return x")
   for i, n in enumerate(case.nodes):
     if n.op == "leaf":
       rg = ", requires_grad=True" if grad and n.p["grad"] else ""
