@@ -467,7 +467,7 @@ def g_tri(g):
 
 def g_one_hot(g):
   n = g.d.int(1, 5)
-  return [g.pick("i", ok=lambda s: False, fresh=lambda: g.rand_shape(max_nd=3), vals=("index_pos", n))], {"n": n}
+  return [g.leaf(g.rand_shape(max_nd=3), "i", vals=("index_pos", n))], {"n": n}
 
 # -- matmul, einsum, linear
 
@@ -521,7 +521,7 @@ def g_conv(g, transposed=False):
     x = conv_input(g, (g.d.int(1, 2), groups * cin_g) + sp)
     w = g.leaf((groups * cin_g, cout_g) + k, "f")
     b = g.leaf((groups * cout_g,), "f") if g.d.bool() else Const(None)
-    p = {"g": groups, "s": st if g.d.bool() else st[0] if len(set(st)) == 1 else st, "d": dl, "p": pad, "op": opad, "n": n}
+    p = {"g": groups, "s": st if g.d.bool() else st[0] if len(set(st)) == 1 else st, "d": dl, "p": pad, "op": opad, "nd": n}
     return [x, w, b], p
   same = all(s == 1 for s in st) and g.d.int(0, 3) == 0
   pad = "same" if same else g.d.choice(["valid", tuple(g.d.int(0, 2) for _ in range(n))]) if g.d.int(0, 5) == 0 else tuple(g.d.int(0, 2) for _ in range(n))
@@ -532,7 +532,7 @@ def g_conv(g, transposed=False):
   x = conv_input(g, (g.d.int(1, 2), groups * cin_g) + tuple(sp))
   w = g.leaf((groups * cout_g, cin_g) + k, "f")
   b = g.leaf((groups * cout_g,), "f") if g.d.bool() else Const(None)
-  return [x, w, b], {"g": groups, "s": st, "d": dl if g.d.bool() else dl[0] if len(set(dl)) == 1 else dl, "p": pad, "n": n}
+  return [x, w, b], {"g": groups, "s": st, "d": dl if g.d.bool() else dl[0] if len(set(dl)) == 1 else dl, "p": pad, "nd": n}
 
 def g_pool(g, kind):
   n = g.d.int(1, 2)
@@ -543,7 +543,7 @@ def g_pool(g, kind):
   sp = tuple(g.d.int(max(1, d * (kk - 1) + 1 - 2 * pp), d * (kk - 1) + 6) for kk, d, pp in zip(k, dl, pad))
   lead = tuple(g.d.int(1, 3) for _ in range(g.d.int(1, 2)))
   x = conv_input(g, lead + sp)
-  p = {"k": k, "s": st, "p": pad, "cm": g.d.bool(), "n": n}
+  p = {"k": k, "s": st, "p": pad, "cm": g.d.bool(), "nd": n}
   if kind == "max": p["d"] = dl
   else: p["cip"] = g.d.bool()
   return [x], p
@@ -588,7 +588,7 @@ def g_bce(g, logits):
   y = g.leaf(g.shape(x), "f", vals="prob")
   p = {"r": g.d.choice(["mean", "sum", "none"])}
   if logits:
-    pw = g.leaf(sub_broadcast(g, g.shape(x)), "f", vals="pos") if g.d.int(0, 3) == 0 else Const(None)
+    pw = g.leaf(sub_broadcast(g, g.shape(x)), "f", vals="pos", grad=False) if g.d.int(0, 3) == 0 else Const(None)   # torch has no grad for it
     return [x, y, pw], p
   return [x, y], p
 
@@ -724,15 +724,15 @@ op("matmul", "matmul", g_matmul, "{0} @ {1}", w=2)
 op("einsum", "matmul", g_einsum, lambda i, p: f"Tensor.einsum({p['f']}, {', '.join(i)})", lambda i, p: f"torch.einsum({p['f']}, {', '.join(i)})")
 op("linear", "matmul", g_linear, "{0}.linear({1}, {2})", "F.linear({0}, {1}.T, {2})")
 
-op("conv", "nn", g_conv, lambda i, p: f"{i[0]}.conv{'1d' if p['n'] == '1' else '2d'}({i[1]}, {i[2]}, groups={p['g']}, stride={p['s']}, dilation={p['d']}, padding={p['p']})",
-   lambda i, p: f"F.conv{p['n']}d({i[0]}, {i[1]}, {i[2]}, stride={p['s']}, padding={p['p']}, dilation={p['d']}, groups={p['g']})", w=2)
+op("conv", "nn", g_conv, lambda i, p: f"{i[0]}.conv{'1d' if p['nd'] == '1' else '2d'}({i[1]}, {i[2]}, groups={p['g']}, stride={p['s']}, dilation={p['d']}, padding={p['p']})",
+   lambda i, p: f"F.conv{p['nd']}d({i[0]}, {i[1]}, {i[2]}, stride={p['s']}, padding={p['p']}, dilation={p['d']}, groups={p['g']})", w=2)
 op("conv_transpose", "nn", lambda g: g_conv(g, True),
    "{0}.conv_transpose2d({1}, {2}, groups={g}, stride={s}, dilation={d}, padding={p}, output_padding={op})",
-   "F.conv_transpose{n}d({0}, {1}, {2}, stride={s}, padding={p}, output_padding={op}, groups={g}, dilation={d})", w=1.5)
-op("max_pool", "nn", lambda g: g_pool(g, "max"), lambda i, p: f"{i[0]}.max_pool{'1d' if p['n'] == '1' else '2d'}(kernel_size={p['k']}, stride={p['s']}, dilation={p['d']}, padding={p['p']}, ceil_mode={p['cm']})",
-   "F.max_pool{n}d({0}, kernel_size={k}, stride={s}, padding={p}, dilation={d}, ceil_mode={cm})")
-op("avg_pool", "nn", lambda g: g_pool(g, "avg"), lambda i, p: f"{i[0]}.avg_pool{'1d' if p['n'] == '1' else '2d'}(kernel_size={p['k']}, stride={p['s']}, padding={p['p']}, ceil_mode={p['cm']}, count_include_pad={p['cip']})",
-   "F.avg_pool{n}d({0}, kernel_size={k}, stride={s}, padding={p}, ceil_mode={cm}, count_include_pad={cip})")
+   "F.conv_transpose{nd}d({0}, {1}, {2}, stride={s}, padding={p}, output_padding={op}, groups={g}, dilation={d})", w=1.5)
+op("max_pool", "nn", lambda g: g_pool(g, "max"), lambda i, p: f"{i[0]}.max_pool{'1d' if p['nd'] == '1' else '2d'}(kernel_size={p['k']}, stride={p['s']}, dilation={p['d']}, padding={p['p']}, ceil_mode={p['cm']})",
+   "F.max_pool{nd}d({0}, kernel_size={k}, stride={s}, padding={p}, dilation={d}, ceil_mode={cm})")
+op("avg_pool", "nn", lambda g: g_pool(g, "avg"), lambda i, p: f"{i[0]}.avg_pool{'1d' if p['nd'] == '1' else '2d'}(kernel_size={p['k']}, stride={p['s']}, padding={p['p']}, ceil_mode={p['cm']}, count_include_pad={p['cip']})",
+   "F.avg_pool{nd}d({0}, kernel_size={k}, stride={s}, padding={p}, ceil_mode={cm}, count_include_pad={cip})")
 op("adaptive_avg_pool2d", "nn", g_adaptive, "{0}.adaptive_avg_pool2d({o})", "F.adaptive_avg_pool2d({0}, {o})", w=0.5)
 op("interpolate", "nn", g_interpolate, "{0}.interpolate({size}, mode={mode}, align_corners={ac})", "F.interpolate({0}, size={size}, mode={mode}, align_corners={ac})", w=0.5)
 op("layernorm", "nn", g_norm, "{0}.layernorm({ax})", "F.layer_norm({0}, {ns})", w=0.5)
@@ -829,9 +829,9 @@ class Gen:
       for i in r.integers(0, v.size, size=r.integers(1, max(2, v.size // 4 + 1))): v.flat[i] = pool[r.integers(0, len(pool))]
     return np.asarray(v, dtype=np.float32)
 
-  def leaf(self, shape, kind="f", vals=None) -> int:
+  def leaf(self, shape, kind="f", vals=None, grad=True) -> int:
     v = self.values(tuple(shape), kind, vals)
-    self.nodes.append(Node("leaf", (), {"v": v, "grad": kind == "f" and self.grad and self.d.int(0, 4) > 0}))
+    self.nodes.append(Node("leaf", (), {"v": v, "grad": kind == "f" and self.grad and self.d.int(0, 4) > 0 and grad}))
     self.vals.append(torch.tensor(v))
     return len(self.nodes) - 1
 
