@@ -998,9 +998,14 @@ def loss_terms(case: Case, vals: dict, side: str, device=None):
     loss = t if loss is None else loss + t
   return terms, loss
 
-def run_torch(case: Case, f64=False, salt=None, eps=0.0) -> Run:
+def flush(t: torch.Tensor) -> torch.Tensor:
+  """float32 denormals to (signed) zero"""
+  return torch.where(t.abs() < 1.1754944e-38, t * 0, t) if t.dtype == torch.float32 else t
+
+def run_torch(case: Case, f64=False, salt=None, eps=0.0, ftz=False) -> Run:
+  """the graph in torch: float32, or float64 (f64), perturbed (salt, eps), or with every value's denormals flushed (ftz)"""
   out = Run()
-  vals = {}
+  vals, leaves = {}, {}
   prev = torch.get_default_dtype()
   if f64: torch.set_default_dtype(torch.float64)
   try:
@@ -1009,13 +1014,13 @@ def run_torch(case: Case, f64=False, salt=None, eps=0.0) -> Run:
         if node.op == "leaf":
           v = node.p["v"]
           t = torch.tensor(v.astype(np.float64) if f64 and v.dtype == np.float32 else v)
-          if case.grad and node.p["grad"]: t.requires_grad_(True)
-          vals[i] = t
+          if case.grad and node.p["grad"]: leaves[i] = t.requires_grad_(True)
+          vals[i] = flush(t) if ftz else t
           continue
         perturb_inputs = salt is not None and node.op in ACCUMULATING
         v = eval_node(OPS[node.op], node, (lambda a: noisy(vals[a], salt * 31 + a, eps)) if perturb_inputs else vals.__getitem__, "pt", f64)
         if not isinstance(v, torch.Tensor): raise TypeError(f"{node.op} gave {type(v).__name__}")
-        vals[i] = noisy(v, salt + i, eps) if salt is not None and not OPS[node.op].exact else v
+        vals[i] = noisy(v, salt + i, eps) if salt is not None and not OPS[node.op].exact else flush(v) if ftz else v
       except Exception as e:
         out.err = ("build", i, e)
         return out
@@ -1028,8 +1033,7 @@ def run_torch(case: Case, f64=False, salt=None, eps=0.0) -> Run:
           out.err = ("backward", None, e)
           return out
         out.has_backward = True
-        out.grads = {i: (vals[i].grad.numpy() if vals[i].grad is not None else None) for i, n in enumerate(case.nodes)
-                     if n.op == "leaf" and vals[i].requires_grad}
+        out.grads = {i: (t.grad.numpy() if t.grad is not None else None) for i, t in leaves.items()}
   finally: torch.set_default_dtype(prev)
   return out
 
@@ -1137,12 +1141,18 @@ def exc_sig(e: BaseException) -> str:
 def unsupported(e: BaseException, device: str) -> bool:
   return isinstance(e, TypeError) and f"is not supported on {device}" in str(e)
 
+@lru_cache(maxsize=None)
+def flushes_denormals(device: str) -> bool:
+  """whether the device flushes float32 denormals to zero, in arithmetic or in exp2 (GPUs may: WGSL and OpenCL allow it)"""
+  return 0.0 in (Tensor([1e-40], device=device) * 3.0).cat(Tensor([-130.0], device=device).exp2()).numpy().tolist()
+
 def check(case: Case, device: str, grad: bool = True) -> Outcome:
   """run one case in torch (the references) and on the device, and compare"""
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     ref32 = run_torch(case)
     refs = [ref32, run_torch(case, f64=True), run_torch(case, True, 0x5bd1e995, NOISE64), run_torch(case, False, 0x1b873593, NOISE32)]
+    if flushes_denormals(device): refs.append(run_torch(case, ftz=True))
   last = case.nodes[-1].op
   if ref32.err and ref32.err[0] == "build":   # torch rejected the graph: tinyweb must raise too
     tw = run_tinyweb(case, device, False)
