@@ -1404,7 +1404,7 @@ def main(argv=None):
   if not ok: raise SystemExit(f"device {device} is unavailable: {why}")
   ops = select_ops(a.ops, a.skip_ops)
   stats: dict = {"pass": 0, "raised": 0, "torch-raised": 0, "unsupported": 0, "fail": 0}
-  classes_: dict = {}          # (op, kind, error) -> [count, first case]
+  classes_: dict = {}          # (op, kind, error) -> [count, first case, what its first case shrank to]
   torch_raised: dict = {}      # op -> [count, example]
   shrunk: dict = {}            # shrunk signature -> (ops of the minimal graph, repro, devices...)
   t_start, t_cases, n = time.perf_counter(), 0.0, 0
@@ -1425,7 +1425,7 @@ def main(argv=None):
       continue
     if out.status != "fail": continue
     key = (out.op, out.kind, out.sig[1] if len(out.sig) > 1 else "")
-    entry = classes_.setdefault(key, [0, i])
+    entry = classes_.setdefault(key, [0, i, ""])
     entry[0] += 1
     if not a.quiet: print(f"case {i}: {out.kind} in {out.op}: {out.detail}", flush=True)
     if a.no_shrink or entry[0] > a.shrink_per_class: continue
@@ -1433,6 +1433,7 @@ def main(argv=None):
     ops_in = tuple(sorted({nd.op for nd in small.nodes if nd.op != "leaf"}))
     skey = (ops_in, sout.kind, sout.sig[1] if len(sout.sig) > 1 else "")
     text = repro(small, device, sout)
+    entry[2] = f"-> {sout.kind} in {'+'.join(nd.op for nd in small.nodes if nd.op != 'leaf')}"
     if skey not in shrunk:
       shrunk[skey] = text
       if not a.quiet: print(f"  shrunk in {checks} runs to {len(small.nodes)} nodes:\n" + "\n".join("    " + l for l in text.splitlines()), flush=True)
@@ -1444,9 +1445,9 @@ def main(argv=None):
         f"torch raised but tinyweb did not {stats['torch-raised']} (skipped), FAILED {stats['fail']}")
   print(f"time {total:.1f} s ({t_cases:.1f} s in cases: {n / max(t_cases, 1e-9):.2f} cases/s; the rest shrinking)")
   if classes_:
-    print("failures by class (op, kind[, error]): count, first case")
-    for (o, k, e), (c, first) in sorted(classes_.items(), key=lambda kv: -kv[1][0]):
-      print(f"  {o:<20} {k:<12} {c:>4}  case {first}  {e}")
+    print("failures by class (op, kind[, error]): count, first case[, what it shrank to]")
+    for (o, k, e), (c, first, to) in sorted(classes_.items(), key=lambda kv: -kv[1][0]):
+      print(f"  {o:<20} {k:<12} {c:>4}  case {first}  {e} {to}")
   if torch_raised:
     print("torch raised, tinyweb did not (skipped):")
     for o, (c, ex) in sorted(torch_raised.items(), key=lambda kv: -kv[1][0]): print(f"  {o:<20} {c:>4}  {ex[:160]}")
