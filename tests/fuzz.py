@@ -1,10 +1,12 @@
 """Differential fuzzer: random graphs over every Tensor op, run on one tinyweb device and in torch (float32, CPU), forward
 values and the gradients of every leaf compared.
 
-  python -m tests.fuzz --cases 300 --device CPU [--seed 0] [--ops conv2d,cumsum] [--skip-ops nn,tanh] [--no-grad]
+  python -m tests.fuzz --cases 300 --device CPU [--seed 0] [--ops conv,cumsum] [--skip-ops nn,tanh] [--no-grad] [-q]
+  python -m tests.fuzz --device CL --start 123 --cases 1        # one case again: its failure, shrunk, as a repro
+  python -m tests.fuzz --list-ops                               # the ops, by family (--ops/--skip-ops take both)
 
-A case is a small DAG (leaves, 1-8 ops; every node that no other node uses is an output) drawn from (seed, case index)
-alone: case i of seed S is the same graph on every device and every run. Leaves are float32/int32/bool arrays of rank
+A case is a small DAG (leaves, 1-6 ops; every node that no other node uses is an output) drawn from (seed, case index)
+alone: case i of seed S is the same graph on every device and every run (with the same --ops, --skip-ops, --max-ops). Leaves are float32/int32/bool arrays of rank
 0-4 with size-1 and zero-size dims; float leaves mix special values (+-inf, NaN, +-0, 1e30, 3e38, 1e-40, 1e-30) and
 large ones (+-50, 1e4, 1e7, ...) into ordinary random values. Each op's generator draws valid arguments (conv strides,
 paddings, dilations and groups, pool windows, pad modes, index tensors, ...) and the new node is probed in torch: an op
