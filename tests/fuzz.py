@@ -1009,11 +1009,13 @@ def flush(t: torch.Tensor) -> torch.Tensor:
   return torch.where(t.abs() < 1.1754944e-38, t * 0, t) if t.dtype == torch.float32 else t
 
 def run_torch(case: Case, f64=False, salt=None, eps=0.0, ftz=False) -> Run:
-  """the graph in torch: float32, or float64 (f64), perturbed (salt, eps), or with every value's denormals flushed (ftz)"""
+  """the graph in torch: float32, or float64 (f64), perturbed (salt, eps), or with denormals flushed (ftz: every node's
+  value, and inside torch's kernels where the CPU's flush-to-zero mode reaches)"""
   out = Run()
   vals, leaves = {}, {}
   prev = torch.get_default_dtype()
   if f64: torch.set_default_dtype(torch.float64)
+  if ftz: torch.set_flush_denormal(True)
   try:
     for i, node in enumerate(case.nodes):
       try:
@@ -1040,7 +1042,9 @@ def run_torch(case: Case, f64=False, salt=None, eps=0.0, ftz=False) -> Run:
           return out
         out.has_backward = True
         out.grads = {i: (t.grad.numpy() if t.grad is not None else None) for i, t in leaves.items()}
-  finally: torch.set_default_dtype(prev)
+  finally:
+    torch.set_default_dtype(prev)
+    torch.set_flush_denormal(False)
   return out
 
 def run_tinyweb(case: Case, device: str, backward: bool) -> Run:
