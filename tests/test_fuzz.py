@@ -57,9 +57,9 @@ def test_planted_defect_is_found_shrunk_and_printed(monkeypatch):
   # exp that is 1% off: every case using it fails, and shrinking must reduce one to this op on a single element
   monkeypatch.setitem(OPS, "bad_exp", Op("bad_exp", "unary", OPS["exp"].gen, "{0}.exp() * 1.01", "{0}.exp()"))
   def small_enough(c): return len(c.nodes) > 3 and sum(n.p["v"].size for n in c.nodes if n.op == "leaf") <= 64
-  case = next(c for i in range(100) if small_enough(c := generate(3, i, ["bad_exp", "add", "sum", "reshape"], 5)))
-  out = check(case, "PYTHON")
-  assert out.status == "fail" and out.op == "bad_exp", out
+  cases = (c for i in range(100) if small_enough(c := generate(3, i, ["bad_exp", "add", "sum", "reshape"], 5)))
+  case, out = next((c, out) for c in cases if (out := check(c, "PYTHON")).status == "fail")
+  assert out.op == "bad_exp", out
   small, sout, _ = shrink(case, "PYTHON", out, True)
   leaves = [n for n in small.nodes if n.op == "leaf"]
   assert [n.op for n in small.nodes if n.op != "leaf"] == ["bad_exp"] and len(leaves) == 1 and leaves[0].p["v"].size == 1, small.nodes
