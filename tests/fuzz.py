@@ -6,16 +6,18 @@ values and the gradients of every leaf compared.
   python -m tests.fuzz --list-ops                               # the ops, by family (--ops/--skip-ops take both)
 
 A case is a small DAG (leaves, 1-6 ops; every node that no other node uses is an output) drawn from (seed, case index)
-alone: case i of seed S is the same graph on every device and every run (with the same --ops, --skip-ops, --max-ops). Leaves are float32/int32/bool arrays of rank
-0-4 with size-1 and zero-size dims; float leaves mix special values (+-inf, NaN, +-0, 1e30, 3e38, 1e-40, 1e-30) and
-large ones (+-50, 1e4, 1e7, ...) into ordinary random values. Each op's generator draws valid arguments (conv strides,
-paddings, dilations and groups, pool windows, pad modes, index tensors, ...) and the new node is probed in torch: an op
-torch rejects is usually drawn again, sometimes kept (the case then checks that tinyweb raises too).
+alone: case i of seed S is the same graph on every device and every run (given the same --ops, --skip-ops and
+--max-ops). Leaves are float32/int32/bool arrays of rank 0-4 with size-1 and zero-size dims; float leaves mix special
+values (+-inf, NaN, +-0, 1e30, 3e38, 1e-40, 1e-30) and large ones (+-50, 1e4, 1e7, ...) into ordinary random values.
+Each op's generator draws valid arguments (conv strides, paddings, dilations and groups, pool windows, pad modes, index
+tensors, ...), now and then one made invalid on purpose; the new node is probed in torch: an op torch rejects is
+usually drawn again, sometimes kept (the case then checks that tinyweb raises too).
 
 The reference is torch's float32 result. Torch also runs the graph in float64, and twice with every inexact op's
 output (and the inputs of ops that sum many terms, whose order of additions is free) perturbed by a few float32 ulps: a
-multiplier that is a hash of the value's bits, so equal values stay equal and ties are kept. How far these runs lie
-apart is how ill-conditioned the graph is there, and sets the tolerance:
+multiplier that is a hash of the value's bits, so equal values stay equal and ties are kept; on a device that flushes
+denormals to zero, once more with them flushed. How far these runs lie apart is how ill-conditioned the graph is
+there, and sets the tolerance:
   |tinyweb - ref64| <= ATOL + RTOL*|ref64| + SLACK*max_k |ref_k - ref64|    (finite elements)
 An element whose runs disagree on NaN/inf/finite may be any of the classes they give; elsewhere NaN positions, inf
 positions and signs must match. Integer and bool elements must be equal wherever the runs agree (torch's int64 results
@@ -528,7 +530,8 @@ def g_conv(g, transposed=False):
     p = {"g": groups, "s": st if g.d.bool() else st[0] if len(set(st)) == 1 else st, "d": dl, "p": pad, "op": opad, "nd": n}
     return [x, w, b], p
   same = all(s == 1 for s in st) and g.d.int(0, 3) == 0
-  pad = "same" if same else g.d.choice(["valid", tuple(g.d.int(0, 2) for _ in range(n))]) if g.d.int(0, 5) == 0 else tuple(g.d.int(0, 2) for _ in range(n))
+  if same: pad = "same"
+  else: pad = g.d.choice(["valid", tuple(g.d.int(0, 2) for _ in range(n))]) if g.d.int(0, 5) == 0 else tuple(g.d.int(0, 2) for _ in range(n))
   sp = []
   for kk, d, pp in zip(k, dl, pad if isinstance(pad, tuple) else (0,) * n):
     lo = max(1, d * (kk - 1) + 1 - 2 * pp)
@@ -669,8 +672,10 @@ for _n, _sym, _k, _c, _rc, _v, _ex in [
 op("maximum", "binary", g_binary("fi"), "{0}.maximum({1})", "torch.maximum({0}, {1})", exact=True)
 op("minimum", "binary", g_binary("fi"), "{0}.minimum({1})", "torch.minimum({0}, {1})", exact=True)
 op("fmod", "binary", g_binary("fi", nz_consts, vals="nonzero"), "{0}.fmod({1})", "torch.fmod({0}, {1})")
-op("div_floor", "binary", g_binary("fi", nz_consts, vals="nonzero"), "{0}.div({1}, rounding_mode='floor')", "torch.div({0}, {1}, rounding_mode='floor')")
-op("div_trunc", "binary", g_binary("fi", nz_consts, vals="nonzero"), "{0}.div({1}, rounding_mode='trunc')", "torch.div({0}, {1}, rounding_mode='trunc')")
+op("div_floor", "binary", g_binary("fi", nz_consts, vals="nonzero"), "{0}.div({1}, rounding_mode='floor')",
+   "torch.div({0}, {1}, rounding_mode='floor')")
+op("div_trunc", "binary", g_binary("fi", nz_consts, vals="nonzero"), "{0}.div({1}, rounding_mode='trunc')",
+   "torch.div({0}, {1}, rounding_mode='trunc')")
 op("logical_and", "binary", g_binary("fib"), "{0}.logical_and({1})", "torch.logical_and({0}, {1})", exact=True)
 op("logical_or", "binary", g_binary("fib"), "{0}.logical_or({1})", "torch.logical_or({0}, {1})", exact=True)
 op("logical_xor", "binary", g_binary("fib"), "{0}.logical_xor({1})", "torch.logical_xor({0}, {1})", exact=True)
@@ -680,12 +685,15 @@ op("masked_fill", "binary", g_masked_fill, "{0}.masked_fill({1}, {2})", exact=Tr
 
 R = "{0}.%s({ax}, keepdim={kd})"
 op("sum", "reduce", g_reduce("fib", "multi"), R % "sum", "torch.sum({0}, dim={dims}, keepdim={kd})", w=2)
-op("prod", "reduce", g_reduce("fi", "single", keepdim=False), "{0}.prod({ax})", lambda i, p: f"torch.prod({i[0]})" if p["ax"] == "None" else f"torch.prod({i[0]}, {p['ax']})")
+op("prod", "reduce", g_reduce("fi", "single", keepdim=False), "{0}.prod({ax})",
+   lambda i, p: f"torch.prod({i[0]})" if p["ax"] == "None" else f"torch.prod({i[0]}, {p['ax']})")
 op("max", "reduce", g_reduce("fib", "multi"), R % "max", "torch.amax({0}, dim={dims}, keepdim={kd})", exact=True)
 op("min", "reduce", g_reduce("fib", "multi"), R % "min", "torch.amin({0}, dim={dims}, keepdim={kd})", exact=True)
 op("mean", "reduce", g_reduce("f", "multi"), R % "mean", "torch.mean({0}, dim={dims}, keepdim={kd})")
-op("var", "reduce", g_reduce("f", "multi", c=[0, 1, 1, 2]), "{0}.var({ax}, keepdim={kd}, correction={c})", "torch.var({0}, dim={dims}, keepdim={kd}, correction={c})")
-op("std", "reduce", g_reduce("f", "multi", c=[0, 1, 1, 2]), "{0}.std({ax}, keepdim={kd}, correction={c})", "torch.std({0}, dim={dims}, keepdim={kd}, correction={c})")
+op("var", "reduce", g_reduce("f", "multi", c=[0, 1, 1, 2]), "{0}.var({ax}, keepdim={kd}, correction={c})",
+   "torch.var({0}, dim={dims}, keepdim={kd}, correction={c})")
+op("std", "reduce", g_reduce("f", "multi", c=[0, 1, 1, 2]), "{0}.std({ax}, keepdim={kd}, correction={c})",
+   "torch.std({0}, dim={dims}, keepdim={kd}, correction={c})")
 op("any", "reduce", g_reduce("fib", "multi"), R % "any", "torch.any({0}, dim={dims}, keepdim={kd})", exact=True)
 op("all", "reduce", g_reduce("fib", "multi"), R % "all", "torch.all({0}, dim={dims}, keepdim={kd})", exact=True)
 op("argmax", "reduce", g_reduce("fib", "single"), R % "argmax", "torch.argmax({0}, dim={ax}, keepdim={kd})", exact=True)
@@ -712,8 +720,10 @@ op("setitem", "index", g_setitem, "setitem({0}, np.s_[{idx}], {1})")
 op("gather", "index", g_gather, "{0}.gather({d}, {1})", "torch.gather({0}, {d}, {1}.long())", exact=True)
 op("scatter", "index", g_scatter, "{0}.scatter({d}, {1}, {2})", "torch.scatter({0}, {d}, {1}.long(), {2})", exact=True)
 op("scatter_add", "index", g_scatter_add, "{0}.scatter_add({d}, {1}, {2})", "torch.scatter_add({0}, {d}, {1}.long(), {2})")
-op("cat", "movement", g_cat, lambda i, p: f"{i[0]}.cat({', '.join(i[1:])}, dim={p['d']})", lambda i, p: f"torch.cat([{', '.join(i)}], dim={p['d']})", exact=True)
-op("stack", "movement", g_stack, lambda i, p: f"{i[0]}.stack({', '.join(i[1:])}, dim={p['d']})", lambda i, p: f"torch.stack([{', '.join(i)}], dim={p['d']})", exact=True)
+op("cat", "movement", g_cat, lambda i, p: f"{i[0]}.cat({', '.join(i[1:])}, dim={p['d']})",
+   lambda i, p: f"torch.cat([{', '.join(i)}], dim={p['d']})", exact=True)
+op("stack", "movement", g_stack, lambda i, p: f"{i[0]}.stack({', '.join(i[1:])}, dim={p['d']})",
+   lambda i, p: f"torch.stack([{', '.join(i)}], dim={p['d']})", exact=True)
 op("split", "movement", g_split, "{0}.split({sizes}, dim={d})[{k}]", "torch.split({0}, {sizes}, dim={d})[{k}]", exact=True)
 op("chunk", "movement", g_chunk, "{0}.chunk({c}, dim={d})[{k}]", "torch.chunk({0}, {c}, dim={d})[{k}]", exact=True)
 op("squeeze", "movement", g_squeeze, "{0}.squeeze({d})", exact=True)
@@ -730,20 +740,22 @@ op("matmul", "matmul", g_matmul, "{0} @ {1}", w=2)
 op("einsum", "matmul", g_einsum, lambda i, p: f"Tensor.einsum({p['f']}, {', '.join(i)})", lambda i, p: f"torch.einsum({p['f']}, {', '.join(i)})")
 op("linear", "matmul", g_linear, "{0}.linear({1}, {2})", "F.linear({0}, {1}.T, {2})")
 
-op("conv", "nn", g_conv, lambda i, p: f"{i[0]}.conv{'1d' if p['nd'] == '1' else '2d'}({i[1]}, {i[2]}, groups={p['g']}, stride={p['s']}, dilation={p['d']}, padding={p['p']})",
-   lambda i, p: f"F.conv{p['nd']}d({i[0]}, {i[1]}, {i[2]}, stride={p['s']}, padding={p['p']}, dilation={p['d']}, groups={p['g']})", w=2)
+op("conv", "nn", g_conv, "{0}.conv{nd}d({1}, {2}, groups={g}, stride={s}, dilation={d}, padding={p})",
+   "F.conv{nd}d({0}, {1}, {2}, stride={s}, padding={p}, dilation={d}, groups={g})", w=2)
 op("conv_transpose", "nn", lambda g: g_conv(g, True),
    "{0}.conv_transpose2d({1}, {2}, groups={g}, stride={s}, dilation={d}, padding={p}, output_padding={op})",
    "F.conv_transpose{nd}d({0}, {1}, {2}, stride={s}, padding={p}, output_padding={op}, groups={g}, dilation={d})", w=1.5)
-op("max_pool", "nn", lambda g: g_pool(g, "max"), lambda i, p: f"{i[0]}.max_pool{'1d' if p['nd'] == '1' else '2d'}(kernel_size={p['k']}, stride={p['s']}, dilation={p['d']}, padding={p['p']}, ceil_mode={p['cm']})",
+op("max_pool", "nn", lambda g: g_pool(g, "max"), "{0}.max_pool{nd}d(kernel_size={k}, stride={s}, dilation={d}, padding={p}, ceil_mode={cm})",
    "F.max_pool{nd}d({0}, kernel_size={k}, stride={s}, padding={p}, dilation={d}, ceil_mode={cm})")
-op("avg_pool", "nn", lambda g: g_pool(g, "avg"), lambda i, p: f"{i[0]}.avg_pool{'1d' if p['nd'] == '1' else '2d'}(kernel_size={p['k']}, stride={p['s']}, padding={p['p']}, ceil_mode={p['cm']}, count_include_pad={p['cip']})",
+op("avg_pool", "nn", lambda g: g_pool(g, "avg"), "{0}.avg_pool{nd}d(kernel_size={k}, stride={s}, padding={p}, ceil_mode={cm}, count_include_pad={cip})",
    "F.avg_pool{nd}d({0}, kernel_size={k}, stride={s}, padding={p}, ceil_mode={cm}, count_include_pad={cip})")
 op("adaptive_avg_pool2d", "nn", g_adaptive, "{0}.adaptive_avg_pool2d({o})", "F.adaptive_avg_pool2d({0}, {o})", w=0.5)
-op("interpolate", "nn", g_interpolate, "{0}.interpolate({size}, mode={mode}, align_corners={ac})", "F.interpolate({0}, size={size}, mode={mode}, align_corners={ac})", w=0.5)
+op("interpolate", "nn", g_interpolate, "{0}.interpolate({size}, mode={mode}, align_corners={ac})",
+   "F.interpolate({0}, size={size}, mode={mode}, align_corners={ac})", w=0.5)
 op("layernorm", "nn", g_norm, "{0}.layernorm({ax})", "F.layer_norm({0}, {ns})", w=0.5)
 op("rmsnorm", "nn", g_norm, "{0}.rmsnorm({ax})", "F.rms_norm({0}, {ns}, eps=1e-6)", w=0.5)
-op("cross_entropy", "nn", g_ce, "{0}.cross_entropy({1}, reduction={r}, label_smoothing={ls})", "F.cross_entropy({0}, {1}{long}, reduction={r}, label_smoothing={ls})", w=0.5)
+op("cross_entropy", "nn", g_ce, "{0}.cross_entropy({1}, reduction={r}, label_smoothing={ls})",
+   "F.cross_entropy({0}, {1}{long}, reduction={r}, label_smoothing={ls})", w=0.5)
 op("nll_loss", "nn", g_nll, "{0}.nll_loss({1}, reduction={r})", "F.nll_loss({0}, {1}.long(), reduction={r})", w=0.3)
 op("bce", "nn", lambda g: g_bce(g, False), "{0}.binary_crossentropy({1}, reduction={r})", "F.binary_cross_entropy({0}, {1}, reduction={r})", w=0.3)
 op("bce_logits", "nn", lambda g: g_bce(g, True), "{0}.binary_crossentropy_logits({1}, reduction={r}, pos_weight={2})",
@@ -762,7 +774,8 @@ def g_tensor(g):
   if g.d.int(0, 3) == 0: vals = [vals, [g.d.choice(pool) for _ in vals]]
   return [], {"v": vals, "dt": DT(dt) if dt else None}
 op("tensor", "creation", g_tensor, "Tensor({v}, dtype={dt}, device=DEV)", "torch.tensor({v}, dtype={dt})", exact=True, w=0.3)
-op("eye", "creation", lambda g: ([], {"n": g.d.int(0, 4), "m": g.d.int(0, 4)}), "Tensor.eye({n}, {m}, device=DEV)", "torch.eye({n}, {m})", exact=True, w=0.2)
+op("eye", "creation", lambda g: ([], {"n": g.d.int(0, 4), "m": g.d.int(0, 4)}), "Tensor.eye({n}, {m}, device=DEV)",
+   "torch.eye({n}, {m})", exact=True, w=0.2)
 op("full", "creation", lambda g: ([], {"s": g.rand_shape(), "v": g.d.choice([1.5, nan, -inf, 3, True, 1e-40])}),
    "Tensor.full({s}, {v}, device=DEV)", "torch.full({s}, {v})", exact=True, w=0.3)
 
