@@ -4,6 +4,24 @@ import numpy as np
 import torch
 from tinyweb import Tensor
 
+class Draw:
+  """one source of random integers: hypothesis' data.draw (shrinkable, derandomized) or a seeded numpy RNG"""
+  def __init__(self, fn): self._fn = fn
+  def int(self, lo, hi): return int(self._fn(lo, hi))  # inclusive
+  def bool(self): return self.int(0, 1) == 1
+  def choice(self, seq): return seq[self.int(0, len(seq) - 1)]
+  def perm(self, n):
+    p = list(range(n))
+    for i in range(n - 1, 0, -1):
+      j = self.int(0, i)
+      p[i], p[j] = p[j], p[i]
+    return p
+  def subset(self, n, k): return sorted(self.perm(n)[:k])
+
+def rng_draw(seed):
+  rng = np.random.default_rng(seed)
+  return Draw(lambda lo, hi: rng.integers(lo, hi + 1))
+
 def rand_np(shape, low=-2.0, high=2.0, dtype=np.float32, seed=0):
   rng = np.random.default_rng(seed)
   if np.issubdtype(dtype, np.integer): return rng.integers(int(low), int(high), size=shape).astype(dtype)

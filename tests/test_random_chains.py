@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 from tinyweb import Tensor
+from helpers import Draw, rng_draw
 
 MAX_NUMEL = 720
 ATOL, RTOL, SLACK32 = 2e-5, 1e-3, 8.0   # allowed |got-ref| <= ATOL*scale + RTOL*|ref| + SLACK32*|ref32-ref64|
@@ -23,25 +24,7 @@ GRAD_ATOL = 1e-4
 
 # ---------------------------------------------------------------- drawing random choices
 
-class Draw:
-  """one source of random integers: hypothesis' data.draw (shrinkable, derandomized) or a seeded numpy RNG"""
-  def __init__(self, fn): self._fn = fn
-  def int(self, lo, hi): return int(self._fn(lo, hi))  # inclusive
-  def bool(self): return self.int(0, 1) == 1
-  def choice(self, seq): return seq[self.int(0, len(seq) - 1)]
-  def perm(self, n):
-    p = list(range(n))
-    for i in range(n - 1, 0, -1):
-      j = self.int(0, i)
-      p[i], p[j] = p[j], p[i]
-    return p
-  def subset(self, n, k): return sorted(self.perm(n)[:k])
-
 def hyp_draw(data): return Draw(lambda lo, hi: data.draw(st.integers(lo, hi)))
-
-def rng_draw(seed):
-  rng = np.random.default_rng(seed)
-  return Draw(lambda lo, hi: rng.integers(lo, hi + 1))
 
 # ---------------------------------------------------------------- op tables: (name, torch fn, tinyweb fn)
 
