@@ -144,14 +144,18 @@ def test_asyncio_tasks_have_their_own_grad_mode():
     (a * a).sum().backward()
     return a.grad.tolist()
   async def probe() -> bool: return requires_grad(Tensor)
+  @Tensor.no_grad()
+  async def decorated() -> bool:
+    await asyncio.sleep(0)
+    return requires_grad(Tensor)
   async def main():
     entered, leave = asyncio.Event(), asyncio.Event()
     waiting = asyncio.create_task(in_no_grad(entered, leave))
     grad = await asyncio.create_task(backward(entered))
     leave.set()
     with Tensor.no_grad(): inherited = await asyncio.create_task(probe())   # a task starts from a copy of its creator's
-    return grad, await waiting, inherited, requires_grad(Tensor)
-  assert asyncio.run(main()) == ([6.0], False, False, True)
+    return grad, await waiting, inherited, await decorated(), requires_grad(Tensor)
+  assert asyncio.run(main()) == ([6.0], False, False, False, True)
 
 # ---------------------------------------------------------------- devices from several threads
 
