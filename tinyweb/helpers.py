@@ -1,6 +1,6 @@
 """Small shared utilities: environment/context variables, counters, and a few pure functions."""
 from __future__ import annotations
-import os, functools, operator, math, platform, contextvars, threading, weakref
+import os, functools, operator, math, platform, contextvars, inspect, threading, weakref
 from typing import Any, Iterable, Sequence
 
 def prod(xs: Iterable[int]) -> int: return functools.reduce(operator.mul, xs, 1)
@@ -68,6 +68,11 @@ class Context:
     _open_blocks.set(blocks[:i] + blocks[i + 1:])
     for k, v in blocks[i][1].items(): ContextVar.registry[k].value = v
   def __call__(self, fn):
+    if inspect.iscoroutinefunction(fn):   # (the block must last while the coroutine runs, not while it is made)
+      @functools.wraps(fn)
+      async def run(*args, **kwargs):
+        with self: return await fn(*args, **kwargs)
+      return run
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
       with self: return fn(*args, **kwargs)

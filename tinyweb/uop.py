@@ -11,7 +11,7 @@ import math, weakref, itertools, functools, sys
 from enum import Enum, auto
 from typing import Any, Callable, Optional
 from tinyweb.dtype import DType, dtypes, cast_scalar
-from tinyweb.helpers import prod
+from tinyweb.helpers import prod, fork_safe_lock
 
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
 
@@ -69,14 +69,18 @@ class UOpMeta(type):
     except TypeError: return super().__call__(op, dtype, src, arg)   # unhashable arg: not interned
     ret = super().__call__(op, dtype, src, arg)
     ref = weakref.ref(ret, functools.partial(_forget, key))
-    # setdefault: another thread may have made this key's UOp meanwhile, and a key must stay one object
+    # a key must stay one object, also when threads make it at once: setdefault hashes the key (Python code, where a
+    # thread may switch) and then finds or adds the entry in one step; an entry is replaced or dropped only under the lock
     if (old := UOpMeta.table.setdefault(key, ref)) is not ref:
-      if (other := old()) is not None: return other
-      UOpMeta.table[key] = ref   # a dead entry whose _forget has not run yet
+      with _TABLE_LOCK:
+        if (old := UOpMeta.table.get(key, ref)) is not ref and (other := old()) is not None: return other
+        UOpMeta.table[key] = ref   # (the entry was dead: its _forget has not run yet)
     return ret
 
+_TABLE_LOCK = fork_safe_lock()
 def _forget(key, ref):   # a UOp died: drop its entry unless a newer UOp with the same key replaced it
-  if UOpMeta.table.get(key) is ref: del UOpMeta.table[key]
+  with _TABLE_LOCK:
+    if UOpMeta.table.get(key) is ref: del UOpMeta.table[key]
 
 class UOp(metaclass=UOpMeta):
   """An immutable IR node. Two UOps built from the same op, dtype, sources and arg are the same object."""

@@ -3,6 +3,7 @@ a target (C for clang, and later WGSL, OpenCL C, CUDA C, Metal) subclasses it an
 from __future__ import annotations
 import math
 from tinyweb.dtype import DType, dtypes
+from tinyweb.helpers import fork_safe_lock
 from tinyweb.uop import UOp, Ops, ALU
 from tinyweb.codegen.lower import Program, reduce_identity, IDX
 
@@ -11,6 +12,8 @@ UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32
 def const_offset(idx: UOp) -> tuple[UOp, int]:
   """An index as (base, constant offset)."""
   return (idx.src[0], idx.src[1].arg) if idx.op is Ops.ADD and idx.src[1].op is Ops.CONST else (idx, 0)
+
+_RENDERING = fork_safe_lock()
 
 class CStyleRenderer:
   device: str = ""
@@ -262,6 +265,9 @@ class CStyleRenderer:
     return out
 
   def render(self, prog: Program) -> str:
+    # one kernel at a time (threads): the kernel being rendered keeps state here (_local_decls, _vectors, WGSL's _atomic)
+    with _RENDERING: return self._render(prog)
+  def _render(self, prog: Program) -> str:
     wide = self.wide_indices(prog) if self.index_type else set()
     runs = self.vector_runs(prog)   # GPU targets: float4-style loads and stores
     in_run = {u for run in runs.values() for u in run}
