@@ -174,6 +174,14 @@ def test_threads_compute_on_one_device(device, frequent_thread_switches):
       np.testing.assert_allclose((Tensor(a * k, device=device) @ Tensor(a, device=device)).numpy(), (a * k) @ a, rtol=1e-5, atol=1e-5)
   run_threads(work, 4)
 
+def test_threads_draw_distinct_random_numbers(frequent_thread_switches):
+  """Each rand() takes its own slice of the stream: the snapshot and advance of the shared state are one step."""
+  draws = [[], []]
+  def work(k):
+    for _ in range(150): draws[k].append(tuple(Tensor.rand(4).tolist()))
+  run_threads(work, 2)
+  assert len(set(draws[0] + draws[1])) == 300
+
 def test_backward_in_one_thread_while_another_realizes(device):
   rng = np.random.default_rng(1)
   x, w = rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((6, 3)).astype(np.float32)

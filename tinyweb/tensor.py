@@ -8,7 +8,7 @@ from array import array
 from typing import Any, Optional, Sequence, Union
 from tinyweb.dtype import DType, dtypes, to_dtype, promote, promote_with_scalar, least_upper_dtype, cast_scalar, \
   float_to_bf16_bits, bf16_bits_to_float, scalar_dtype, scalar_fits, check_scalar, scalar_range_error, fmt_scalar
-from tinyweb.helpers import prod, argsort, flatten, largest_divisor, TRAINING, NO_GRAD, all_same, Context
+from tinyweb.helpers import prod, argsort, flatten, largest_divisor, TRAINING, NO_GRAD, all_same, Context, fork_safe_lock
 from tinyweb.uop import UOp, Ops, MOVEMENT, unique_id, const_key
 from tinyweb.device import Device, Buffer, IdWeakSet
 from tinyweb.schedule import create_schedule, realized_cache, buffer_uop, apply_realized, substitute, is_contiguous_buffer
@@ -42,6 +42,7 @@ SPLIT_MIN = 1 << 16        # a sum of at least this many elements per output...
 SPLIT_MAX_OUTPUTS = 64     # ...into at most this many outputs is done in two kernels (Tensor._split_sum)
 SPLIT_CHUNKS = 256         # at most this many partial sums per output and vector lane
 _grad_leaves = IdWeakSet()
+_rng_lock = fork_safe_lock()   # Tensor._random_bits's
 CONST_CACHE_SIZE = 4096
 _const_cache: dict[tuple, UOp] = {}   # Tensor._const_uop's
 
@@ -535,10 +536,10 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def _random_bits(n: int, device) -> Tensor:
     """n uint32 values from the global stream. The seed and counter live in a device buffer that a kernel advances,
     so random numbers keep changing when a TinyJit replays the kernels."""
-    if device not in Tensor._rng_state:
-      Tensor._rng_state[device] = Tensor(Tensor._seed_words(), dtype=dtypes.uint32, device=device)
-    state = Tensor._rng_state[device]
-    with Tensor.no_grad():
+    with _rng_lock, Tensor.no_grad():   # (snapshot and advance as one step: two threads must not draw the same numbers)
+      if device not in Tensor._rng_state:
+        Tensor._rng_state[device] = Tensor(Tensor._seed_words(), dtype=dtypes.uint32, device=device)
+      state = Tensor._rng_state[device]
       key = Tensor(UOp(Ops.CONTIGUOUS, dtypes.uint32, (state.uop,), unique_id())).realize()   # this call's snapshot
       state.assign(state + Tensor([0, 0, n & 0xffffffff], dtype=dtypes.uint32, device=device)).realize()
     def mix(x: Tensor) -> Tensor:   # a 32-bit integer hash with good avalanche (xor-shift-multiply rounds)
