@@ -410,3 +410,12 @@ def test_integer_division_by_zero_and_int_min_by_minus_one(device, dt):
     ta, tb = Tensor(np.array(a, dt), device=device), Tensor(np.array(b, dt), device=device)
     assert ta.div(tb, rounding_mode="trunc").tolist() == want_q
     assert ta.fmod(tb).tolist() == want_r
+
+def test_masked_fill_keeps_the_tensors_dtype(device):
+  """torch's masked_fill converts the value to the tensor's dtype: a bool tensor stays bool, an int one truncates a float."""
+  m = np.array([True, False, True])
+  for vals, value in [(np.array([False, True, False]), -1), (np.array([1, 2, 3], np.int32), 2.7), (np.array([1.5, 2.5, 3.5], np.float32), 7)]:
+    got = Tensor(vals, device=device).masked_fill(Tensor(m, device=device), value)
+    exp = torch.tensor(vals).masked_fill(torch.tensor(m), value)
+    assert got.dtype.name == str(exp.dtype).removeprefix("torch.")
+    np.testing.assert_array_equal(got.numpy(), exp.numpy())

@@ -1164,7 +1164,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     c, x, y = cond._broadcast_to(shape, "where"), x._broadcast_to(shape, "where"), y._broadcast_to(shape, "where")
     if c.device != x.device: raise RuntimeError(f"where: expected all tensors on the same device, got {c.device} and {x.device}")
     return x._wrap(UOp(Ops.WHERE, x.dtype, (c.uop, x.uop, y.uop)), y, c)
-  def masked_fill(self, mask: Tensor, value) -> Tensor: return mask.where(value, self)
+  def masked_fill(self, mask: Tensor, value) -> Tensor: return mask.where(value, self).cast(self.dtype)   # (self's dtype, like torch)
 
   def neg(self) -> Tensor:
     if self.dtype.is_bool: raise TypeError("neg: negation of a bool tensor is not supported; use logical_not or ~")
