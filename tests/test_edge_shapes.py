@@ -139,3 +139,16 @@ ONE = {
 def test_size_one(device, name):
   shapes, tfn, wfn = ONE[name]
   check_op(shapes, tfn, wfn, device=device, **TOL)
+
+ZERO_D = ["softmax(0)", "log_softmax(-1)", "logsumexp(0)", "max(0)", "min(-1)", "sum(0)", "mean(-1)", "prod(0)", "std(0, correction=0)",
+          "cumsum(0)", "cumprod(-1)", "logcumsumexp(0)", "sum(0, keepdim=True)"]
+
+@pytest.mark.parametrize("expr", ZERO_D)
+def test_zero_dim_tensor_along_dim_0_or_minus_1(device, expr):
+  """A 0-d tensor takes dim 0 and -1 (torch): reducing or scanning along it gives the op of one element, shape ()."""
+  torch_expr = {"max(0)": "amax(0)", "min(-1)": "amin(-1)"}.get(expr, expr)   # (torch.max(dim) also gives indices)
+  check_op(None, lambda x: eval(f"x.{expr}" if isinstance(x, Tensor) else f"x.{torch_expr}"), device=device, vals=[np.array(2.5, np.float32)], **TOL)
+  for fn in ("argmax", "argmin"):
+    assert getattr(Tensor(np.array(2.5, np.float32), device=device), fn)(0).tolist() == 0
+  assert Tensor(np.array(2.5, np.float32), device=device).cummax(0).item() == 2.5
+  with pytest.raises(IndexError): Tensor(np.array(2.5, np.float32), device=device).softmax(1)

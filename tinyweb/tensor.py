@@ -869,11 +869,11 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
 
   def _axes(self, op: str, axis) -> tuple[int, ...]:
     if axis is None: return tuple(range(self.ndim))
-    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    return tuple(sorted({_normalize_axis(op, a, self.ndim) for a in axes}))
+    axes = tuple(sorted({_normalize_axis(op, a, self.ndim) for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}))
+    return axes if self.ndim else ()   # (a 0-d tensor's dim 0 or -1 is itself: reducing over it changes nothing, as in torch)
 
   def _reduce(self, op: Ops, axis=None, keepdim=False, name="reduce") -> Tensor:
-    axes = tuple(a for a in self._axes(name, axis) if self.ndim > 0)
+    axes = self._axes(name, axis)
     if op is Ops.ADD and prod(self.shape[a] for a in axes) >= SPLIT_MIN and \
        prod(s for i, s in enumerate(self.shape) if i not in axes) <= SPLIT_MAX_OUTPUTS:
       out = self._split_sum(axes).reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape)))
@@ -954,6 +954,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
       if self.numel() == 0: raise IndexError(f"{op}: cannot take {op} of an empty tensor (shape {self.shape}) without an axis")
       return x.flatten()._arg_reduce(op, x.flatten(), 0, False).reshape((1,) * self.ndim if keepdim else ())
     a = _normalize_axis(op, axis, self.ndim)
+    if self.ndim == 0: return self.reshape(1)._arg_reduce(op, x.reshape(1), 0, False)
     n = self.shape[a]
     if n == 0: raise IndexError(f"{op}: cannot take {op} over an empty dimension (shape {self.shape}, axis {axis})")   # (torch's type)
     is_max = x == x.max(a, keepdim=True)
@@ -989,11 +990,12 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return self[..., :-1].pad(((0, 0),) * (self.ndim - 1) + ((1, 0),), value=fill)
   def cumprod(self, axis: int = 0) -> Tensor:
     a = _normalize_axis("cumprod", axis, self.ndim)
+    if self.ndim == 0: return self
     x = self.transpose(a, -1)
     return x._tri_mask_last().where(x.unsqueeze(-2), 1).prod(-1).transpose(a, -1)
   def cummax(self, axis: int = 0) -> Tensor:
     a = _normalize_axis("cummax", axis, self.ndim)
-    if self.numel() == 0: return self   # (an empty scan is empty; max refuses an empty axis)
+    if self.numel() == 0 or self.ndim == 0: return self   # (an empty scan is empty, max refuses an empty axis; a 0-d one is itself)
     x = self.transpose(a, -1)
     return x._tri_mask_last().where(x.unsqueeze(-2), x.dtype.min if not x.dtype.is_float else -math.inf).max(-1).transpose(a, -1)
 
