@@ -152,3 +152,8 @@ def test_zero_dim_tensor_along_dim_0_or_minus_1(device, expr):
     assert getattr(Tensor(np.array(2.5, np.float32), device=device), fn)(0).tolist() == 0
   assert Tensor(np.array(2.5, np.float32), device=device).cummax(0).item() == 2.5
   with pytest.raises(IndexError): Tensor(np.array(2.5, np.float32), device=device).softmax(1)
+
+@pytest.mark.parametrize("ws", [(1, 3, 4), (2, 1, 3, 1), (3, 1), (1, 3, 1)])
+def test_vector_at_batched_matrix_keeps_size_one_dims(device, ws):
+  """(k,) @ (..., k, m) is (..., m), size-1 batch dims and m = 1 included (a size-1 batch dim was squeezed away)."""
+  check_op([(3,), ws], lambda a, b: a @ b, device=device, **TOL)

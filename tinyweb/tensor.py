@@ -1656,6 +1656,5 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
       else: xv = x.reshape((1, xs[-1]))   # (k,) @ (..., k, m): x as one row
     else: xv, wv = x, w
     out = (xv * wv).sum(-1, dtype=dtype)
-    if len(ws) > 1 and len(xs) == 1 and out.ndim >= 2 and out.shape[-2] == 1: out = out.reshape(out.shape[:-2] + out.shape[-1:])
     return out.cast(dtype) if dtype is not None else out
   def matmul(self, x: Tensor, reverse=False, dtype=None) -> Tensor: return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
