@@ -86,7 +86,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     if k not in state_dict or k in bad or id(t) in done: continue   # a tensor under two keys is loaded once
     done.add(id(t))
     v = state_dict[k]
-    v = (v if isinstance(v, Tensor) else Tensor(v, device=t.device)).detach().to(t.device).cast(t.dtype)
+    v = (v if isinstance(v, Tensor) else Tensor(v, device=t.device)).detach().cast(t.dtype).to(t.device)   # (cast first: the target device may lack the source dtype)
     t.assign(v)   # in place when t owns a buffer, otherwise t takes the new value
     targets.append(t)
   if targets: Tensor.realize_all(*targets)
