@@ -125,9 +125,7 @@ st = time.perf_counter()
 for _ in range(${n}): x = (x + 1).realize()
 value = x.tolist()[0]
 per_realize = (time.perf_counter() - st) / ${n}
-engine.capturing.append(launches := [])
-x = (x + 1).realize()
-engine.capturing.pop()
+with engine.recording() as launches: x = (x + 1).realize()
 kernel, bufs = launches[0]
 handles = [b.handle for b in bufs]
 st = time.perf_counter()
