@@ -53,6 +53,7 @@ def grad_rule(u: UOp, g: UOp) -> tuple[Optional[UOp], ...]:
   if op is Ops.CAST: return (UOp(Ops.CAST, s[0].dtype, (g,)) if s[0].dtype.is_float else None,)
   if op is Ops.CUSTOM_GRAD: return (None, *u.arg(g, *s[1:]))
   if op in (Ops.CONTIGUOUS, Ops.COPY): return (g if op is Ops.CONTIGUOUS else UOp(Ops.COPY, g.dtype, (g,), s[0].device),)
+  if op is Ops.ASSIGN: return (None, g)   # the written value; the overwritten contents get none
   if op is Ops.RESHAPE: return (UOp(Ops.RESHAPE, g.dtype, (g,), s[0].shape),)
   if op is Ops.PERMUTE: return (UOp(Ops.PERMUTE, g.dtype, (g,), tuple(argsort(u.arg))),)
   if op is Ops.EXPAND: return (_reduce_sum(g, s[0].shape),)
@@ -79,7 +80,7 @@ def grad_rule(u: UOp, g: UOp) -> tuple[Optional[UOp], ...]:
       safe_x = _alu(Ops.WHERE, is_zero, one, x)
       others = _alu(Ops.WHERE, is_zero, _alu(Ops.WHERE, _alu(Ops.CMPEQ, nz_e, one), pn_e, zero), _alu(Ops.FDIV, out_e, safe_x))
       return (_alu(Ops.MUL, others, _expand_to(g, x.shape)),)
-  if op in (Ops.DETACH, Ops.BITCAST, Ops.TRUNC, Ops.ASSIGN) or op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.IDIV, Ops.MOD, Ops.AND,
+  if op in (Ops.DETACH, Ops.BITCAST, Ops.TRUNC) or op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.IDIV, Ops.MOD, Ops.AND,
                                                                Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR):
     return tuple(None for _ in s)
   raise NotImplementedError(f"no gradient rule for {op}")

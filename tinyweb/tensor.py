@@ -378,6 +378,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
       self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
     else:   # no storage of its own (lazy, or a buffer shared with another tensor): the value is replaced instead
       self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (x.uop,), unique_id())
+    if x.requires_grad and not NO_GRAD.value: self.requires_grad = True   # (x[i] = v: the result's gradient reaches v)
     return self
 
   def _owns(self, buf: Buffer) -> bool:
@@ -939,7 +940,10 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     first = first.isfinite().where(first, 0)
     mean = first + ((d - first) * (1 / n)).sum(axis, keepdim=True)
     sq = (x - mean).square().sum(axis, keepdim)
-    return sq / (n - correction) if n - correction > 0 else sq * math.nan
+    if n - correction > 0: return sq / (n - correction)
+    # PyTorch divides by max(0, n - c) (inf, or 0/0), and its gradient by n - c itself
+    dof = n - correction
+    return (sq.detach() * math.inf).custom_gradient([x], lambda g: ((x - mean) * (2 / dof if dof else math.inf) * g.reshape(mean.shape),))
   def std(self, axis=None, keepdim=False, correction=1) -> Tensor:
     v = self.var(axis, keepdim, correction)
     s = v.sqrt()
@@ -990,14 +994,34 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return self[..., :-1].pad(((0, 0),) * (self.ndim - 1) + ((1, 0),), value=fill)
   def cumprod(self, axis: int = 0) -> Tensor:
     a = _normalize_axis("cumprod", axis, self.ndim)
-    if self.ndim == 0: return self
+    if self.ndim == 0 or self.numel() == 0 or (self.shape[a] == 1 and self.dtype.is_float): return self   # (its gradient passes through)
     x = self.transpose(a, -1)
-    return x._tri_mask_last().where(x.unsqueeze(-2), 1).prod(-1).transpose(a, -1)
+    tri = x._tri_mask_last()
+    out = tri.where(x.detach().unsqueeze(-2), 1).prod(-1)
+    def backward(g):
+      # PyTorch's (its first-order formula): with k the first zero of a row and k2 the second, position j < k gets
+      # sum_{j<=i<k} g_i out_i / x_j; k gets out_{k-1} * sum_i G_i P_i with G = g on [k, k2) and 0 elsewhere, P the running
+      # product of x over (k, k2) (1 elsewhere); positions after k get exactly 0 (not 0 * an inf g)
+      n, xd = x.shape[-1], x.detach()
+      pos = Tensor.arange(n, device=self.device)
+      k = (xd == 0).where(pos, n).min(-1, keepdim=True)
+      k2 = ((xd == 0) & (pos > k)).where(pos, n).min(-1, keepdim=True)
+      before = (tri & (pos.unsqueeze(-1) < k.unsqueeze(-1))).where((g * out).unsqueeze(-1), 0.0).sum(-2) / xd
+      P = tri.where(((pos > k) & (pos < k2)).where(xd, 1).unsqueeze(-2), 1).prod(-1)
+      at = (((pos >= k) & (pos < k2)).where(g, 0.0) * P).sum(-1, keepdim=True) * (pos < k).where(xd, 1).prod(-1, keepdim=True)
+      return ((pos < k).where(before, (pos == k).where(at, 0.0)),)
+    return (out.custom_gradient([x], backward) if x.dtype.is_float else out).transpose(a, -1)
   def cummax(self, axis: int = 0) -> Tensor:
     a = _normalize_axis("cummax", axis, self.ndim)
     if self.numel() == 0 or self.ndim == 0: return self   # (an empty scan is empty, max refuses an empty axis; a 0-d one is itself)
     x = self.transpose(a, -1)
-    return x._tri_mask_last().where(x.unsqueeze(-2), x.dtype.min if not x.dtype.is_float else -math.inf).max(-1).transpose(a, -1)
+    tri = x._tri_mask_last()
+    out = tri.where(x.detach().unsqueeze(-2), x.dtype.min if not x.dtype.is_float else -math.inf).max(-1)
+    def backward(g):   # PyTorch's: out[i]'s gradient all to the last j <= i holding it (a NaN: the last NaN)
+      xd, o = x.detach().unsqueeze(-2), out.unsqueeze(-1)
+      score = (tri & ((xd == o) | (xd.isnan() & o.isnan()))).where(Tensor.arange(x.shape[-1], device=self.device), -1)
+      return ((score == score.max(-1, keepdim=True)).where(g.unsqueeze(-1), 0.0).sum(-2),)
+    return (out.custom_gradient([x], backward) if x.dtype.is_float else out).transpose(a, -1)
 
   def softmax(self, axis=-1, dtype=None) -> Tensor:
     x = self._float_input() if dtype is None else self.cast(dtype)
@@ -1060,6 +1084,8 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     if a.dtype.is_bool: raise TypeError("sub: subtraction of bool tensors is not supported; use logical_xor or ^")
     return a + (-b)
   def div(self, x, reverse=False, rounding_mode: Optional[str] = None) -> Tensor:
+    if rounding_mode is None and not self.dtype.is_float and isinstance(x, (int, float)):
+      return self._float_input().div(x, reverse)   # (true division: a scalar outside an int tensor's range is fine, like PyTorch)
     a, b = self._broadcasted(x, "div", reverse, match_dtype=False)
     if rounding_mode == "floor": return a // b
     if rounding_mode == "trunc": return a._trunc_div(b)
@@ -1366,7 +1392,8 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     t = d.exp().log1p().tanh()   # tanh(softplus(x)), without softplus's threshold (as PyTorch)
     return (d * t).custom_gradient([x], lambda g: (g * (t + d * d.sigmoid() * (1 - t * t)),))
   def hardtanh(self, min_val=-1.0, max_val=1.0) -> Tensor:
-    return self.detach().clip(min_val, max_val).custom_gradient([self], lambda g: (((self <= min_val) | (self >= max_val)).where(0.0, g),))
+    # PyTorch's gradient (of its vectorized kernel: 0 at NaN; its scalar tail passes a NaN's gradient through)
+    return self.detach().clip(min_val, max_val).custom_gradient([self], lambda g: (((self > min_val) & (self < max_val)).where(g, 0.0),))
   def relu6(self) -> Tensor: return self.hardtanh(0, 6)
   def hardswish(self) -> Tensor:
     x = self._float_input()

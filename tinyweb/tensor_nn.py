@@ -13,6 +13,7 @@ def _T():
 
 def _tuple(v, n: int, op: str, name: str, least: int = 1, shapes: str = "") -> tuple[int, ...]:
   t = (v,) * n if isinstance(v, int) else tuple(v) if isinstance(v, (tuple, list)) else ()
+  if len(t) == 1: t = t * n   # (one value for every dim, like PyTorch)
   if len(t) != n or not all(isinstance(x, int) for x in t): raise ValueError(f"{op}: {name} must be an int or {n} ints, got {v!r}{shapes}")
   if any(x < least for x in t): raise ValueError(f"{op}: {name} must be {'positive' if least else 'non-negative'}, got {v!r}{shapes}")
   return t
@@ -21,6 +22,7 @@ def _pads(padding, n: int, op: str, shapes: str = "") -> list[tuple[int, int]]:
   """(before, after) per spatial dim, first dim first. Accepts an int, n ints (torch: both sides), 2n ints (flat, last dim
   first, like pad()), or n (before, after) pairs."""
   p = (padding,) * n if isinstance(padding, int) else tuple(padding) if isinstance(padding, (tuple, list)) else ()
+  if len(p) == 1 and isinstance(p[0], int): p = p * n   # (one value for every dim, like PyTorch)
   if len(p) == n and all(isinstance(x, int) for x in p): out = [(x, x) for x in p]
   elif len(p) == 2 * n and all(isinstance(x, int) for x in p): out = [(p[2 * (n - 1 - j)], p[2 * (n - 1 - j) + 1]) for j in range(n)]
   elif len(p) == n and all(isinstance(x, (tuple, list)) and len(x) == 2 and all(isinstance(y, int) for y in x) for x in p): out = [tuple(x) for x in p]
@@ -290,8 +292,19 @@ class NNMixin:
     k_, s_, d_, pads, extra = self._pool_args("max_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
     n = len(k_)
     all_pads = tuple((b, a + e) for (b, a), e in zip(pads, extra))
-    x = self if all(p == (0, 0) for p in all_pads) else self.pad((None,) * (self.ndim - n) + all_pads, value=self.dtype.min)
-    return x._pool(k_, s_, d_, "max_pool2d").max(tuple(range(-n, 0)))
+    padded = any(p != (0, 0) for p in all_pads)
+    x = self.pad((None,) * (self.ndim - n) + all_pads, value=self.dtype.min) if padded else self
+    windows = x._pool(k_, s_, d_, "max_pool2d")
+    out = windows.detach().max(tuple(range(-n, 0)))
+    def backward(g):   # PyTorch's: a window's gradient all to one input, its first maximum (row-major), or its last NaN
+      Tensor, K = _T(), prod(k_)
+      w, o = windows.detach().reshape(*out.shape, K), out.unsqueeze(-1)
+      pos, onan = Tensor.arange(K, device=self.device), o.isnan()
+      hit = (w == o) | (w.isnan() & onan)
+      if padded: hit = hit & Tensor.full(self.shape[-n:], True, device=self.device).pad(all_pads, value=False)._pool(k_, s_, d_).reshape(*out.shape[-n:], K)
+      score = hit.where(onan.where(pos, K - 1 - pos), -1)
+      return ((score == score.max(-1, keepdim=True)).where(g.unsqueeze(-1), 0.0).reshape(windows.shape),)
+    return out.custom_gradient([windows], backward) if self.dtype.is_float else out
 
   def avg_pool1d(self, kernel_size=2, stride=None, dilation=1, padding=0, ceil_mode=False, count_include_pad=True):
     kt = lambda v: (v,) if isinstance(v, int) else v  # noqa: E731
@@ -300,14 +313,21 @@ class NNMixin:
     kt = lambda v: (v,) if isinstance(v, int) else v  # noqa: E731
     return self.max_pool2d(kt(kernel_size), None if stride is None else kt(stride), kt(dilation), kt(padding), ceil_mode)
 
-  def _resample(self, mats: list[list[list[float]]]):
-    """Contract each of the last len(mats) dims with a (out, in) matrix: out[.., o, ..] = sum_i m[o][i] * x[.., i, ..]."""
+  def _resample(self, taps: list[list[list[list[Optional[float]]]]]):
+    """Contract each of the last len(taps) dims with (out, in) matrices, one per tap: out[.., o, ..] = sum over the tap
+    matrices m of sum_i m[o][i] * x[.., i, ..], over the i with m[o][i] not None (so an inf elsewhere does not make
+    inf * 0 = NaN; a tap of weight 0 does, like PyTorch's kernels)."""
     Tensor = _T()
-    x, n = self, len(mats)
-    for j, m in enumerate(mats):
-      ax = x.ndim - n + j
-      w = Tensor(m, dtype=x.dtype, device=x.device)
-      x = (x.transpose(ax, -1).unsqueeze(-2) * w).sum(-1).transpose(ax, -1)
+    x, n = self, len(taps)
+    for j, mats in enumerate(taps):
+      xt = x.transpose(x.ndim - n + j, -1).unsqueeze(-2)
+      out = None
+      for m in mats:
+        w = Tensor([[0.0 if v is None else v for v in row] for row in m], dtype=x.dtype, device=x.device)
+        hit = Tensor([[v is not None for v in row] for row in m], device=x.device)
+        t = hit.where(xt * w, 0.0).sum(-1)
+        out = t if out is None else out + t
+      x = out.transpose(x.ndim - n + j, -1)
     return x
 
   def adaptive_avg_pool2d(self, output_size):
@@ -322,8 +342,8 @@ class NNMixin:
       rows = []
       for t in range(o):
         s, e = (t * i) // o, -(-((t + 1) * i) // o)
-        rows.append([1.0 / (e - s) if s <= c < e else 0.0 for c in range(i)])
-      mats.append(rows)
+        rows.append([1.0 / (e - s) if s <= c < e else None for c in range(i)])
+      mats.append([rows])
     return (self if self.dtype.is_float else self.float())._resample(mats)
 
   # ------------------------------------------------------------------------------------------------------ interpolate
@@ -351,17 +371,16 @@ class NNMixin:
       raise ValueError(f"interpolate: mode {mode!r} is not supported; valid: nearest, nearest-exact, linear, bilinear, trilinear, area")
     mats = []
     for i, o in zip(self.shape[-n:], size):
-      rows = []
+      rows0, rows1 = [], []   # PyTorch's two taps, (1 - lam) x[i0] + lam x[i1], both taken even when i1 == i0 or lam == 0
       for t in range(o):
-        if align_corners: src = t * ((i - 1) / (o - 1)) if o > 1 else 0.0
-        else: src = max(0.0, (t + 0.5) * (i / o) - 0.5)
+        # torch's float32 source position (its scale rounded to float32, then one fused multiply-add)
+        if align_corners: src = _f32(t * _f32((i - 1) / (o - 1))) if o > 1 else 0.0
+        else: src = max(0.0, _f32((t + 0.5) * _f32(i / o) - 0.5))
         i0 = min(int(src), i - 1)
         lam = src - i0
-        row = [0.0] * i
-        row[i0] += 1.0 - lam
-        row[min(i0 + 1, i - 1)] += lam
-        rows.append(row)
-      mats.append(rows)
+        rows0.append([1.0 - lam if c == i0 else None for c in range(i)])
+        rows1.append([lam if c == min(i0 + 1, i - 1) else None for c in range(i)])
+      mats.append([rows0, rows1])
     return (self if self.dtype.is_float else self.float())._resample(mats)
 
   # ------------------------------------------------------------------------------------------- normalisation, dropout
@@ -439,7 +458,11 @@ class NNMixin:
   def binary_crossentropy(self, Y, reduction: str = "mean"):
     """self: probabilities. The logs are clamped at -100 like torch."""
     if Y.shape != self.shape: raise ValueError(f"binary_crossentropy: target {Y.shape} must have the input's shape {self.shape}")
-    return _reduce_loss(-(Y * self.log().clip(-100) + (1 - Y) * (1 - self).log().clip(-100)), reduction, "binary_crossentropy")
+    x, y = self.detach(), Y.detach()
+    loss = -(y * x.log().clip(-100) + (1 - y) * (1 - x).log().clip(-100))
+    # PyTorch's gradients, not those of the clamped logs: (x - y) / max(x (1 - x), 1e-12) and -logit(x)
+    loss = loss.custom_gradient([self, Y], lambda g: (g * (x - y) / (x * (1 - x)).maximum(1e-12), -g * (x / (1 - x)).log()))
+    return _reduce_loss(loss, reduction, "binary_crossentropy")
 
   def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight=None):
     """self: logits. (1-y)*x + (1+(pw-1)*y) * log(1+exp(-x)), written so exp never overflows."""
@@ -463,10 +486,14 @@ class NNMixin:
                        f"need (..., L, E), (..., S, E), (..., S, Ev)")
     if is_causal and attn_mask is not None: raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
     L, S = self.shape[-2], key.shape[-2]
-    scores = (self @ key.transpose(-1, -2)) * (1 / math.sqrt(self.shape[-1]) if scale is None else scale)
+    # PyTorch's math path: q and k each scaled by sqrt(|scale|) before the product (so a small scale keeps q.k finite)
+    root = math.sqrt(abs(1 / math.sqrt(self.shape[-1]) if scale is None else scale))
+    scores = (self * (-root if scale is not None and scale < 0 else root)) @ (key * root).transpose(-1, -2)
     if is_causal: attn_mask = Tensor.arange(L, device=self.device).unsqueeze(-1) >= Tensor.arange(S, device=self.device)
-    if attn_mask is not None:
-      scores = attn_mask.where(scores, -math.inf) if attn_mask.dtype.is_bool else scores + attn_mask
-    w = scores.softmax(-1)
+    if attn_mask is not None: scores = scores + (attn_mask.where(0.0, -math.inf) if attn_mask.dtype.is_bool else attn_mask)
+    # a row with every score -inf (all masked) attends to nothing: zeros, not softmax's 0/0; the gradient is softmax's
+    # from its output (PyTorch's math path, both)
+    w = (scores == -math.inf).all(-1, keepdim=True).where(0.0, scores.detach().softmax(-1))
+    w = w.custom_gradient([scores], lambda g: (w * (g - (g * w).sum(-1, keepdim=True)),))
     if dropout_p > 0: w = w.dropout(dropout_p)
     return w @ value

@@ -1,0 +1,181 @@
+"""Where PyTorch's answer is a convention rather than the formula's plain derivative, tinyweb gives PyTorch's, forward and
+gradient, on every device: which tied or NaN element a max routes its gradient to, gradients through zeros (cumprod)
+and clamps, the losses' gradients beyond their clamped logs, attention's math path (its scaling, its fully masked rows),
+gradients through setitem, resampling taps next to an inf, and argument forms PyTorch accepts. Each case is compared
+element by element with torch's float32 CPU result: NaN where torch has NaN, the same infinities, finite values close."""
+import math
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from tinyweb import Tensor
+
+inf, nan = math.inf, math.nan
+
+def assert_like_torch(got, ref, what, rtol=1e-5, atol=1e-6):
+  got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+  assert got.shape == ref.shape, f"{what}: shape {got.shape}, torch {ref.shape}"
+  with np.errstate(invalid="ignore"):
+    same_class = (np.isnan(got) == np.isnan(ref)) & (np.isinf(got) == np.isinf(ref)) & ((got == ref) | ~np.isinf(ref))
+    close = np.isnan(ref) | np.isinf(ref) | (np.abs(got - ref) <= atol + rtol * np.abs(ref))
+  bad = ~(same_class & close)
+  assert not bad.any(), f"{what}: at {np.argwhere(bad)[:6].tolist()}: tinyweb {got[bad][:6]}, torch {ref[bad][:6]}"
+
+def grads_like_torch(device, fn_tw, fn_pt, *inputs, cot=None, what=""):
+  """forward values and the gradient of every input of sum(out * cot) against torch"""
+  tw = [Tensor(np.asarray(x, np.float32), device=device, requires_grad=True) for x in inputs]
+  pt = [torch.tensor(np.asarray(x, np.float32), requires_grad=True) for x in inputs]
+  out_tw, out_pt = fn_tw(*tw), fn_pt(*pt)
+  assert_like_torch(out_tw.numpy(), out_pt.detach().numpy(), f"{what} forward")
+  c = np.ones(out_pt.shape, np.float32) if cot is None else np.asarray(cot, np.float32)
+  (out_tw * Tensor(c, device=device)).sum().backward(); (out_pt * torch.tensor(c)).sum().backward()
+  for i, (a, b) in enumerate(zip(tw, pt)):
+    assert_like_torch(a.grad.numpy(), b.grad.numpy(), f"{what} grad of input {i}")
+
+# ----------------------------------------------------------------------------------------- ties and NaN in max-like ops
+
+@pytest.mark.parametrize("row", [[1.0, 1.0, 0.0, 1.0], [1.0, nan, 3.0, nan], [3.0, 1.0, 3.0, 2.0], [-inf, -inf, 1.0, 1.0]])
+def test_cummax_gradient_goes_to_the_last_running_max(device, row):
+  grads_like_torch(device, lambda x: x.cummax(0), lambda x: torch.cummax(x, 0).values, row, cot=[1.0, 2.0, 3.0, 4.0], what=f"cummax {row}")
+
+@pytest.mark.parametrize("window", [[1.0, 3.0, 3.0], [nan, 1.0, nan], [1.0, nan, nan], [-inf, -inf, -inf], [2.0, 2.0, 2.0]])
+@pytest.mark.parametrize("padding", [0, 1])
+def test_max_pool_gradient_goes_to_one_element_per_window(device, window, padding):
+  # torch: the first maximum of a window in row-major order, its last NaN, never a padding position
+  x = np.array([[window + window[::-1]]], np.float32)   # (1, 1, 6): windows of 3 with stride 3
+  grads_like_torch(device, lambda t: t.max_pool1d(3, padding=padding), lambda t: F.max_pool1d(t, 3, padding=padding), x,
+                   what=f"max_pool1d {window} padding={padding}")
+  x2 = np.array([[[window[:2], window[1:]]]], np.float32)   # (1, 1, 2, 2): one 2x2 window
+  grads_like_torch(device, lambda t: t.max_pool2d(2), lambda t: F.max_pool2d(t, 2), x2, what=f"max_pool2d {window}")
+
+def test_max_pool_overlapping_windows_with_ties(device):
+  x = np.array([[[[1.0, 1.0, 1.0], [1.0, 2.0, 2.0], [0.0, 2.0, 2.0]]]], np.float32)
+  grads_like_torch(device, lambda t: t.max_pool2d(2, stride=1), lambda t: F.max_pool2d(t, 2, stride=1), x, what="max_pool2d ties")
+
+# ------------------------------------------------------------------------------------------------------ clamps at NaN
+
+def test_hardtanh_and_relu6_gradients_at_nan_and_bounds(device):
+  # torch's vectorized kernel (every element of a tensor of 16+ floats but the tail): 0 at NaN and at the bounds
+  v = np.array([nan, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 6.0, 7.0, nan, 2.0, -3.0, 5.9, 6.1, nan] * 2, np.float32)
+  grads_like_torch(device, lambda x: x.hardtanh(), lambda x: F.hardtanh(x), v, what="hardtanh")
+  grads_like_torch(device, lambda x: x.relu6(), lambda x: F.relu6(x), v, what="relu6")
+  grads_like_torch(device, lambda x: x.clip(0.0, 6.0), lambda x: torch.clamp(x, 0.0, 6.0), v, what="clip")
+
+# ------------------------------------------------------------------------------------------------- cumprod through zeros
+
+@pytest.mark.parametrize("row,cot", [([3.0, 0.0, -2.0, -2.0, 1.0], [1.0, 1.0, 0.0, 0.5, -1.0]),
+                                     ([0.0, 0.0, inf, 0.0], [inf, inf, 1.0, 1.0]),
+                                     ([0.0, inf, 0.0, inf], [0.0, 1.0, 1.0, 0.5]),
+                                     ([1e30, 0.0, 1e30, 3.0, 0.0, inf], [inf, inf, -1.0, 1.0, 1.0, -1.0]),
+                                     ([2.0, 0.5, 4.0, -1.0], [1.0, -1.0, 2.0, 0.5]),
+                                     ([1.0, 1.0], [inf, inf])])
+def test_cumprod_gradient_through_zeros(device, row, cot):
+  # after a row's first zero every gradient is exactly 0, even against an infinite upstream gradient
+  grads_like_torch(device, lambda x: x.cumprod(0), lambda x: torch.cumprod(x, 0), row, cot=cot, what=f"cumprod {row}")
+
+def test_cumprod_of_mod_then_log_has_torchs_gradient(device):
+  grads_like_torch(device, lambda x: (x % x).cumprod(0).log2(), lambda x: torch.log2(torch.cumprod(x % x, 0)), [1.0, 1.0],
+                   what="(x % x).cumprod().log2()")
+
+# ------------------------------------------------------------------------------------------------------------- losses
+
+def test_binary_cross_entropy_gradients_beyond_the_clamped_logs(device):
+  p = np.array([1.0, 0.0, 1.0, 0.0, 0.5, 1e-30, 1 - 1e-7, 0.3], np.float32)
+  y = np.array([1.0, 0.0, 0.0, 1.0, 0.2, 1.0, 0.0, 0.3], np.float32)
+  grads_like_torch(device, lambda a, b: a.binary_crossentropy(b, reduction="none"),
+                   lambda a, b: F.binary_cross_entropy(a, b, reduction="none"), p, y, what="binary_crossentropy")
+
+def test_var_with_correction_at_least_n(device):
+  x = np.array([[0.0, 100.0], [2.0, 2.0]], np.float32)
+  for c in (2, 3):
+    grads_like_torch(device, lambda t: t.var(1, correction=c), lambda t: torch.var(t, 1, correction=c), x, what=f"var correction={c}")
+
+# ---------------------------------------------------------------------------------------------------------- attention
+
+@pytest.mark.parametrize("scale", [None, 1e-30, 0.0, -0.25])
+def test_sdpa_scales_query_and_key_like_torchs_math_path(device, scale):
+  from torch.nn.attention import sdpa_kernel, SDPBackend
+  q = np.array([[[1e20, 1.0], [-3e38, 2.0]]], np.float32)
+  k = np.array([[[1e20, 0.5], [0.0, 1.0], [2.0, -2.0]]], np.float32)
+  v = np.array([[[1.0], [2.0], [3.0]]], np.float32)
+  with sdpa_kernel(SDPBackend.MATH): ref = F.scaled_dot_product_attention(torch.tensor(q), torch.tensor(k), torch.tensor(v), scale=scale)
+  got = Tensor(q, device=device).scaled_dot_product_attention(Tensor(k, device=device), Tensor(v, device=device), scale=scale)
+  assert_like_torch(got.numpy(), ref.numpy(), f"sdpa scale={scale}")
+
+def test_sdpa_fully_masked_rows_give_zeros_and_softmaxs_gradient(device):
+  from torch.nn.attention import sdpa_kernel, SDPBackend
+  mask = np.array([[False, False, False], [True, False, True]])
+  q, k = np.array([[1.0, 2.0], [0.5, -1.0]], np.float32), np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]], np.float32)
+  v = np.array([[1.0], [2.0], [4.0]], np.float32)
+  def pt(a, b, c):
+    with sdpa_kernel(SDPBackend.MATH): return F.scaled_dot_product_attention(a, b, c, attn_mask=torch.tensor(mask))
+  grads_like_torch(device, lambda a, b, c: a.scaled_dot_product_attention(b, c, attn_mask=Tensor(mask, device=device)), pt,
+                   q, k, v, what="sdpa, a fully masked row")
+  # through sqrt (an infinite gradient at the zero output): torch's NaN reaches q and k through the additive mask
+  grads_like_torch(device, lambda a, b, c: a.scaled_dot_product_attention(b, c, attn_mask=Tensor(mask, device=device)).sqrt(),
+                   lambda a, b, c: pt(a, b, c).sqrt(), q, k, v, what="sqrt(sdpa), a fully masked row")
+
+# ------------------------------------------------------------------------------------------------------------ setitem
+
+def test_setitem_value_gets_the_gradient(device):
+  g = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+  for realized in (False, True):
+    base = Tensor.ones(2, 2, device=device)
+    if realized: base.realize()
+    v = Tensor([5.0, 6.0], device=device, requires_grad=True)
+    base[1] = v * 3
+    assert base.requires_grad
+    (base * Tensor(g, device=device)).sum().backward()
+    np.testing.assert_allclose(v.grad.numpy(), 3 * g[1], err_msg=f"realized={realized}")
+  x = Tensor.ones(2, 2, device=device).clone()
+  empty = Tensor.ones(0, 2, device=device, requires_grad=True)
+  x[1:1] = empty
+  x.sum().backward()
+  assert empty.grad is not None and empty.grad.shape == (0, 2)
+
+# ---------------------------------------------------------------------------------------------- resampling next to inf
+
+@pytest.mark.parametrize("x,kw", [([[[1.0, inf]]], dict(size=4, mode="linear")),
+                                  ([[[1.0, 2.0, inf]]], dict(size=5, mode="linear", align_corners=True)),
+                                  ([[[1.0, 2.0, inf]]], dict(size=5, mode="linear")),
+                                  ([[[[1.0, 2.0, inf]]]], dict(size=(1, 5), mode="bilinear")),
+                                  ([[[[1.0, 2.0, inf], [1.0, 1.0, 1.0]]]], dict(size=(3, 5), mode="bilinear", align_corners=True)),
+                                  ([[[inf]]], dict(size=3, mode="linear")),
+                                  ([[[1.0, inf, 2.0, 3.0, 4.0]]], dict(size=2, mode="area")),
+                                  ([[[1.0, inf, 2.0, 3.0, 4.0]]], dict(size=3, mode="nearest"))])
+def test_resampling_reads_only_the_taps_torch_reads(device, x, kw):
+  # an inf reaches the outputs whose taps include it (as NaN where its weight is 0), and no others
+  assert_like_torch(Tensor(x, device=device).interpolate(**kw).numpy(), F.interpolate(torch.tensor(x), **kw).numpy(), f"interpolate {kw}")
+
+def test_interpolate_gradient_of_an_infinite_upstream(device):
+  grads_like_torch(device, lambda t: t.interpolate((7,), mode="linear") / -0.0,
+                   lambda t: F.interpolate(t, size=(7,), mode="linear") / -0.0, [[[1.0]]], what="interpolate / -0.0")
+
+@pytest.mark.parametrize("i,o", [(s, t) for s in range(1, 8) for t in range(1, 8)])
+def test_linear_interpolate_positions_match_torch(device, i, o):
+  x = np.random.default_rng(i * 10 + o).standard_normal((1, 2, i)).astype(np.float32)
+  for ac in (False, True):
+    assert_like_torch(Tensor(x, device=device).interpolate(o, align_corners=ac).numpy(),
+                      F.interpolate(torch.tensor(x), o, mode="linear", align_corners=ac).numpy(), f"{i} -> {o} align_corners={ac}")
+
+def test_adaptive_avg_pool_with_inf(device):
+  x = np.array([[[1.0, inf, 2.0, 3.0, -1.0, 4.0, 5.0]]], np.float32)
+  assert_like_torch(Tensor(x, device=device).adaptive_avg_pool2d((3,)).numpy(), F.adaptive_avg_pool1d(torch.tensor(x), 3).numpy(),
+                    "adaptive_avg_pool")
+
+# ------------------------------------------------------------------------------------------------ arguments and dtypes
+
+def test_true_division_of_ints_by_a_scalar_outside_their_range(device):
+  x = np.array([1, -7, 300], np.int16)
+  for s in (2147483647, 2 ** 40, 0.5):
+    assert_like_torch((Tensor(x, device=device) / s).numpy(), (torch.tensor(x) / s).numpy(), f"int16 / {s}")
+    assert_like_torch((s / Tensor(x, device=device)).numpy(), (s / torch.tensor(x)).numpy(), f"{s} / int16")
+
+def test_conv_arguments_of_one_value_apply_to_every_dim(device):
+  x, w = np.ones((1, 1, 5, 5), np.float32), np.ones((1, 1, 2, 2), np.float32)
+  for kw in (dict(stride=(2,)), dict(padding=(1,)), dict(dilation=(2,))):
+    assert_like_torch(Tensor(x, device=device).conv2d(Tensor(w, device=device), **kw).numpy(),
+                      F.conv2d(torch.tensor(x), torch.tensor(w), **kw).numpy(), f"conv2d {kw}")
+  got = Tensor(x, device=device).conv_transpose2d(Tensor(w, device=device), stride=(2,), output_padding=(1,))
+  assert_like_torch(got.numpy(), F.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=(2,), output_padding=(1,)).numpy(),
+                    "conv_transpose2d output_padding=(1,)")
