@@ -19,8 +19,9 @@ multiplier that is a hash of the value's bits, so equal values stay equal and ti
 denormals to zero, once more with them flushed. How far these runs lie apart is how ill-conditioned the graph is
 there, and sets the tolerance:
   |tinyweb - ref64| <= ATOL + RTOL*|ref64| + SLACK*max_k |ref_k - ref64|    (finite elements)
-An element whose runs disagree on NaN/inf/finite may be any of the classes they give; elsewhere NaN positions, inf
-positions and signs must match. Integer and bool elements must be equal wherever the runs agree (torch's int64 results
+An element whose runs disagree on NaN/inf/finite may be any of the classes they give (and one whose float64 value is
+beyond float32's range may be the inf of its sign: where a float32 sum overflows depends on its order); elsewhere NaN
+positions, inf positions and signs must match. Integer and bool elements must be equal wherever the runs agree (torch's int64 results
 wrapped to tinyweb's int32, its default). Shapes must be equal, dtypes of the same class (float/int/uint/bool). With
 grads, the loss is a random scalar reduction of each float output (a weighted sum, sum or mean) and every float leaf's
 grad is compared the same way (ATOL scaled by the grad's size; a leaf torch gives no grad must get none or zeros). An
@@ -39,7 +40,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from helpers import rng_draw  # noqa: E402
+from helpers import rng_draw, hardtanh_ref  # noqa: E402
 from tinyweb import Tensor, dtypes  # noqa: E402
 from tinyweb.device import Device  # noqa: E402
 
@@ -360,6 +361,10 @@ def setitem(x, idx, v):
   x[idx] = v
   return x
 
+def sdpa_math(*args, **kw):   # torch's reference path: its fused CPU kernel differs on NaN, overflow and fully masked rows
+  from torch.nn.attention import sdpa_kernel, SDPBackend
+  with sdpa_kernel(SDPBackend.MATH): return F.scaled_dot_product_attention(*args, **kw)
+
 def g_setitem(g):
   """x[idx] = v on a copy: ints and slices (positive steps), v a scalar or a node that broadcasts to the selection"""
   x = g.pick("fib", ok=lambda s: len(s) >= 1)
@@ -636,7 +641,7 @@ F_UNARY = [  # name, tinyweb, torch (None: same), inputs (f: float, i: int, b: b
   ("asinh", "{0}.asinh()", None, "f", False), ("acosh", "{0}.acosh()", None, "f", False), ("relu", "{0}.relu()", None, "fi", True),
   ("selu", "{0}.selu()", "F.selu({0})", "f", False), ("gelu", "{0}.gelu()", "F.gelu({0}, approximate='tanh')", "f", False),
   ("quick_gelu", "{0}.quick_gelu()", "{0} * torch.sigmoid(1.702 * {0})", "f", False), ("silu", "{0}.silu()", "F.silu({0})", "f", False),
-  ("mish", "{0}.mish()", "F.mish({0})", "f", False), ("relu6", "{0}.relu6()", "F.relu6({0})", "f", True),
+  ("mish", "{0}.mish()", "F.mish({0})", "f", False), ("relu6", "{0}.relu6()", "hardtanh_ref({0}, 0.0, 6.0)", "f", True),
   ("hardswish", "{0}.hardswish()", "F.hardswish({0})", "f", False), ("hardsigmoid", "{0}.hardsigmoid()", "F.hardsigmoid({0})", "f", False),
   ("softsign", "{0}.softsign()", "F.softsign({0})", "f", False), ("logsigmoid", "{0}.logsigmoid()", "F.logsigmoid({0})", "f", False),
   ("isnan", "{0}.isnan()", None, "f", True), ("isinf", "{0}.isinf()", None, "f", True), ("isfinite", "{0}.isfinite()", None, "f", True),
@@ -648,7 +653,7 @@ op("leaky_relu", "unary", g_unary("f", s=[0.01, 0.2, 1.5, -0.3]), "{0}.leaky_rel
 op("elu", "unary", g_unary("f", a=[1.0, 0.5, 2.0]), "{0}.elu({a})", "F.elu({0}, {a})")
 op("celu", "unary", g_unary("f", a=[1.0, 0.5, 2.0]), "{0}.celu({a})", "F.celu({0}, {a})")
 op("softplus", "unary", g_unary("f", b=[1.0, 2.0, 0.5], t=[20.0, 5.0]), "{0}.softplus({b}, {t})", "F.softplus({0}, {b}, {t})")
-op("hardtanh", "unary", g_unary("f", r=[(-1.0, 1.0), (-2.5, 0.5), (0.0, 6.0)]), "{0}.hardtanh(*{r})", "F.hardtanh({0}, *{r})", exact=True)
+op("hardtanh", "unary", g_unary("f", r=[(-1.0, 1.0), (-2.5, 0.5), (0.0, 6.0)]), "{0}.hardtanh(*{r})", "hardtanh_ref({0}, *{r})", exact=True)
 op("clip", "unary", g_unary("fi", lo=[None, -1, 0.5, -inf, 0], hi=[1, 2.5, inf, 100]), "{0}.clip({lo}, {hi})", "{0}.clamp({lo}, {hi})", exact=True)
 op("cast", "cast", g_cast, "{0}.cast({dt})", "{0}.to({dt})", exact=True)
 op("cast_f2i", "cast", g_cast_f2i, "{0}.isnan().where(0, {0}).clip({lo}, {hi}).cast({dt})",
@@ -762,7 +767,7 @@ op("bce_logits", "nn", lambda g: g_bce(g, True), "{0}.binary_crossentropy_logits
    "F.binary_cross_entropy_with_logits({0}, {1}, reduction={r}, pos_weight={2})", w=0.3)
 op("mse_loss", "nn", g_mse, "{0}.mse_loss({1}, reduction={r})", "F.mse_loss({0}, {1}, reduction={r})", w=0.3)
 op("sdpa", "nn", g_sdpa, "{0}.scaled_dot_product_attention({1}, {2}, attn_mask={3}, is_causal={causal}, scale={scale})",
-   "F.scaled_dot_product_attention({0}, {1}, {2}, attn_mask={3}, is_causal={causal}, scale={scale})", w=0.5)
+   "sdpa_math({0}, {1}, {2}, attn_mask={3}, is_causal={causal}, scale={scale})", w=0.5)
 
 op("arange", "creation", g_arange, "Tensor.arange({a}, {b}, {s}, device=DEV)", "torch.arange({a}, {b}, {s})", exact=True, w=0.3)
 op("linspace", "creation", lambda g: ([], {"a": g.d.choice([0.0, -1.0, 2.5]), "b": g.d.choice([1.0, 10.0, -3.0]), "n": g.d.int(0, 6)}),
@@ -972,7 +977,7 @@ def prune(case: Case) -> Case:
 def _compile(code: str): return compile(code, "<fuzz>", "eval")
 
 TW_NS = {"Tensor": Tensor, "dtypes": dtypes, "nan": nan, "inf": inf, "np": np, "setitem": setitem}
-PT_NS = {"torch": torch, "F": F, "nan": nan, "inf": inf, "np": np, "setitem": setitem}
+PT_NS = {"torch": torch, "F": F, "nan": nan, "inf": inf, "np": np, "setitem": setitem, "sdpa_math": sdpa_math, "hardtanh_ref": hardtanh_ref}
 
 def node_code(o: Op, node: Node, name: Callable, side: str, f64: bool) -> str:
   ins = [name(a) if isinstance(a, int) else lit(a, side, f64) for a in node.ins]
@@ -1112,6 +1117,7 @@ class Outcome:
   detail: str = ""
   sig: tuple = ()              # what shrinking must keep
 
+F32_MAX = float(np.finfo(np.float32).max)
 def classes(a):   # 0 NaN, 1 +inf, 2 -inf, 3 finite
   return np.where(np.isnan(a), 0, np.where(a == inf, 1, np.where(a == -inf, 2, 3)))
 
@@ -1138,6 +1144,9 @@ def _compare(got, refs, what, grad_scale):
   C, cg = classes(R), classes(g)
   bad_cls = ~(C == cg).any(0)
   center = R[1] if len(R) > 1 else R[0]
+  # a float64 value beyond float32's range: float32 sums overflow to its inf (or meet the other inf first: NaN) in an
+  # order of additions no one fixes, so that inf is as good as the float32 reference's class
+  bad_cls &= ~((np.abs(center) > F32_MAX) & np.isfinite(center) & (cg == np.where(center > 0, 1, 2)))
   fin = (C == 3).all(0) & (cg == 3)
   spread = np.where(fin, np.abs(R - center).max(0), 0)
   atol = ATOL * (max(1.0, float(np.abs(np.where(fin, center, 0)).max())) if grad_scale else 1.0)
@@ -1362,7 +1371,7 @@ def repro(case: Case, device: str, outcome: Outcome) -> str:
            "import numpy as np, torch, torch.nn.functional as F", "from tinyweb import Tensor, dtypes",
            f"nan, inf, DEV = float('nan'), float('inf'), {device!r}"]
   grad = case.grad and outcome.kind.startswith("grad")
-  if any(n.op == "setitem" for n in case.nodes): lines.append("def setitem(x, idx, v): x = x.clone(); x[idx] = v; return x")
+  helpers_at = len(lines)
   for i, n in enumerate(case.nodes):
     if n.op == "leaf":
       rg = ", requires_grad=True" if grad and n.p["grad"] else ""
@@ -1371,6 +1380,8 @@ def repro(case: Case, device: str, outcome: Outcome) -> str:
     else:
       o = OPS[n.op]
       lines.append(f"t{i} = {node_code(o, n, lambda a: f't{a}', 'tw', False)}; p{i} = {node_code(o, n, lambda a: f'p{a}', 'pt', False)}")
+  used = [f for f in ("setitem", "sdpa_math", "hardtanh_ref") if any(f + "(" in line for line in lines)]   # the fuzzer's torch helpers
+  if used: lines.insert(helpers_at, f"from tests.fuzz import {', '.join(used)}   # (run from the repository root)")
   if not grad:
     for i in case.outs: lines.append(f"print('tinyweb', t{i}.numpy()); print('torch  ', p{i}.detach().numpy())")
     return "\n".join(lines)
