@@ -299,10 +299,11 @@ class NNMixin:
     def backward(g):   # PyTorch's: a window's gradient all to one input, its first maximum (row-major), or its last NaN
       Tensor, K = _T(), prod(k_)
       w, o = windows.detach().reshape(*out.shape, K), out.unsqueeze(-1)
-      pos, onan = Tensor.arange(K, device=self.device), o.isnan()
-      hit = (w == o) | (w.isnan() & onan)
-      if padded: hit = hit & Tensor.full(self.shape[-n:], True, device=self.device).pad(all_pads, value=False)._pool(k_, s_, d_).reshape(*out.shape[-n:], K)
-      score = hit.where(onan.where(pos, K - 1 - pos), -1)
+      pos = Tensor.arange(K, device=self.device)
+      # the highest score wins: a maximum scores K - pos (the first), a NaN K + 1 + pos (the last; a window holding one
+      # has no other maximum), padding never
+      score = (w == o).where(K - pos, w.isnan().where(K + 1 + pos, 0))
+      if padded: score = Tensor.full(self.shape[-n:], True, device=self.device).pad(all_pads, value=False)._pool(k_, s_, d_).reshape(*out.shape[-n:], K).where(score, 0)
       return ((score == score.max(-1, keepdim=True)).where(g.unsqueeze(-1), 0.0).reshape(windows.shape),)
     return out.custom_gradient([windows], backward) if self.dtype.is_float else out
 
