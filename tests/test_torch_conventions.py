@@ -89,6 +89,8 @@ def test_var_with_correction_at_least_n(device):
   x = np.array([[0.0, 100.0], [2.0, 2.0]], np.float32)
   for c in (2, 3):
     grads_like_torch(device, lambda t: t.var(1, correction=c), lambda t: torch.var(t, 1, correction=c), x, what=f"var correction={c}")
+    grads_like_torch(device, lambda t: t.var(correction=c + 2), lambda t: torch.var(t, correction=c + 2), x, what=f"var() correction={c + 2}")
+  grads_like_torch(device, lambda t: t.var(correction=2), lambda t: torch.var(t, correction=2), np.float32(1.0), what="0-d var")
 
 # ---------------------------------------------------------------------------------------------------------- attention
 

@@ -941,9 +941,14 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     mean = first + ((d - first) * (1 / n)).sum(axis, keepdim=True)
     sq = (x - mean).square().sum(axis, keepdim)
     if n - correction > 0: return sq / (n - correction)
-    # PyTorch divides by max(0, n - c) (inf, or 0/0), and its gradient by n - c itself
+    # PyTorch divides by max(0, n - c) (inf, or 0/0). Its gradient: over all dims, inf (NaN where x is the mean); over
+    # some, 2 (x - mean) / (n - c)
     dof = n - correction
-    return (sq.detach() * math.inf).custom_gradient([x], lambda g: ((x - mean) * (2 / dof if dof else math.inf) * g.reshape(mean.shape),))
+    def backward(g):
+      g = g.reshape(mean.shape)
+      if axis is None or axis == () or self.ndim == 0: return ((x.detach() == mean).where(math.nan, math.inf) * g,)
+      return ((x - mean) * (2 / dof if dof else math.inf) * g,)
+    return (sq.detach() > 0).where(math.inf, math.nan).custom_gradient([x], backward)   # (sq * inf: WGSL may fold 0 * inf to 0)
   def std(self, axis=None, keepdim=False, correction=1) -> Tensor:
     v = self.var(axis, keepdim, correction)
     s = v.sqrt()
