@@ -17,19 +17,25 @@ def _llvmlite():
   llvm.initialize_native_asmprinter()
   return llvmlite, llvm
 
+SLP_MAX_VF = 4
+
 class LLVMCompiler(Compiler):
   """LLVM IR -> optimized (the -O3 pipeline, loop and SLP vectorizers) object code for this machine's CPU."""
   def __init__(self):
     super().__init__()
     llvmlite, llvm = _llvmlite()
     self.llvm = llvm
+    # SLP trees at most 4 lanes wide: LLVM 22.1's SLP vectorizer miscompiles some 8- and 16-lane trees of our index
+    # arithmetic (a 3-d max_pool's backward routed gradients to the wrong elements: tests/test_conv_params.py,
+    # test_max_pool_random[LLVM-3]); 4 lanes are as fast for the upcast accumulators it is here for (matmul 512/1024)
+    llvm.set_option("", f"-slp-max-vf={SLP_MAX_VF}")
     triple, cpu, features = llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
     # position-independent small-code-model objects: the JIT linker places them anywhere and adds stubs for libm calls
     self.tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
                                                                     codemodel="default")
     # object code is specific to the LLVM version and to the CPU it was tuned for: both are part of the disk-cache key
     self.cache_key = (f"llvmlite {llvmlite.__version__} LLVM {'.'.join(map(str, llvm.llvm_version_info))} {triple} "
-                      f"{cpu} {features} speed_level=3")
+                      f"{cpu} {features} speed_level=3 slp-max-vf={SLP_MAX_VF}")
   def compile(self, src: str) -> bytes:
     try:
       mod = self.llvm.parse_assembly(src)

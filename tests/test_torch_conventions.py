@@ -181,3 +181,13 @@ def test_conv_arguments_of_one_value_apply_to_every_dim(device):
   got = Tensor(x, device=device).conv_transpose2d(Tensor(w, device=device), stride=(2,), output_padding=(1,))
   assert_like_torch(got.numpy(), F.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=(2,), output_padding=(1,)).numpy(),
                     "conv_transpose2d output_padding=(1,)")
+
+@pytest.mark.parametrize("kw", [dict(stride=2, padding=1), dict(stride=1), dict(stride=(2, 3), padding=(1, 0), output_padding=(1, 2)),
+                                dict(stride=2, dilation=2, groups=2)])
+def test_conv_transpose_adds_only_real_terms(device, kw):
+  # an inf weight (or input) reaches the outputs it is a term of, not those next to the stride's stuffing or the padding
+  rng = np.random.default_rng(0)
+  x, w = rng.standard_normal((2, 4, 4, 5)).astype(np.float32), rng.standard_normal((4, 3, 3, 2)).astype(np.float32)
+  w[1, 0, 1, 1], x[0, 2, 1, 3] = inf, -inf
+  got = Tensor(x, device=device).conv_transpose2d(Tensor(w, device=device), **kw).numpy()
+  assert_like_torch(got, F.conv_transpose2d(torch.tensor(x), torch.tensor(w), **kw).numpy(), f"conv_transpose2d {kw}", rtol=1e-4, atol=1e-4)

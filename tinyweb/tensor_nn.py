@@ -43,6 +43,17 @@ def _check_windows(op: str, spatial, k_, d_, pads, shapes: str):
 
 def _f32(x: float) -> float: return struct.unpack("f", struct.pack("f", x))[0]
 
+def _stuffed(x, s_: Sequence[int]):
+  """s-1 zeros between the elements of each of x's last len(s_) dims: (.., i) -> (.., (i-1)*s + 1)."""
+  nb = x.ndim - len(s_)
+  for j, s in enumerate(s_):
+    if s == 1: continue
+    ax, i = nb + j, x.shape[nb + j]
+    pre, post = x.shape[:ax], x.shape[ax + 1:]
+    x = x.reshape(*pre, i, 1, *post)._pad_zero(((0, 0),) * (ax + 1) + ((0, s - 1),) + ((0, 0),) * len(post)).reshape(*pre, i * s, *post)
+    x = x.shrink((None,) * ax + ((0, (i - 1) * s + 1),) + (None,) * len(post))
+  return x
+
 def _batch_chunk(n: int, item_bytes: int, budget: int = 1 << 18) -> int:
   """The largest divisor of n whose items take at most `budget` bytes (at least 1)."""
   return largest_divisor(n, budget // item_bytes)
@@ -172,15 +183,21 @@ class NNMixin:
     _check_windows("conv2d", self.shape[2:], k_, d_, pads, shapes)
     return self._conv(weight, bias, groups, s_, d_, pads)
 
-  def _conv(self, weight, bias, groups: int, s_: tuple[int, ...], d_: tuple[int, ...], pads: list[tuple[int, int]]):
-    """conv2d with checked arguments; a negative padding crops (conv_transpose2d's)."""
+  def _conv(self, weight, bias, groups: int, s_: tuple[int, ...], d_: tuple[int, ...], pads: list[tuple[int, int]],
+            real: Optional["Tensor"] = None):
+    """conv2d with checked arguments; a negative padding crops (conv_transpose2d's). real: a bool tensor of self's
+    spatial shape, False at the zeros that only stand for "no term" (a stride's stuffing): with it, the padding's zeros
+    and those are left out of the sums instead of multiplied (a weight's inf * 0 would be NaN; PyTorch adds only real
+    terms in a transposed convolution and in a convolution's input gradient)."""
     n, (bs, cin), cout, k_ = len(s_), self.shape[:2], weight.shape[0], weight.shape[2:]
     xp = self._pad_zero(((0, 0), (0, 0), *pads))
     win = xp._pool(k_, s_, d_, "conv2d")   # (N, Cin, *out, *k)
     o_ = win.shape[2:2 + n]
     g = groups
     w = weight.reshape(1, g, cout // g, cin // g, *(1,) * n, *k_)
-    out = (win.reshape(bs, g, 1, cin // g, *o_, *k_) * w).sum((3, *range(4 + n, 4 + 2 * n))).reshape(bs, cout, *o_)
+    terms = win.reshape(bs, g, 1, cin // g, *o_, *k_) * w
+    if real is not None: terms = real._pad_zero(tuple(pads))._pool(k_, s_, d_).where(terms, 0.0)
+    out = terms.sum((3, *range(4 + n, 4 + 2 * n))).reshape(bs, cout, *o_)
 
     def backward(grad):
       grad = grad.contiguous()   # read by every window position below: compute it once instead of per read
@@ -195,16 +212,12 @@ class NNMixin:
       gl = gl.reshape(bs // c, c, g, 1, *o_, *(1,) * n, cout // g)
       gw = (gl * win.detach().reshape(bs // c, c, g, cin // g, *o_, *k_, 1)).sum((1, *range(4, 4 + n))).contiguous().sum(0)
       gw = gw.permute(0, n + 2, 1, *range(2, 2 + n)).reshape(weight.shape)
-      # input: spread grad by the stride, pad by the kernel extent, convolve with the flipped, channel-swapped kernel
-      gd = grad
-      for j, (o, st) in enumerate(zip(o_, s_)):
-        if st > 1:
-          ax = 2 + j
-          gd = gd.unsqueeze(ax + 1).pad(tuple((0, st - 1) if a == ax + 1 else (0, 0) for a in range(gd.ndim + 1)))
-          gd = gd.flatten(ax, ax + 1)
-          gd = gd.shrink(tuple((0, (o - 1) * st + 1) if a == ax else None for a in range(gd.ndim)))
+      # input: spread grad by the stride, pad by the kernel extent, convolve with the flipped, channel-swapped kernel.
+      # (The spreading and padding zeros are multiplied too, so an inf weight gives NaN next to them where PyTorch, adding
+      # only real terms, gives inf or a finite value: leaving them out, like conv_transpose2d does, costs this kernel half
+      # its time again.)
       ext = [d * (k - 1) for k, d in zip(k_, d_)]
-      gd = gd.pad(((0, 0), (0, 0), *[(e, e) for e in ext])).contiguous()   # stored padded: the conv reads it without bounds checks
+      gd = _stuffed(grad, s_).pad(((0, 0), (0, 0), *[(e, e) for e in ext])).contiguous()   # stored padded: read without bounds checks
       wt = weight.detach().reshape(g, cout // g, cin // g, *k_).transpose(1, 2).reshape(cin, cout // g, *k_).flip(*range(2, 2 + n))
       gx = gd.conv2d(wt, groups=g, dilation=d_)
       # to the padded input's size (its last positions may be in no window), then undo the padding (a negative pad cropped)
@@ -235,16 +248,10 @@ class NNMixin:
       raise ValueError(f"conv_transpose2d: input {self.shape} with weight {weight.shape}, stride {s_}, dilation {d_}, padding {padding} "
                        f"and output_padding {op_} gives no output: need spatial dims and kernel sizes >= 1 and "
                        f"(in-1)*stride - 2*padding + dilation*(kernel-1) + output_padding + 1 > 0")
-    x = self
-    for j, s in enumerate(s_):   # s-1 zeros between input elements: (.., i, 1) -> pad -> (.., i*s) -> drop the tail
-      if s == 1: continue
-      ax, i = 2 + j, x.shape[2 + j]
-      pre, post = x.shape[:ax], x.shape[ax + 1:]
-      x = x.reshape(*pre, i, 1, *post).pad((None,) * (ax + 1) + ((0, s - 1),) + (None,) * len(post)).reshape(*pre, i * s, *post)
-      x = x.shrink((None,) * ax + ((0, (i - 1) * s + 1),) + (None,) * len(post))
     w = weight.reshape(groups, cin // groups, cout_g, *k_).permute(0, 2, 1, *range(3, 3 + n))
     w = w.reshape(groups * cout_g, cin // groups, *k_).flip(*range(2, 2 + n))
-    return x._conv(w, bias, groups, (1,) * n, d_, pads)
+    real = _stuffed(_T().full(self.shape[2:], True, device=self.device), s_)
+    return _stuffed(self, s_)._conv(w, bias, groups, (1,) * n, d_, pads, real=real)
 
   def conv1d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
     if self.ndim != 3: raise ValueError(f"conv1d: input must be (N, Cin, L), got {self.shape} (weight {weight.shape})")
