@@ -1,5 +1,6 @@
 """Shared helpers for the differential tests: run the same function in torch and in tinyweb and compare
 forward values and gradients."""
+import functools
 import numpy as np
 import torch
 from tinyweb import Tensor
@@ -74,15 +75,18 @@ def expect_unsupported(device, *dts):
     return
   with pytest.raises(TypeError, match=f"is not supported on {device}"): yield
 
-class HardtanhRef(torch.autograd.Function):
-  """F.hardtanh with the gradient of torch's vectorized kernel, 0 at NaN: its scalar tail (a tensor's last size % 16
-  elements) passes a NaN's gradient through instead, so torch's own answer there depends on the element's position"""
-  @staticmethod
-  def forward(ctx, x, lo, hi):
-    ctx.save_for_backward(x); ctx.lo, ctx.hi = lo, hi
-    return torch.nn.functional.hardtanh(x, lo, hi)
-  @staticmethod
-  def backward(ctx, g):
-    x, = ctx.saved_tensors
-    return torch.where((x > ctx.lo) & (x < ctx.hi), g, 0.0), None, None
-def hardtanh_ref(x, lo=-1.0, hi=1.0): return HardtanhRef.apply(x, lo, hi)
+@functools.cache
+def _hardtanh_ref_fn():   # (made on first use: in the browser suite torch is a proxy module, whose classes cannot be subclassed)
+  class HardtanhRef(torch.autograd.Function):
+    """F.hardtanh with the gradient of torch's vectorized kernel, 0 at NaN: its scalar tail (a tensor's last size % 16
+    elements) passes a NaN's gradient through instead, so torch's own answer there depends on the element's position"""
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+      ctx.save_for_backward(x); ctx.lo, ctx.hi = lo, hi
+      return torch.nn.functional.hardtanh(x, lo, hi)
+    @staticmethod
+    def backward(ctx, g):
+      x, = ctx.saved_tensors
+      return torch.where((x > ctx.lo) & (x < ctx.hi), g, 0.0), None, None
+  return HardtanhRef.apply
+def hardtanh_ref(x, lo=-1.0, hi=1.0): return _hardtanh_ref_fn()(x, lo, hi)

@@ -191,3 +191,9 @@ def test_conv_transpose_adds_only_real_terms(device, kw):
   w[1, 0, 1, 1], x[0, 2, 1, 3] = inf, -inf
   got = Tensor(x, device=device).conv_transpose2d(Tensor(w, device=device), **kw).numpy()
   assert_like_torch(got, F.conv_transpose2d(torch.tensor(x), torch.tensor(w), **kw).numpy(), f"conv_transpose2d {kw}", rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("size", [(0, 2), (2, 0), (0, 0), (None, 0), (None, 2), (2, None), 5])
+def test_adaptive_avg_pool_to_empty_and_kept_dims(device, size):
+  x = np.random.default_rng(0).standard_normal((1, 2, 3, 4)).astype(np.float32)
+  assert_like_torch(Tensor(x, device=device).adaptive_avg_pool2d(size).numpy(), F.adaptive_avg_pool2d(torch.tensor(x), size).numpy(),
+                    f"adaptive_avg_pool2d {size}")

@@ -321,13 +321,14 @@ class NNMixin:
     kt = lambda v: (v,) if isinstance(v, int) else v  # noqa: E731
     return self.max_pool2d(kt(kernel_size), None if stride is None else kt(stride), kt(dilation), kt(padding), ceil_mode)
 
-  def _resample(self, taps: list[list[list[list[Optional[float]]]]]):
+  def _resample(self, taps: list[Optional[list[list[list[Optional[float]]]]]]):
     """Contract each of the last len(taps) dims with (out, in) matrices, one per tap: out[.., o, ..] = sum over the tap
     matrices m of sum_i m[o][i] * x[.., i, ..], over the i with m[o][i] not None (so an inf elsewhere does not make
     inf * 0 = NaN; a tap of weight 0 does, like PyTorch's kernels)."""
     Tensor = _T()
     x, n = self, len(taps)
     for j, mats in enumerate(taps):
+      if mats is None: continue   # (a dim left as it is)
       xt = x.transpose(x.ndim - n + j, -1).unsqueeze(-2)
       out = None
       for m in mats:
@@ -343,16 +344,22 @@ class NNMixin:
     [floor(o*in/out), ceil((o+1)*in/out))."""
     osz = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
     if len(osz) > self.ndim: raise ValueError(f"adaptive_avg_pool2d: output_size {osz} has more dims than the input {self.shape}")
+    x, n = self if self.dtype.is_float else self.float(), len(osz)
+    if 0 in osz:   # an empty output (torch's too): the pooled dims of size 0 cut to nothing, the others pooled as asked
+      x = x.shrink((None,) * (x.ndim - n) + tuple((0, 0) if o == 0 else None for o in osz))
+      return x.adaptive_avg_pool2d(tuple(None if o == 0 else o for o in osz)) if x.shape[-n:].count(0) < n else x
     mats = []
-    for i, o in zip(self.shape[-len(osz):], osz):
-      o = i if o is None else o
-      if o <= 0 or i == 0: raise ValueError(f"adaptive_avg_pool2d: cannot pool a dimension of size {i} to {o} (input {self.shape})")
+    for i, o in zip(self.shape[-n:], osz):
+      if o is None:   # kept as it is
+        mats.append(None)
+        continue
+      if o < 0 or i == 0: raise ValueError(f"adaptive_avg_pool2d: cannot pool a dimension of size {i} to {o} (input {self.shape})")
       rows = []
       for t in range(o):
         s, e = (t * i) // o, -(-((t + 1) * i) // o)
         rows.append([1.0 / (e - s) if s <= c < e else None for c in range(i)])
       mats.append([rows])
-    return (self if self.dtype.is_float else self.float())._resample(mats)
+    return x._resample(mats)
 
   # ------------------------------------------------------------------------------------------------------ interpolate
 
