@@ -40,7 +40,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from helpers import rng_draw, hardtanh_ref  # noqa: E402
+from helpers import rng_draw, hardtanh_ref, amax_ref, amin_ref  # noqa: E402
 from tinyweb import Tensor, dtypes  # noqa: E402
 from tinyweb.device import Device  # noqa: E402
 
@@ -692,8 +692,8 @@ R = "{0}.%s({ax}, keepdim={kd})"
 op("sum", "reduce", g_reduce("fib", "multi"), R % "sum", "torch.sum({0}, dim={dims}, keepdim={kd})", w=2)
 op("prod", "reduce", g_reduce("fi", "single", keepdim=False), "{0}.prod({ax})",
    lambda i, p: f"torch.prod({i[0]})" if p["ax"] == "None" else f"torch.prod({i[0]}, {p['ax']})")
-op("max", "reduce", g_reduce("fib", "multi"), R % "max", "torch.amax({0}, dim={dims}, keepdim={kd})", exact=True)
-op("min", "reduce", g_reduce("fib", "multi"), R % "min", "torch.amin({0}, dim={dims}, keepdim={kd})", exact=True)
+op("max", "reduce", g_reduce("fib", "multi"), R % "max", "amax_ref({0}, dim={dims}, keepdim={kd})", exact=True)
+op("min", "reduce", g_reduce("fib", "multi"), R % "min", "amin_ref({0}, dim={dims}, keepdim={kd})", exact=True)
 op("mean", "reduce", g_reduce("f", "multi"), R % "mean", "torch.mean({0}, dim={dims}, keepdim={kd})")
 op("var", "reduce", g_reduce("f", "multi", c=[0, 1, 1, 2]), "{0}.var({ax}, keepdim={kd}, correction={c})",
    "torch.var({0}, dim={dims}, keepdim={kd}, correction={c})")
@@ -977,7 +977,8 @@ def prune(case: Case) -> Case:
 def _compile(code: str): return compile(code, "<fuzz>", "eval")
 
 TW_NS = {"Tensor": Tensor, "dtypes": dtypes, "nan": nan, "inf": inf, "np": np, "setitem": setitem}
-PT_NS = {"torch": torch, "F": F, "nan": nan, "inf": inf, "np": np, "setitem": setitem, "sdpa_math": sdpa_math, "hardtanh_ref": hardtanh_ref}
+PT_NS = {"torch": torch, "F": F, "nan": nan, "inf": inf, "np": np, "setitem": setitem, "sdpa_math": sdpa_math, "hardtanh_ref": hardtanh_ref,
+         "amax_ref": amax_ref, "amin_ref": amin_ref}
 
 def node_code(o: Op, node: Node, name: Callable, side: str, f64: bool) -> str:
   ins = [name(a) if isinstance(a, int) else lit(a, side, f64) for a in node.ins]
@@ -1392,7 +1393,7 @@ def repro(case: Case, device: str, outcome: Outcome) -> str:
     else:
       o = OPS[n.op]
       lines.append(f"t{i} = {node_code(o, n, lambda a: f't{a}', 'tw', False)}; p{i} = {node_code(o, n, lambda a: f'p{a}', 'pt', False)}")
-  used = [f for f in ("setitem", "sdpa_math", "hardtanh_ref") if any(f + "(" in line for line in lines)]   # the fuzzer's torch helpers
+  used = [f for f in ("setitem", "sdpa_math", "hardtanh_ref", "amax_ref", "amin_ref") if any(f + "(" in line for line in lines)]   # the fuzzer's torch helpers
   if used: lines.insert(helpers_at, f"from tests.fuzz import {', '.join(used)}   # (run from the repository root)")
   if not grad:
     for i in case.outs: lines.append(f"print('tinyweb', t{i}.numpy()); print('torch  ', p{i}.detach().numpy())")

@@ -90,3 +90,26 @@ def _hardtanh_ref_fn():   # (made on first use: in the browser suite torch is a 
       return torch.where((x > ctx.lo) & (x < ctx.hi), g, 0.0), None, None
   return HardtanhRef.apply
 def hardtanh_ref(x, lo=-1.0, hi=1.0): return _hardtanh_ref_fn()(x, lo, hi)
+
+@functools.cache
+def _extreme_ref_fn():
+  class ExtremeRef(torch.autograd.Function):
+    """torch.amax/amin with torch.max()'s gradient (its evenly_distribute_backward): split evenly between the tied
+    extremes, a NaN counting as equal to a NaN result. torch.amax's own backward leaves NaN out, so a slice holding a NaN
+    gets 0/0 = NaN everywhere, while torch.max() and torch.max(dim) give the NaN the gradient: torch disagrees with itself"""
+    @staticmethod
+    def forward(ctx, x, dims, keepdim, is_max):
+      out = (torch.amax if is_max else torch.amin)(x, dim=dims, keepdim=keepdim)
+      ctx.save_for_backward(x, out); ctx.dims, ctx.keepdim = dims, keepdim
+      return out
+    @staticmethod
+    def backward(ctx, g):
+      x, out = ctx.saved_tensors
+      dims = tuple(range(x.ndim)) if ctx.dims in (None, ()) else tuple(d % x.ndim for d in ((ctx.dims,) if isinstance(ctx.dims, int) else ctx.dims))
+      if not ctx.keepdim:
+        for d in sorted(dims): out, g = out.unsqueeze(d), g.unsqueeze(d)
+      hit = (x == out) | (x.isnan() & out.isnan())
+      return g * hit / hit.sum(dims, keepdim=True), None, None, None
+  return ExtremeRef.apply
+def amax_ref(x, dim=None, keepdim=False): return _extreme_ref_fn()(x, dim, keepdim, True)
+def amin_ref(x, dim=None, keepdim=False): return _extreme_ref_fn()(x, dim, keepdim, False)

@@ -197,3 +197,11 @@ def test_adaptive_avg_pool_to_empty_and_kept_dims(device, size):
   x = np.random.default_rng(0).standard_normal((1, 2, 3, 4)).astype(np.float32)
   assert_like_torch(Tensor(x, device=device).adaptive_avg_pool2d(size).numpy(), F.adaptive_avg_pool2d(torch.tensor(x), size).numpy(),
                     f"adaptive_avg_pool2d {size}")
+
+@pytest.mark.parametrize("row", [[1.0, nan, 3.0], [nan, nan, 1.0], [2.0, 2.0, 1.0], [-inf, -inf, -inf]])
+def test_max_min_gradients_with_nan_and_ties(device, row):
+  # torch.max() (all dims): split evenly between the maxima, a NaN result's gradient to the NaNs (torch.amax gives NaN)
+  grads_like_torch(device, lambda x: x.max(), lambda x: x.max(), row, what=f"max {row}")
+  grads_like_torch(device, lambda x: x.min(), lambda x: x.min(), row, what=f"min {row}")
+  if row.count(nan) <= 1 and len(set(row)) == len(row):   # one extreme per row: torch.max(dim) routes to it too
+    grads_like_torch(device, lambda x: x.max(1), lambda x: x.max(1).values, [row, row[::-1]], what=f"max(1) {row}")

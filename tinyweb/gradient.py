@@ -65,8 +65,11 @@ def grad_rule(u: UOp, g: UOp) -> tuple[Optional[UOp], ...]:
     rop, axes = u.arg
     x = s[0]
     if rop is Ops.ADD: return (_expand_to(g, x.shape),)
-    if rop is Ops.MAX:  # gradient shared evenly between all maxima
-      mask = UOp(Ops.CAST, x.dtype, (_alu(Ops.CMPEQ, x, _expand_to(u, x.shape)),))
+    if rop is Ops.MAX:  # gradient shared evenly between all maxima (a NaN maximum: the NaNs, like PyTorch's max())
+      ue = _expand_to(u, x.shape)
+      hit = _alu(Ops.CMPEQ, x, ue)
+      if x.dtype.is_float: hit = _alu(Ops.OR, hit, _alu(Ops.AND, _alu(Ops.CMPNE, x, x), _alu(Ops.CMPNE, ue, ue)))
+      mask = UOp(Ops.CAST, x.dtype, (hit,))
       count = UOp(Ops.REDUCE_AXIS, x.dtype, (mask,), (Ops.ADD, axes))
       return (_alu(Ops.MUL, mask, _expand_to(_alu(Ops.FDIV, g, count), x.shape)),)
     if rop is Ops.MUL:
