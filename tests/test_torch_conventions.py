@@ -205,3 +205,13 @@ def test_max_min_gradients_with_nan_and_ties(device, row):
   grads_like_torch(device, lambda x: x.min(), lambda x: x.min(), row, what=f"min {row}")
   if row.count(nan) <= 1 and len(set(row)) == len(row):   # one extreme per row: torch.max(dim) routes to it too
     grads_like_torch(device, lambda x: x.max(1), lambda x: x.max(1).values, [row, row[::-1]], what=f"max(1) {row}")
+
+def test_gradients_that_are_exactly_zero_against_an_infinite_upstream(device):
+  # torch selects (masked_fill / where) rather than multiplying by a 0/1 mask: a loser of maximum gets 0 even from inf;
+  # pow's exponent gradient is g * where(b == 0 and e >= 0, 0, b**e ln b), so an inf g does give NaN there
+  a, b = [1.0, 2.0, nan, 3.0, -inf, 2.0], [2.0, 2.0, 1.0, nan, 0.0, 1.0]
+  cot = [inf, inf, 1.0, 1.0, inf, -inf]
+  grads_like_torch(device, lambda x, y: x.maximum(y), torch.maximum, a, b, cot=cot, what="maximum")
+  grads_like_torch(device, lambda x, y: x.minimum(y), torch.minimum, a, b, cot=cot, what="minimum")
+  base, ex = [0.0, 0.0, 2.0, -1.0, 0.0, 0.5], [1.0, 0.0, 2.0, 3.0, -1.0, 2.0]
+  grads_like_torch(device, lambda x, y: x ** y, lambda x, y: x ** y, base, ex, cot=[inf, inf, 1.0, 1.0, -inf, 1.0], what="pow")

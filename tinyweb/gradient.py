@@ -42,11 +42,12 @@ def grad_rule(u: UOp, g: UOp) -> tuple[Optional[UOp], ...]:
   if op is Ops.RECIP: return (_alu(Ops.NEG, _alu(Ops.MUL, g, _alu(Ops.MUL, u, u))),)
   if op in (Ops.MAX, Ops.MIN):
     # PyTorch's maximum/minimum: a tie splits the gradient evenly; where a NaN is compared, both sides get all of it
-    one, half, zero = _c(u, 1.0), _c(u, 0.5), _c(u, 0.0)
-    def share(x: UOp, y: UOp) -> UOp:   # x's share: none where x loses to y
+    # (selected, not multiplied by a 0/1 mask: the loser gets exactly 0 even from an infinite g, like PyTorch)
+    half, zero = _c(u, 0.5), _c(u, 0.0)
+    def share(x: UOp, y: UOp) -> UOp:   # x's share of g: none where x loses to y
       loses = _alu(Ops.CMPLT, x, y) if op is Ops.MAX else _alu(Ops.CMPLT, y, x)
-      return _alu(Ops.WHERE, loses, zero, _alu(Ops.WHERE, _alu(Ops.CMPEQ, x, y), half, one))
-    return (_alu(Ops.MUL, g, share(s[0], s[1])), _alu(Ops.MUL, g, share(s[1], s[0])))
+      return _alu(Ops.WHERE, loses, zero, _alu(Ops.WHERE, _alu(Ops.CMPEQ, x, y), _alu(Ops.MUL, g, half), g))
+    return (share(s[0], s[1]), share(s[1], s[0]))
   if op is Ops.WHERE:
     zero = _c(g, 0.0)
     return (None, _alu(Ops.WHERE, s[0], g, zero), _alu(Ops.WHERE, s[0], zero, g))

@@ -1159,7 +1159,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     out = ((e == 0) | (b == 1) | ((b == -1) & e.isinf())).where(1.0, out)
     # PyTorch's gradients: e * b**(e-1) (0 where e = 0) and b**e * ln(b) (0 where b = 0 and e >= 0)
     return out.custom_gradient([base, ex], lambda g: ((ex == 0).where(0.0, g * ex * base.pow(ex - 1)),
-                                                      ((base == 0) & (ex >= 0)).where(0.0, g * out * base.log())))
+                                                      g * ((base == 0) & (ex >= 0)).where(0.0, out * base.log())))
   def _pow_by_squaring(self, n: int) -> Tensor:
     """self ** n for an int n >= 0, multiplying (exact for ints; for floats PyTorch's x*x and x*x*x, few roundings)."""
     if n == 0: return Tensor.ones(self.shape, dtype=self.dtype, device=self.device)
