@@ -977,8 +977,9 @@ def prune(case: Case) -> Case:
 def _compile(code: str): return compile(code, "<fuzz>", "eval")
 
 TW_NS = {"Tensor": Tensor, "dtypes": dtypes, "nan": nan, "inf": inf, "np": np, "setitem": setitem}
-PT_NS = {"torch": torch, "F": F, "nan": nan, "inf": inf, "np": np, "setitem": setitem, "sdpa_math": sdpa_math, "hardtanh_ref": hardtanh_ref,
-         "amax_ref": amax_ref, "amin_ref": amin_ref}
+# the fuzzer's torch-side helpers (a repro imports those it uses from here)
+TORCH_HELPERS = {"setitem": setitem, "sdpa_math": sdpa_math, "hardtanh_ref": hardtanh_ref, "amax_ref": amax_ref, "amin_ref": amin_ref}
+PT_NS = {"torch": torch, "F": F, "nan": nan, "inf": inf, "np": np, **TORCH_HELPERS}
 
 def node_code(o: Op, node: Node, name: Callable, side: str, f64: bool) -> str:
   ins = [name(a) if isinstance(a, int) else lit(a, side, f64) for a in node.ins]
@@ -1393,7 +1394,7 @@ def repro(case: Case, device: str, outcome: Outcome) -> str:
     else:
       o = OPS[n.op]
       lines.append(f"t{i} = {node_code(o, n, lambda a: f't{a}', 'tw', False)}; p{i} = {node_code(o, n, lambda a: f'p{a}', 'pt', False)}")
-  used = [f for f in ("setitem", "sdpa_math", "hardtanh_ref", "amax_ref", "amin_ref") if any(f + "(" in line for line in lines)]   # the fuzzer's torch helpers
+  used = [f for f in TORCH_HELPERS if any(f + "(" in line for line in lines)]
   if used: lines.insert(helpers_at, f"from tests.fuzz import {', '.join(used)}   # (run from the repository root)")
   if not grad:
     for i in case.outs: lines.append(f"print('tinyweb', t{i}.numpy()); print('torch  ', p{i}.detach().numpy())")

@@ -946,7 +946,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     dof = n - correction
     def backward(g):
       g = g.reshape(mean.shape)
-      if axis is None or axis == () or self.ndim == 0: return ((x.detach() == mean).where(math.nan, math.inf) * g,)
+      if axis is None or axis == () or self.ndim == 0: return ((d == mean).where(math.nan, math.inf) * g,)
       return ((x - mean) * (2 / dof if dof else math.inf) * g,)
     return (sq.detach() > 0).where(math.inf, math.nan).custom_gradient([x], backward)   # (sq * inf: WGSL may fold 0 * inf to 0)
   def std(self, axis=None, keepdim=False, correction=1) -> Tensor:
