@@ -21,14 +21,14 @@ def assert_like_torch(got, ref, what, rtol=1e-5, atol=1e-6):
   bad = ~(same_class & close)
   assert not bad.any(), f"{what}: at {np.argwhere(bad)[:6].tolist()}: tinyweb {got[bad][:6]}, torch {ref[bad][:6]}"
 
-def grads_like_torch(device, fn_tw, fn_pt, *inputs, cot=None, what=""):
-  """forward values and the gradient of every input of sum(out * cot) against torch"""
+def grads_like_torch(device, fn_tw, fn_pt, *inputs, cot=None, what="", torch_dtype=torch.float32):
+  """forward values and the gradient of every input of sum(out * cot) against torch (in float32 unless told)"""
   tw = [Tensor(np.asarray(x, np.float32), device=device, requires_grad=True) for x in inputs]
-  pt = [torch.tensor(np.asarray(x, np.float32), requires_grad=True) for x in inputs]
+  pt = [torch.tensor(np.asarray(x, np.float32), dtype=torch_dtype, requires_grad=True) for x in inputs]
   out_tw, out_pt = fn_tw(*tw), fn_pt(*pt)
   assert_like_torch(out_tw.numpy(), out_pt.detach().numpy(), f"{what} forward")
   c = np.ones(out_pt.shape, np.float32) if cot is None else np.asarray(cot, np.float32)
-  (out_tw * Tensor(c, device=device)).sum().backward(); (out_pt * torch.tensor(c)).sum().backward()
+  (out_tw * Tensor(c, device=device)).sum().backward(); (out_pt * torch.tensor(c, dtype=torch_dtype)).sum().backward()
   for i, (a, b) in enumerate(zip(tw, pt)):
     assert_like_torch(a.grad.numpy(), b.grad.numpy(), f"{what} grad of input {i}")
 
@@ -215,3 +215,36 @@ def test_gradients_that_are_exactly_zero_against_an_infinite_upstream(device):
   grads_like_torch(device, lambda x, y: x.minimum(y), torch.minimum, a, b, cot=cot, what="minimum")
   base, ex = [0.0, 0.0, 2.0, -1.0, 0.0, 0.5], [1.0, 0.0, 2.0, 3.0, -1.0, 2.0]
   grads_like_torch(device, lambda x, y: x ** y, lambda x, y: x ** y, base, ex, cot=[inf, inf, 1.0, 1.0, -inf, 1.0], what="pow")
+
+# ------------------------------------------------------------------------------------------ explicit zero gradients
+
+def test_rounding_ops_pass_an_explicit_zero_gradient(device):
+  # torch's floor/ceil/round/trunc/sign and the rounding division modes give zeros, which still meet 0 / 0 further back
+  # (std over a size-1 dim is NaN, its gradient 0 / (2 NaN) = NaN); a rounding division's zero reaches a zero divisor as 0
+  x = np.array([[1.0], [2.0]], np.float32)
+  for name in ("floor", "ceil", "round", "trunc", "sign") if device != "WEBGPU" else ():   # (WGSL: NaN arithmetic is
+    grads_like_torch(device, lambda t: getattr(t.std(1), name)(), lambda t: getattr(t.std(1), name)(), x, what=f"std(1).{name}()")   # indeterminate, §15.7.2)
+  for mode in ("floor", "trunc"):
+    grads_like_torch(device, lambda a, b: a.div(b, rounding_mode=mode), lambda a, b: torch.div(a, b, rounding_mode=mode),
+                     [1.0, 2.0, 0.0, -3.0], [0.0, 3.0, 0.0, 2.0], cot=[inf, 1.0, 1.0, -inf], what=f"div {mode}")
+  grads_like_torch(device, lambda t: t ** 0, lambda t: t ** 0, [nan, inf, 0.0], what="x ** 0")
+
+# ------------------------------------------------------------------------------------------------ std and prod overflow
+
+@pytest.mark.parametrize("row,c", [([1.0, -1e30], 0), ([3e38, 1.0, 1.0], 0), ([3e38, -1e38, -2e38], 1), ([2.5, 2.5, 2.5], 1),
+                                   ([1e-30, -1e-30, 0.0], 1), ([1.0, nan, 2.0], 1), ([1.0, inf, 1.0], 0)])
+def test_std_when_the_squared_deviations_overflow(device, row, c):
+  # torch accumulates in double: std([1, -1e30]) = 5e29 though the squares overflow float32. Compared with torch in
+  # float64: torch's float32 gradient overflows in 2 * std and in its float32 mean where ours does not
+  grads_like_torch(device, lambda t: t.std(1, correction=c), lambda t: torch.std(t, 1, correction=c), [row, row[::-1]],
+                   what=f"std {row}", torch_dtype=torch.float64)
+
+def test_prod_gradient_with_zeros_infs_and_nans(device):
+  # torch: g * out / x when the tensor has no zero; otherwise the product of the others itself (exclusive products), and
+  # torch.prod(x) without a dim gives exactly 0 when two or more elements are 0
+  rng = np.random.default_rng(0)
+  values = np.array([0.0, -0.0, 1.0, -1.0, 2.0, -0.5, 3.0, inf, -inf, nan], np.float32)
+  for trial in range(12):
+    x = rng.choice(values if trial % 2 else values[:7], size=(3, 4))
+    grads_like_torch(device, lambda t: t.prod(1), lambda t: t.prod(1), x, what=f"prod(1) of {x.tolist()}")
+    grads_like_torch(device, lambda t: t.prod(), lambda t: t.prod(), x, what=f"prod() of {x.tolist()}")

@@ -73,18 +73,11 @@ def grad_rule(u: UOp, g: UOp) -> tuple[Optional[UOp], ...]:
       mask = UOp(Ops.CAST, x.dtype, (hit,))
       count = UOp(Ops.REDUCE_AXIS, x.dtype, (mask,), (Ops.ADD, axes))
       return (_alu(Ops.MUL, mask, _expand_to(_alu(Ops.FDIV, g, count), x.shape)),)
-    if rop is Ops.MUL:
-      # d prod / d x_i = product of the others: prod/x_i where x_i != 0; with exactly one zero, the product of the
-      # non-zero elements at that zero; with two or more zeros, 0.
-      zero, one = _c(x, 0.0), _c(x, 1.0)
-      is_zero = _alu(Ops.CMPEQ, x, zero)
-      nz = UOp(Ops.REDUCE_AXIS, x.dtype, (UOp(Ops.CAST, x.dtype, (is_zero,)),), (Ops.ADD, axes))
-      prod_nonzero = UOp(Ops.REDUCE_AXIS, x.dtype, (_alu(Ops.WHERE, is_zero, one, x),), (Ops.MUL, axes))
-      nz_e, pn_e, out_e = _expand_to(nz, x.shape), _expand_to(prod_nonzero, x.shape), _expand_to(u, x.shape)
-      safe_x = _alu(Ops.WHERE, is_zero, one, x)
-      others = _alu(Ops.WHERE, is_zero, _alu(Ops.WHERE, _alu(Ops.CMPEQ, nz_e, one), pn_e, zero), _alu(Ops.FDIV, out_e, safe_x))
-      return (_alu(Ops.MUL, others, _expand_to(g, x.shape)),)
-  if op in (Ops.DETACH, Ops.BITCAST, Ops.TRUNC) or op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.IDIV, Ops.MOD, Ops.AND,
+    # (MUL: prod's gradient is Tensor.prod's custom gradient)
+  # trunc (and floor/ceil/round/sign built on it) passes an explicit zero, as PyTorch does: that zero still meets
+  # 0 * inf and 0 / 0 further back, where PyTorch's gradient becomes NaN
+  if op is Ops.TRUNC: return (_c(g, 0.0),)
+  if op in (Ops.DETACH, Ops.BITCAST) or op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.IDIV, Ops.MOD, Ops.AND,
                                                                Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR):
     return tuple(None for _ in s)
   raise NotImplementedError(f"no gradient rule for {op}")

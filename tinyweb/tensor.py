@@ -910,7 +910,28 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return out.cast(self.dtype) if self.dtype.is_float and dtype is None else out
   def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else (self.dtype if self.dtype.is_float else dtypes.default_int if self.dtype.itemsize < 8 else self.dtype)
-    return self.cast(acc)._reduce(Ops.MUL, axis, keepdim, "prod")
+    x = self.cast(acc)
+    out = x.detach()._reduce(Ops.MUL, axis, keepdim, "prod")
+    if not acc.is_float: return out
+    axes = x._axes("prod", axis)
+    def backward(g):
+      # d out / d x_j is the product of the others. PyTorch's: g * out / x when the whole tensor holds no zero, else the
+      # product of the others itself (exclusive running products), which differs from out / x at zeros, infs and NaNs.
+      # That product is built here from per-slice counts: NaN if the others hold a NaN or both a 0 and an inf, else a
+      # signed 0 if they hold a 0, a signed inf if an inf, else the finite non-zero product divided by x_j
+      xd, outk = x.detach(), out.reshape(tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
+      def others_have(m): return m.cast(acc).sum(axes, keepdim=True) - m.cast(acc) > 0
+      is_zero, is_inf, finite_nz = xd == 0, xd.isinf(), xd.isfinite() & (xd != 0)
+      fin = finite_nz.where(xd, 1)._reduce(Ops.MUL, axes, True, "prod")
+      fin = finite_nz.where(fin / xd, fin)
+      neg_inf_others = (xd == -math.inf).cast(dtypes.int32).sum(axes, keepdim=True) - (xd == -math.inf).cast(dtypes.int32)
+      signed_inf = (neg_inf_others % 2 == 1).where(-math.inf, math.inf) * fin.sign()
+      zeros, infs = others_have(is_zero), others_have(is_inf)
+      others = (others_have(xd.isnan()) | (zeros & infs)).where(math.nan, zeros.where(fin * 0, infs.where(signed_inf, fin)))
+      grad = g.reshape(outk.shape) * is_zero.any().where(others, outk / xd)
+      # (torch.prod(x) without a dim gives exactly 0 when two or more elements are 0)
+      return ((is_zero.cast(dtypes.int32).sum() > 1).where(0.0, grad) if axis is None else grad,)
+    return out.custom_gradient([x], backward)
   def max(self, axis=None, keepdim=False) -> Tensor:
     self._check_nonempty_reduce("max", axis)
     return self._reduce(Ops.MAX, axis, keepdim, "max")
@@ -928,17 +949,20 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     n = prod(self.shape[a] for a in self._axes("mean", axis))
     s = x.sum(axis, keepdim)
     return s * (1.0 / n) if n else s * math.nan
+  def _detached_half_mean(self, axes: tuple[int, ...], n: int) -> Tensor:
+    # half the mean (kept dims), as half a finite first element + the mean of half the differences from it: exact for a
+    # constant input (a variance of 0, where sum / n may be off by an ulp), and no sum overflows even for +-3e38 inputs.
+    # var/std do not differentiate it: their gradients are PyTorch's 2 (x - mean) / (n - c) and (x - mean) / ((n - c) std)
+    d = self.detach()
+    first = d[tuple(slice(0, 1) if i in axes else slice(None) for i in range(self.ndim))]
+    first = first.isfinite().where(first, 0)
+    return first * 0.5 + (d * (0.5 / n) - first * (0.5 / n)).sum(axes, keepdim=True)
   def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
     x = self._float_input()
     axes = x._axes("var", axis)
     n = prod(self.shape[a] for a in axes)
     if n == 0: return x.sum(axis, keepdim) * math.nan
-    # the mean as (finite) first element + mean of the differences from it: exact for a constant input (a variance of 0,
-    # where sum / n may be off by an ulp, or overflow). It is not differentiated: the gradient is PyTorch's 2 (x - mean) / (n - c)
-    d = x.detach()
-    first = d[tuple(slice(0, 1) if i in axes else slice(None) for i in range(x.ndim))]
-    first = first.isfinite().where(first, 0)
-    mean = first + ((d - first) * (1 / n)).sum(axis, keepdim=True)
+    mean = x._detached_half_mean(axes, n) * 2
     sq = (x - mean).square().sum(axis, keepdim)
     if n - correction > 0: return sq / (n - correction)
     # PyTorch divides by max(0, n - c) (inf, or 0/0). Its gradient: over all dims, inf (NaN where x is the mean); over
@@ -946,13 +970,26 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     dof = n - correction
     def backward(g):
       g = g.reshape(mean.shape)
-      if axis is None or axis == () or self.ndim == 0: return ((d == mean).where(math.nan, math.inf) * g,)
+      if axis is None or axis == () or self.ndim == 0: return ((x.detach() == mean).where(math.nan, math.inf) * g,)
       return ((x - mean) * (2 / dof if dof else math.inf) * g,)
     return (sq.detach() > 0).where(math.inf, math.nan).custom_gradient([x], backward)   # (sq * inf: WGSL may fold 0 * inf to 0)
   def std(self, axis=None, keepdim=False, correction=1) -> Tensor:
-    v = self.var(axis, keepdim, correction)
-    s = v.sqrt()
-    return s.custom_gradient([v], lambda g: ((s == 0).where(0.0, g / (2 * s)),))   # PyTorch's: 0 where std is 0, not inf * 0
+    x = self._float_input()
+    axes = x._axes("std", axis)
+    n = prod(self.shape[a] for a in axes)
+    if n - correction <= 0:   # var's inf/NaN conventions; PyTorch's std gradient: 0 where std is 0, not inf * 0
+      s = (v := x.var(axis, keepdim, correction)).sqrt()
+      return s.custom_gradient([v], lambda g: ((s == 0).where(0.0, g / (2 * s)),))
+    # half deviations (exact, and within float32 even for +-3e38), divided by the largest before squaring: std([1, -1e30])
+    # fits float32 while the squares do not (PyTorch accumulates in double). The scale is 1 for a constant slice and NaN
+    # where a deviation is NaN
+    half_dev = x.detach() * 0.5 - x._detached_half_mean(axes, n)
+    scale = half_dev.abs().max(axes, keepdim=True)
+    scale = (scale == 0).where(1.0, scale)
+    s = ((half_dev / scale).square().sum(axes, keepdim=True) / (n - correction)).sqrt() * scale * 2
+    out = s if keepdim else s.reshape(tuple(d for i, d in enumerate(self.shape) if i not in axes))
+    def backward(g): return ((s == 0).where(0.0, half_dev / s * 2 * (g.reshape(s.shape) / (n - correction))),)   # (bounded)
+    return out.custom_gradient([x], backward)
   def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def any(self, axis=None, keepdim=False) -> Tensor: return self.bool()._reduce(Ops.MAX, axis, keepdim, "any") if self.numel() else self.bool().sum(axis, keepdim).bool()
@@ -1098,8 +1135,9 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     dt = dt if dt.is_float else dtypes.default_float
     a, b = a.cast(dt), b.cast(dt)
     return a._wrap(UOp(Ops.FDIV, dt, (a.uop, b.uop)), b)
-  def _trunc_div(self, b: Tensor) -> Tensor:
-    if self.dtype.is_float or b.dtype.is_float: return (self.div(b)).trunc()
+  def _trunc_div(self, b: Tensor) -> Tensor:   # (self and b broadcast already)
+    if self.dtype.is_float or b.dtype.is_float:   # PyTorch's gradient for a rounding mode: an explicit 0 to both
+      return self.detach().div(b.detach()).trunc().custom_gradient([self, b], lambda g: (g.zeros_like(), g.zeros_like()))
     a, b = self._broadcasted(b, "div")
     return a._wrap(UOp(Ops.IDIV, a.dtype, (a.uop, b.uop)), b)
   def floordiv(self, x, reverse=False) -> Tensor:
@@ -1112,7 +1150,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
       fq = q.floor()
       fq = (q - fq > 0.5).where(fq + 1, fq)
       out = (bd == 0).where(ad / bd, (q == 0).where((ad / bd)._signbit().where(-0.0, 0.0), fq))
-      return out.custom_gradient([a, b], lambda g: (None, None))   # (a gradient of 0, like PyTorch's floor rounding mode)
+      return out.custom_gradient([a, b], lambda g: (g.zeros_like(), g.zeros_like()))   # (PyTorch's: an explicit 0)
     if a.dtype.is_bool: raise TypeError("floordiv: not supported for bool tensors")
     q = a._wrap(UOp(Ops.IDIV, a.dtype, (a.uop, b.uop)), b)
     if a.dtype.is_unsigned: return q
@@ -1146,7 +1184,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
         d, small_int = self.detach(), math.isfinite(x) and x == int(x) and abs(x) <= 32
         out = d.sqrt() if x == 0.5 else d.rsqrt() if x == -0.5 else None if not small_int else \
           d._pow_by_squaring(int(x)) if x >= 0 else d._pow_by_squaring(-int(x)).reciprocal()
-        if out is not None: return out.custom_gradient([self], lambda g: (None if x == 0 else g * x * self.pow(x - 1),))
+        if out is not None: return out.custom_gradient([self], lambda g: (g.zeros_like() if x == 0 else g * x * self.pow(x - 1),))
     base, ex = self._broadcasted(x, "pow", reverse)
     if not base.dtype.is_float: return base._int_pow(ex)
     # C's powf: |b|^e via exp2/log2; the sign of b for odd integer e (-0.0 and -inf included), NaN for b < 0 and
@@ -1260,10 +1298,10 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     out = (self.detach().bitcast(bits) & (bits.max >> 1)).bitcast(self.dtype)
     return out.custom_gradient([self], lambda g: (g * self.sign(),))
   def sign(self) -> Tensor:
-    """-1, 0 or 1; 0 for NaN, like PyTorch. Its gradient is 0."""
+    """-1, 0 or 1; 0 for NaN, like PyTorch. Its gradient is an explicit 0 (as trunc's)."""
     if self.dtype.is_bool: return self
     if self.dtype.is_unsigned: return (self > 0).cast(self.dtype)
-    return (self > 0).where(1, (self < 0).where(-1, 0)).cast(self.dtype).custom_gradient([self], lambda g: (None,))
+    return (self > 0).where(1, (self < 0).where(-1, 0)).cast(self.dtype).custom_gradient([self], lambda g: (g.zeros_like(),))
   def trunc(self) -> Tensor: return self._unary(Ops.TRUNC) if self.dtype.is_float else self
   def floor(self) -> Tensor:
     if not self.dtype.is_float: return self
