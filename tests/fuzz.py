@@ -40,7 +40,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from helpers import rng_draw, hardtanh_ref, amax_ref, amin_ref  # noqa: E402
+from helpers import rng_draw, hardtanh_ref, elu_ref, amax_ref, amin_ref  # noqa: E402
 from tinyweb import Tensor, dtypes  # noqa: E402
 from tinyweb.device import Device  # noqa: E402
 
@@ -639,7 +639,7 @@ F_UNARY = [  # name, tinyweb, torch (None: same), inputs (f: float, i: int, b: b
   ("square", "{0}.square()", None, "fi", False), ("sigmoid", "{0}.sigmoid()", None, "fi", False), ("tanh", "{0}.tanh()", None, "fi", False),
   ("sinh", "{0}.sinh()", None, "f", False), ("cosh", "{0}.cosh()", None, "f", False), ("atanh", "{0}.atanh()", None, "f", False),
   ("asinh", "{0}.asinh()", None, "f", False), ("acosh", "{0}.acosh()", None, "f", False), ("relu", "{0}.relu()", None, "fi", True),
-  ("selu", "{0}.selu()", "F.selu({0})", "f", False), ("gelu", "{0}.gelu()", "F.gelu({0}, approximate='tanh')", "f", False),
+  ("selu", "{0}.selu()", "elu_ref({0}, 1.6732632423543772, 1.0507009873554805)", "f", False), ("gelu", "{0}.gelu()", "F.gelu({0}, approximate='tanh')", "f", False),
   ("quick_gelu", "{0}.quick_gelu()", "{0} * torch.sigmoid(1.702 * {0})", "f", False), ("silu", "{0}.silu()", "F.silu({0})", "f", False),
   ("mish", "{0}.mish()", "F.mish({0})", "f", False), ("relu6", "{0}.relu6()", "hardtanh_ref({0}, 0.0, 6.0)", "f", True),
   ("hardswish", "{0}.hardswish()", "F.hardswish({0})", "f", False), ("hardsigmoid", "{0}.hardsigmoid()", "F.hardsigmoid({0})", "f", False),
@@ -650,8 +650,8 @@ F_UNARY = [  # name, tinyweb, torch (None: same), inputs (f: float, i: int, b: b
 ]
 for _n, _tw, _pt, _k, _ex in F_UNARY: op(_n, "unary", g_unary(_k), _tw, _pt, exact=_ex, w=0.6)
 op("leaky_relu", "unary", g_unary("f", s=[0.01, 0.2, 1.5, -0.3]), "{0}.leaky_relu({s})", "F.leaky_relu({0}, {s})")
-op("elu", "unary", g_unary("f", a=[1.0, 0.5, 2.0]), "{0}.elu({a})", "F.elu({0}, {a})")
-op("celu", "unary", g_unary("f", a=[1.0, 0.5, 2.0]), "{0}.celu({a})", "F.celu({0}, {a})")
+op("elu", "unary", g_unary("f", a=[1.0, 0.5, 2.0]), "{0}.elu({a})", "elu_ref({0}, {a})")
+op("celu", "unary", g_unary("f", a=[1.0, 0.5, 2.0]), "{0}.celu({a})", "elu_ref({0}, {a}, 1.0, 1 / {a})")
 op("softplus", "unary", g_unary("f", b=[1.0, 2.0, 0.5], t=[20.0, 5.0]), "{0}.softplus({b}, {t})", "F.softplus({0}, {b}, {t})")
 op("hardtanh", "unary", g_unary("f", r=[(-1.0, 1.0), (-2.5, 0.5), (0.0, 6.0)]), "{0}.hardtanh(*{r})", "hardtanh_ref({0}, *{r})", exact=True)
 op("clip", "unary", g_unary("fi", lo=[None, -1, 0.5, -inf, 0], hi=[1, 2.5, inf, 100]), "{0}.clip({lo}, {hi})", "{0}.clamp({lo}, {hi})", exact=True)
@@ -978,7 +978,7 @@ def _compile(code: str): return compile(code, "<fuzz>", "eval")
 
 TW_NS = {"Tensor": Tensor, "dtypes": dtypes, "nan": nan, "inf": inf, "np": np, "setitem": setitem}
 # the fuzzer's torch-side helpers (a repro imports those it uses from here)
-TORCH_HELPERS = {"setitem": setitem, "sdpa_math": sdpa_math, "hardtanh_ref": hardtanh_ref, "amax_ref": amax_ref, "amin_ref": amin_ref}
+TORCH_HELPERS = {"setitem": setitem, "sdpa_math": sdpa_math, "hardtanh_ref": hardtanh_ref, "elu_ref": elu_ref, "amax_ref": amax_ref, "amin_ref": amin_ref}
 PT_NS = {"torch": torch, "F": F, "nan": nan, "inf": inf, "np": np, **TORCH_HELPERS}
 
 def node_code(o: Op, node: Node, name: Callable, side: str, f64: bool) -> str:

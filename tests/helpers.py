@@ -92,6 +92,23 @@ def _hardtanh_ref_fn():   # (made on first use: in the browser suite torch is a 
 def hardtanh_ref(x, lo=-1.0, hi=1.0): return _hardtanh_ref_fn()(x, lo, hi)
 
 @functools.cache
+def _elu_ref_fn():
+  class EluRef(torch.autograd.Function):
+    """torch's elu family (aten.elu: elu, celu = input_scale 1/alpha, selu = its alpha and scale) with the gradient of
+    its vectorized kernel, NaN at NaN (the negative branch is taken unless x > 0): the scalar tail (a tensor's last
+    size % 32 elements) takes the positive branch there, so torch's own answer depends on the element's position"""
+    @staticmethod
+    def forward(ctx, x, alpha, scale, input_scale):
+      ctx.save_for_backward(x); ctx.args = alpha, scale, input_scale
+      return torch.ops.aten.elu(x, alpha, scale, input_scale)
+    @staticmethod
+    def backward(ctx, g):
+      (x,), (alpha, scale, input_scale) = ctx.saved_tensors, ctx.args
+      return torch.where(x > 0, g * scale, g * (input_scale * scale * alpha) * torch.exp(x * input_scale)), None, None, None
+  return EluRef.apply
+def elu_ref(x, alpha=1.0, scale=1.0, input_scale=1.0): return _elu_ref_fn()(x, alpha, scale, input_scale)
+
+@functools.cache
 def _extreme_ref_fn():
   class ExtremeRef(torch.autograd.Function):
     """torch.amax/amin with torch.max()'s gradient (its evenly_distribute_backward): split evenly between the tied

@@ -61,6 +61,13 @@ def test_hardtanh_and_relu6_gradients_at_nan_and_bounds(device):
   grads_like_torch(device, lambda x: x.relu6(), lambda x: F.relu6(x), v, what="relu6")
   grads_like_torch(device, lambda x: x.clip(0.0, 6.0), lambda x: torch.clamp(x, 0.0, 6.0), v, what="clip")
 
+def test_elu_family_gradient_at_nan(device):
+  # torch's vectorized kernel (every element but a tensor's last size % 32): NaN at NaN, the negative branch's formula
+  v = np.array([nan, -1.0, 0.0, 2.0, nan, -inf, inf, -0.5] * 8, np.float32)
+  grads_like_torch(device, lambda x: x.elu(2.0), lambda x: F.elu(x, 2.0), v, what="elu")
+  grads_like_torch(device, lambda x: x.celu(0.5), lambda x: F.celu(x, 0.5), v, what="celu")
+  grads_like_torch(device, lambda x: x.selu(), lambda x: F.selu(x), v, what="selu")
+
 # ------------------------------------------------------------------------------------------------- cumprod through zeros
 
 @pytest.mark.parametrize("row,cot", [([3.0, 0.0, -2.0, -2.0, 1.0], [1.0, 1.0, 0.0, 0.5, -1.0]),
@@ -84,6 +91,16 @@ def test_binary_cross_entropy_gradients_beyond_the_clamped_logs(device):
   y = np.array([1.0, 0.0, 0.0, 1.0, 0.2, 1.0, 0.0, 0.3], np.float32)
   grads_like_torch(device, lambda a, b: a.binary_crossentropy(b, reduction="none"),
                    lambda a, b: F.binary_cross_entropy(a, b, reduction="none"), p, y, what="binary_crossentropy")
+
+@pytest.mark.parametrize("pos_weight", [None, [1.0, 2.0, 0.5, 1.0, 3.0, 1.0, 1.0, 0.1]])
+def test_binary_cross_entropy_with_logits_gradients_at_infinite_logits(device, pos_weight):
+  # torch's formulas (sigmoid(x) - y; -x or logsigmoid(-x) - pw logsigmoid(x) for the target), not the expression's
+  # derivative, which meets 0 * inf at an infinite logit
+  x, y = [1.0, -inf, inf, 0.0, -30.0, 30.0, nan, 2.0], [1.0, 1.0, 0.0, 0.5, 0.2, 0.7, 1.0, 0.0]
+  pw_tw = None if pos_weight is None else Tensor(np.array(pos_weight, np.float32), device=device)
+  pw_pt = None if pos_weight is None else torch.tensor(pos_weight)
+  grads_like_torch(device, lambda a, b: a.binary_crossentropy_logits(b, "none", pw_tw),
+                   lambda a, b: F.binary_cross_entropy_with_logits(a, b, reduction="none", pos_weight=pw_pt), x, y, what="bce_logits")
 
 def test_var_with_correction_at_least_n(device):
   x = np.array([[0.0, 100.0], [2.0, 2.0]], np.float32)
@@ -248,3 +265,15 @@ def test_prod_gradient_with_zeros_infs_and_nans(device):
     x = rng.choice(values if trial % 2 else values[:7], size=(3, 4))
     grads_like_torch(device, lambda t: t.prod(1), lambda t: t.prod(1), x, what=f"prod(1) of {x.tolist()}")
     grads_like_torch(device, lambda t: t.prod(), lambda t: t.prod(), x, what=f"prod() of {x.tolist()}")
+
+def test_einsum_contracts_left_to_right_like_torch(device):
+  # (a @ b) first: an empty contraction gives 0, and the NaN gradient of acosh(0) reaches c as 0 * NaN = NaN; a one-shot
+  # product of all three would sum c's gradient over the empty letter (0)
+  a, b, c = np.zeros((1, 0), np.float32), np.zeros((0, 1), np.float32), np.array([[1.0]], np.float32)
+  tw = [Tensor(v, device=device, requires_grad=True) for v in (a, b, c)]
+  pt = [torch.tensor(v, requires_grad=True) for v in (a, b, c)]
+  Tensor.einsum("ab,bc,cd->ad", *tw).acosh().sum().backward(); torch.einsum("ab,bc,cd->ad", *pt).acosh().sum().backward()
+  if device != "WEBGPU": assert_like_torch(tw[2].grad.numpy(), pt[2].grad.numpy(), "einsum grad of c")   # (WGSL: NaN indeterminate)
+  x, y, z = (np.random.default_rng(i).standard_normal(s).astype(np.float32) for i, s in enumerate([(3, 4), (4, 5, 2), (2, 6)]))
+  grads_like_torch(device, lambda p, q, r: Tensor.einsum("ab,bcd,de->ace", p, q, r), lambda p, q, r: torch.einsum("ab,bcd,de->ace", p, q, r),
+                   x, y, z, what="einsum of three")

@@ -1404,11 +1404,12 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return {dtypes.float16: 2.0 ** 6, dtypes.bfloat16: 2.0 ** 4, dtypes.float32: 2.0 ** 12, dtypes.float64: 2.0 ** 27}[self.dtype]
   def leaky_relu(self, neg_slope=0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)
   def _elu(self, alpha: float, scale: float, input_scale: float) -> Tensor:
-    """PyTorch's elu family: scale * x for x > 0, else scale * alpha * expm1(x * input_scale)."""
+    """PyTorch's elu family: scale * x for x > 0, else scale * alpha * expm1(x * input_scale). The gradient at NaN is
+    NaN, as in PyTorch's vectorized kernel (its scalar tail gives scale)."""
     x = self._float_input()
     d = x.detach()
     return (d > 0).where(d * scale, (d * input_scale).expm1() * (scale * alpha)).custom_gradient(
-      [x], lambda g: ((d <= 0).where(g * (input_scale * scale * alpha) * (d * input_scale).exp(), g * scale),))
+      [x], lambda g: ((d > 0).logical_not().where(g * (input_scale * scale * alpha) * (d * input_scale).exp(), g * scale),))
   def elu(self, alpha=1.0) -> Tensor: return self._elu(alpha, 1.0, 1.0)
   def celu(self, alpha=1.0) -> Tensor: return self._elu(alpha, 1.0, 1 / alpha)
   def selu(self, alpha=1.6732632423543772, gamma=1.0507009873554805) -> Tensor: return self._elu(alpha, gamma, 1.0)

@@ -71,8 +71,9 @@ class NNMixin:
   @staticmethod
   def einsum(formula: str, *operands):
     """Tensor.einsum("ij,jk->ik", a, b). Supports '...', implicit output, repeated letters in one operand (diagonals)
-    and broadcasting of size-1 dims. Each operand is permuted/reshaped to one common letter order, then all are
-    multiplied and the letters missing from the output are summed."""
+    and broadcasting of size-1 dims. Like PyTorch (without opt_einsum): letters found in one operand only (and not in
+    the output) are summed first, then the operands are contracted left to right, each product summing the letters no
+    later operand or the output needs. A product is the operands permuted/reshaped to one letter order and multiplied."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
     lhs, arrow, out = formula.replace(" ", "").partition("->")
     terms = lhs.split(",")
@@ -97,15 +98,27 @@ class NNMixin:
           raise ValueError(f"einsum: letter {c!r} has sizes {sizes[c]} and {s} in {formula!r} (shapes {[o.shape for o in operands]})")
         sizes[c] = max(sizes.get(c, 1), s)
       xs.append((x, t))
-    order = dedup(list(out) + [c for t in terms for c in t])
-    prod_ = None
-    for x, t in xs:   # to the common order, with size-1 dims for missing letters
-      own = dict(zip(t, x.shape))
-      x = x.permute(sorted(range(len(t)), key=lambda i: order.index(t[i]))) if t else x
-      x = x.reshape(tuple(own.get(c, 1) for c in order)) if order else x
-      prod_ = x if prod_ is None else prod_ * x
-    red = tuple(range(len(out), len(order)))
-    return prod_.sum(red) if red else prod_
+    counts = {c: sum(t.count(c) for _, t in xs) for c in sizes}
+    def sum_single(x, t):   # the letters this operand alone has and the output lacks, summed at once
+      gone = [i for i, c in enumerate(t) if counts[c] == 1 and c not in out]
+      return (x.sum(tuple(gone)) if gone else x), "".join(c for i, c in enumerate(t) if i not in gone)
+    def contract(operands, keep):   # the product of operands [(x, letters)] with the letters not in keep summed
+      order = dedup([c for _, t in operands for c in t if c in keep] + [c for _, t in operands for c in t])
+      prod_ = None
+      for x, t in operands:   # to the common order, with size-1 dims for missing letters
+        own = dict(zip(t, x.shape))
+        x = x.permute(sorted(range(len(t)), key=lambda i: order.index(t[i]))) if t else x
+        x = x.reshape(tuple(own.get(c, 1) for c in order)) if order else x
+        prod_ = x if prod_ is None else prod_ * x
+      kept = "".join(c for c in order if c in keep)
+      red = tuple(range(len(kept), len(order)))
+      return (prod_.sum(red) if red else prod_), kept
+    xs = [sum_single(x, t) for x, t in xs]
+    acc = xs[0]
+    for i in range(1, len(xs)):
+      acc = contract([acc, xs[i]], set(out) | {c for _, t in xs[i + 1:] for c in t})
+    x, t = acc
+    return x.permute(tuple(t.index(c) for c in out)) if t != out else x
 
   @staticmethod
   def _einsum_diagonal(x, t: str, formula: str):
@@ -480,11 +493,21 @@ class NNMixin:
     return _reduce_loss(loss, reduction, "binary_crossentropy")
 
   def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight=None):
-    """self: logits. (1-y)*x + (1+(pw-1)*y) * log(1+exp(-x)), written so exp never overflows."""
+    """self: logits. (1-y)*x - (1+(pw-1)*y) * logsigmoid(x) (exp never overflows), with PyTorch's gradients:
+    sigmoid(x) - y, or (pw*y + 1 - y)*sigmoid(x) - pw*y, for x; -x, or logsigmoid(-x) - pw*logsigmoid(x), for y (not
+    those of the expression, which give 0 * inf = NaN at an infinite logit)."""
     if Y.shape != self.shape: raise ValueError(f"binary_crossentropy_logits: target {Y.shape} must have the input's shape {self.shape}")
-    softplus_neg = -self.logsigmoid()   # log(1 + exp(-x)), with PyTorch's gradient (at x = 0 too)
-    lw = 1 if pos_weight is None else 1 + (pos_weight - 1) * Y
-    return _reduce_loss((1 - Y) * self + lw * softplus_neg, reduction, "binary_crossentropy_logits")
+    x, y = self.detach(), Y.detach()
+    log_sig = x.logsigmoid()
+    if pos_weight is None:
+      loss = (1 - y) * x - log_sig
+      grad_x, grad_y = x.sigmoid() - y, -x
+    else:
+      loss = (1 - y) * x - (1 + (pos_weight - 1) * y) * log_sig
+      pw_y = pos_weight * y
+      grad_x, grad_y = (pw_y + 1 - y) * x.sigmoid() - pw_y, (-x).logsigmoid() - log_sig * pos_weight
+    loss = loss.custom_gradient([self, Y], lambda g: (g * grad_x, g * grad_y))
+    return _reduce_loss(loss, reduction, "binary_crossentropy_logits")
 
   def mse_loss(self, Y, reduction: str = "mean"):
     return _reduce_loss((self - Y).square(), reduction, "mse_loss")
