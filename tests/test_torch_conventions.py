@@ -277,3 +277,11 @@ def test_einsum_contracts_left_to_right_like_torch(device):
   x, y, z = (np.random.default_rng(i).standard_normal(s).astype(np.float32) for i, s in enumerate([(3, 4), (4, 5, 2), (2, 6)]))
   grads_like_torch(device, lambda p, q, r: Tensor.einsum("ab,bcd,de->ace", p, q, r), lambda p, q, r: torch.einsum("ab,bcd,de->ace", p, q, r),
                    x, y, z, what="einsum of three")
+
+def test_scans_accumulate_in_float64_like_torch(device):
+  # torch's CPU scans of float32 accumulate in double: cumprod([3e38, -1.4, -0.6]) ends finite, 1e8 + 1 + 1 + ... counts
+  if device == "WEBGPU": pytest.skip("WEBGPU has no float64: its scans accumulate in float32")
+  for fn in ("cumprod", "cumsum"):
+    for row in ([3e38, -1.4, -0.6, 2.0], [1e8] + [1.0] * 300, [-3e38, 3e38, 1.0, -2.0]):
+      x = np.array(row, np.float32)
+      assert_like_torch(getattr(Tensor(x, device=device), fn)(0).numpy(), getattr(torch.tensor(x), fn)(0).numpy(), f"{fn} {row[:4]}")

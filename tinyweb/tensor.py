@@ -96,6 +96,11 @@ def _check_device_dtype(dt: DType, device: str, what: str) -> None:
   """TypeError naming the device where it refuses dt (WEBGPU: no 64-bit types), before anything is built with it."""
   if (check := getattr(getattr(Device[device], "renderer", None), "check_dtype", None)) is not None: check(dt, what)
 
+def _device_has(dt: DType, device: str) -> bool:
+  try: _check_device_dtype(dt, device, "")
+  except TypeError: return False
+  return True
+
 def _int_dtype(op: str, lo: int, hi: int, device: str) -> DType:
   """The dtype for ints in [lo, hi] given without one: int32, or int64 (PyTorch's default int) past int32's range,
   where the device has int64."""
@@ -1016,7 +1021,12 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def cumsum(self, axis: int = 0) -> Tensor:
     if self.ndim == 0: return self
     a = _normalize_axis("cumsum", axis, self.ndim)
+    if self._scans_in_float64(): return self.double().cumsum(a).cast(self.dtype)
     return self.transpose(a, -1)._cumsum_last().transpose(a, -1)
+  def _scans_in_float64(self) -> bool:
+    """PyTorch's CPU scans of float32 accumulate in float64 (cumprod([3e38, -1.4, -0.6]) stays finite, a long cumsum
+    keeps its digits): so do tinyweb's, on devices that have float64."""
+    return self.dtype == dtypes.float32 and _device_has(dtypes.float64, self.device)
   def _cumsum_last(self) -> Tensor:
     n = self.shape[-1]
     if n <= 256:  # out[i] = sum_j x[j] for j <= i: one fused kernel with n*n work (selected, not masked by * 0: inf * 0 is NaN)
@@ -1037,6 +1047,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def cumprod(self, axis: int = 0) -> Tensor:
     a = _normalize_axis("cumprod", axis, self.ndim)
     if self.ndim == 0 or self.numel() == 0 or (self.shape[a] == 1 and self.dtype.is_float): return self   # (its gradient passes through)
+    if self._scans_in_float64(): return self.double().cumprod(a).cast(self.dtype)
     x = self.transpose(a, -1)
     tri = x._tri_mask_last()
     out = tri.where(x.detach().unsqueeze(-2), 1).prod(-1)
