@@ -198,6 +198,10 @@ def test_conv_arguments_of_one_value_apply_to_every_dim(device):
   got = Tensor(x, device=device).conv_transpose2d(Tensor(w, device=device), stride=(2,), output_padding=(1,))
   assert_like_torch(got.numpy(), F.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=(2,), output_padding=(1,)).numpy(),
                     "conv_transpose2d output_padding=(1,)")
+  xr = np.random.default_rng(0).standard_normal((1, 2, 5, 6)).astype(np.float32)
+  for kw in (dict(kernel_size=(2,), stride=(1, 2)), dict(kernel_size=(3,), stride=(1, 1), padding=(1, 0))):
+    for name in ("max_pool2d", "avg_pool2d"):
+      assert_like_torch(getattr(Tensor(xr, device=device), name)(**kw).numpy(), getattr(F, name)(torch.tensor(xr), **kw).numpy(), f"{name} {kw}")
 
 @pytest.mark.parametrize("kw", [dict(stride=2, padding=1), dict(stride=1), dict(stride=(2, 3), padding=(1, 0), output_padding=(1, 2)),
                                 dict(stride=2, dilation=2, groups=2)])
@@ -285,3 +289,8 @@ def test_scans_accumulate_in_float64_like_torch(device):
     for row in ([3e38, -1.4, -0.6, 2.0], [1e8] + [1.0] * 300, [-3e38, 3e38, 1.0, -2.0]):
       x = np.array(row, np.float32)
       assert_like_torch(getattr(Tensor(x, device=device), fn)(0).numpy(), getattr(torch.tensor(x), fn)(0).numpy(), f"{fn} {row[:4]}")
+
+def test_logsumexp_gradient_beside_an_infinite_result(device):
+  # torch's g * exp(x - out): 0 beside an inf result (exp(89) overflows the sum), NaN at the inf itself
+  for row in ([inf, 89.0], [1.0, -inf], [-inf, -inf], [nan, 1.0], [3.0, 4.0]):
+    grads_like_torch(device, lambda t: t.logsumexp(1), lambda t: t.logsumexp(1), [row, row[::-1]], what=f"logsumexp {row}")

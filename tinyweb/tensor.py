@@ -1088,9 +1088,11 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def logsumexp(self, axis=None, keepdim=False) -> Tensor:
     x = self._float_input()
     if x.numel() == 0: return x.exp().sum(axis, keepdim).log()   # over an empty axis: log(0) = -inf, like torch
-    m = x.max(axis, keepdim=True).detach()
+    xd = x.detach()
+    m = xd.max(axis, keepdim=True)
     m = (m.isinf()).where(0, m)
-    out = (x - m).exp().sum(axis, keepdim=True).log() + m
+    out = (xd - m).exp().sum(axis, keepdim=True).log() + m
+    out = out.custom_gradient([x], lambda g: (g * (xd - out).exp(),))   # PyTorch's (exp(x - out): 0 beside an inf out, not inf/inf)
     return out if keepdim else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in x._axes("logsumexp", axis)))
   def logcumsumexp(self, axis=0) -> Tensor:
     x = self._float_input()

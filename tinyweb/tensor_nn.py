@@ -274,7 +274,10 @@ class NNMixin:
 
   def _pool_args(self, op, kernel_size, stride, dilation, padding, ceil_mode):
     shapes = f" (input {self.shape})"
+    # the pooled dims: 2 for an int kernel_size, else its length; a 1-tuple kernel_size beside longer stride/dilation/
+    # padding tuples applies to each of their dims (torch's max_pool2d(x, (3,), stride=(1, 2)))
     n = 2 if isinstance(kernel_size, int) else len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 0
+    if n == 1: n = max([1] + [len(a) for a in (stride, dilation, padding) if isinstance(a, (tuple, list))])
     if n == 0 or self.ndim < n: raise ValueError(f"{op}: kernel_size must be an int or 1 to {self.ndim} ints, got {kernel_size!r}{shapes}")
     k_ = _tuple(kernel_size, n, op, "kernel_size", shapes=shapes)
     s_ = k_ if stride is None else _tuple(stride, n, op, "stride", shapes=shapes)
