@@ -575,3 +575,12 @@ def test_index_shapes_that_do_not_broadcast(device):
   for idx in [(False, [0, 1]), ([0, 1], [[0, 1, 2]] * 3)]:
     with pytest.raises(IndexError): torch.ones(2, 3)[idx]
     with pytest.raises(IndexError, match=r"index: shapes .* cannot be broadcast together"): x[idx]
+
+def test_hardtanh_bounds_and_triu_diagonal_type(device):
+  x = Tensor(rnd((3, 3)), device=device)
+  with pytest.raises(ValueError): torch.nn.functional.hardtanh(torch.ones(2), 1.0, -1.0)
+  with pytest.raises(ValueError, match=r"hardtanh: min_val \(1.0\) must not be greater than max_val \(-1.0\)"): x.hardtanh(1.0, -1.0)
+  with pytest.raises(TypeError): torch.ones(3, 3).triu(1.5)
+  for fn in ("triu", "tril"):
+    with pytest.raises(TypeError, match=fr"{fn}: diagonal must be an int, got 1.5 \(float\)"): getattr(x, fn)(1.5)
+  np.testing.assert_allclose(x.hardtanh(0.5, 0.5).numpy(), torch.nn.functional.hardtanh(torch.tensor(rnd((3, 3))), 0.5, 0.5).numpy())

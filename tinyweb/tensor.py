@@ -1449,6 +1449,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     t = d.exp().log1p().tanh()   # tanh(softplus(x)), without softplus's threshold (as PyTorch)
     return (d * t).custom_gradient([x], lambda g: (g * (t + d * d.sigmoid() * (1 - t * t)),))
   def hardtanh(self, min_val=-1.0, max_val=1.0) -> Tensor:
+    if min_val > max_val: raise ValueError(f"hardtanh: min_val ({min_val}) must not be greater than max_val ({max_val})")
     # PyTorch's gradient (of its vectorized kernel: 0 at NaN; its scalar tail passes a NaN's gradient through)
     return self.detach().clip(min_val, max_val).custom_gradient([self], lambda g: (((self > min_val) & (self < max_val)).where(g, 0.0),))
   def relu6(self) -> Tensor: return self.hardtanh(0, 6)
@@ -1711,7 +1712,10 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.int32)
 
   def _tri_mask(self, diagonal: int, upper: bool) -> Tensor:
-    if self.ndim < 2: raise ValueError(f"{'triu' if upper else 'tril'}: input must have at least 2 dimensions, got {self.shape}")
+    op = 'triu' if upper else 'tril'
+    if self.ndim < 2: raise ValueError(f"{op}: input must have at least 2 dimensions, got {self.shape}")
+    if not hasattr(diagonal, "__index__"): raise TypeError(f"{op}: diagonal must be an int, got {diagonal!r} ({type(diagonal).__name__})")
+    diagonal = diagonal.__index__()
     r, c = self.shape[-2:]
     rows = Tensor.arange(r, device=self.device).reshape(r, 1)
     cols = Tensor.arange(c, device=self.device).reshape(1, c)
