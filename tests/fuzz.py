@@ -696,9 +696,9 @@ op("max", "reduce", g_reduce("fib", "multi"), R % "max", "amax_ref({0}, dim={dim
 op("min", "reduce", g_reduce("fib", "multi"), R % "min", "amin_ref({0}, dim={dims}, keepdim={kd})", exact=True)
 op("mean", "reduce", g_reduce("f", "multi"), R % "mean", "torch.mean({0}, dim={dims}, keepdim={kd})")
 op("var", "reduce", g_reduce("f", "multi", c=[0, 1, 1, 2]), "{0}.var({ax}, keepdim={kd}, correction={c})",
-   "torch.var({0}, dim={dims}, keepdim={kd}, correction={c})")
+   "torch.var({0}, dim={ax}, keepdim={kd}, correction={c})")   # (dim=None: torch's all-dims gradient, as var(None))
 op("std", "reduce", g_reduce("f", "multi", c=[0, 1, 1, 2]), "{0}.std({ax}, keepdim={kd}, correction={c})",
-   "torch.std({0}, dim={dims}, keepdim={kd}, correction={c})")
+   "torch.std({0}, dim={ax}, keepdim={kd}, correction={c})")   # (dim=None: torch's all-dims gradient, as var(None))
 op("any", "reduce", g_reduce("fib", "multi"), R % "any", "torch.any({0}, dim={dims}, keepdim={kd})", exact=True)
 op("all", "reduce", g_reduce("fib", "multi"), R % "all", "torch.all({0}, dim={dims}, keepdim={kd})", exact=True)
 op("argmax", "reduce", g_reduce("fib", "single"), R % "argmax", "torch.argmax({0}, dim={ax}, keepdim={kd})", exact=True)

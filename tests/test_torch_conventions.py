@@ -108,6 +108,7 @@ def test_var_with_correction_at_least_n(device):
     grads_like_torch(device, lambda t: t.var(1, correction=c), lambda t: torch.var(t, 1, correction=c), x, what=f"var correction={c}")
     grads_like_torch(device, lambda t: t.var(correction=c + 2), lambda t: torch.var(t, correction=c + 2), x, what=f"var() correction={c + 2}")
   grads_like_torch(device, lambda t: t.var(correction=2), lambda t: torch.var(t, correction=2), np.float32(1.0), what="0-d var")
+  grads_like_torch(device, lambda t: t.var(correction=2), lambda t: torch.var(t, correction=2), [1.0], what="var() n - c < 0")
 
 # ---------------------------------------------------------------------------------------------------------- attention
 
