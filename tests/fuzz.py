@@ -40,7 +40,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from helpers import rng_draw, hardtanh_ref, elu_ref, amax_ref, amin_ref  # noqa: E402
+from helpers import rng_draw, hardtanh_ref, elu_ref, selu_ref, amax_ref, amin_ref  # noqa: E402
 from tinyweb import Tensor, dtypes  # noqa: E402
 from tinyweb.device import Device  # noqa: E402
 
@@ -639,7 +639,7 @@ F_UNARY = [  # name, tinyweb, torch (None: same), inputs (f: float, i: int, b: b
   ("square", "{0}.square()", None, "fi", False), ("sigmoid", "{0}.sigmoid()", None, "fi", False), ("tanh", "{0}.tanh()", None, "fi", False),
   ("sinh", "{0}.sinh()", None, "f", False), ("cosh", "{0}.cosh()", None, "f", False), ("atanh", "{0}.atanh()", None, "f", False),
   ("asinh", "{0}.asinh()", None, "f", False), ("acosh", "{0}.acosh()", None, "f", False), ("relu", "{0}.relu()", None, "fi", True),
-  ("selu", "{0}.selu()", "elu_ref({0}, 1.6732632423543772, 1.0507009873554805)", "f", False), ("gelu", "{0}.gelu()", "F.gelu({0}, approximate='tanh')", "f", False),
+  ("selu", "{0}.selu()", "selu_ref({0})", "f", False), ("gelu", "{0}.gelu()", "F.gelu({0}, approximate='tanh')", "f", False),
   ("quick_gelu", "{0}.quick_gelu()", "{0} * torch.sigmoid(1.702 * {0})", "f", False), ("silu", "{0}.silu()", "F.silu({0})", "f", False),
   ("mish", "{0}.mish()", "F.mish({0})", "f", False), ("relu6", "{0}.relu6()", "hardtanh_ref({0}, 0.0, 6.0)", "f", True),
   ("hardswish", "{0}.hardswish()", "F.hardswish({0})", "f", False), ("hardsigmoid", "{0}.hardsigmoid()", "F.hardsigmoid({0})", "f", False),
@@ -978,7 +978,7 @@ def _compile(code: str): return compile(code, "<fuzz>", "eval")
 
 TW_NS = {"Tensor": Tensor, "dtypes": dtypes, "nan": nan, "inf": inf, "np": np, "setitem": setitem}
 # the fuzzer's torch-side helpers (a repro imports those it uses from here)
-TORCH_HELPERS = {"setitem": setitem, "sdpa_math": sdpa_math, "hardtanh_ref": hardtanh_ref, "elu_ref": elu_ref, "amax_ref": amax_ref, "amin_ref": amin_ref}
+TORCH_HELPERS = {"setitem": setitem, "sdpa_math": sdpa_math, "hardtanh_ref": hardtanh_ref, "elu_ref": elu_ref, "selu_ref": selu_ref, "amax_ref": amax_ref, "amin_ref": amin_ref}
 PT_NS = {"torch": torch, "F": F, "nan": nan, "inf": inf, "np": np, **TORCH_HELPERS}
 
 def node_code(o: Op, node: Node, name: Callable, side: str, f64: bool) -> str:

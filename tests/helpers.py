@@ -107,6 +107,7 @@ def _elu_ref_fn():
       return torch.where(x > 0, g * scale, g * (input_scale * scale * alpha) * torch.exp(x * input_scale)), None, None, None
   return EluRef.apply
 def elu_ref(x, alpha=1.0, scale=1.0, input_scale=1.0): return _elu_ref_fn()(x, alpha, scale, input_scale)
+def selu_ref(x): return elu_ref(x, 1.6732632423543772, 1.0507009873554805)   # (F.selu's alpha and scale)
 
 @functools.cache
 def _extreme_ref_fn():

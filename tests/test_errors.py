@@ -584,3 +584,11 @@ def test_hardtanh_bounds_and_triu_diagonal_type(device):
   for fn in ("triu", "tril"):
     with pytest.raises(TypeError, match=fr"{fn}: diagonal must be an int, got 1.5 \(float\)"): getattr(x, fn)(1.5)
   np.testing.assert_allclose(x.hardtanh(0.5, 0.5).numpy(), torch.nn.functional.hardtanh(torch.tensor(rnd((3, 3))), 0.5, 0.5).numpy())
+
+def test_bce_logits_pos_weight_cannot_require_grad(device):
+  x, y, pw = (Tensor(rnd((4,), s), device=device) for s in (0, 1, 2))
+  with pytest.raises(RuntimeError): torch.nn.functional.binary_cross_entropy_with_logits(
+    torch.ones(4), torch.ones(4), pos_weight=torch.ones(4, requires_grad=True))
+  with pytest.raises(RuntimeError, match=r"binary_crossentropy_logits: pos_weight cannot require a gradient"):
+    x.binary_crossentropy_logits(y, pos_weight=Tensor(rnd((4,), 2), device=device, requires_grad=True))
+  still_works((rnd((4,), 2), pw))

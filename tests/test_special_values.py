@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from tinyweb import Tensor, dtypes
-from helpers import expect_unsupported, hardtanh_ref, elu_ref, amax_ref, amin_ref
+from helpers import expect_unsupported, hardtanh_ref, elu_ref, selu_ref, amax_ref, amin_ref
 
 inf, nan = math.inf, math.nan
 RTOL, TINY = 2e-6, 1.2e-38   # ~16 float32 ulps; FLT_MIN (below it a device may flush to zero)
@@ -90,7 +90,7 @@ UNARY = {
   "relu": (torch.relu, lambda x: x.relu(), TINY), "relu6": (lambda x: hardtanh_ref(x, 0.0, 6.0), lambda x: x.relu6(), TINY),
   "leaky_relu": (F.leaky_relu, lambda x: x.leaky_relu(), TINY), "elu": (elu_ref, lambda x: x.elu(), TINY),
   "elu_alpha": (lambda x: elu_ref(x, 0.5), lambda x: x.elu(0.5), TINY), "celu": (lambda x: elu_ref(x, 0.5, 1.0, 2.0), lambda x: x.celu(0.5), TINY),
-  "selu": (lambda x: elu_ref(x, 1.6732632423543772, 1.0507009873554805), lambda x: x.selu(), TINY), "sigmoid": (torch.sigmoid, lambda x: x.sigmoid(), SATURATING),
+  "selu": (selu_ref, lambda x: x.selu(), TINY), "sigmoid": (torch.sigmoid, lambda x: x.sigmoid(), SATURATING),
   "logsigmoid": (F.logsigmoid, lambda x: x.logsigmoid(), TINY), "hardsigmoid": (F.hardsigmoid, lambda x: x.hardsigmoid(), TINY),
   "silu": (F.silu, lambda x: x.silu(), SATURATING), "quick_gelu": (lambda x: x * torch.sigmoid(1.702 * x), lambda x: x.quick_gelu(), SATURATING),
   "gelu": (lambda x: F.gelu(x, approximate="tanh"), lambda x: x.gelu(), SATURATING),

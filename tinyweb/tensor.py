@@ -925,14 +925,13 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
       # That product is built here from per-slice counts: NaN if the others hold a NaN or both a 0 and an inf, else a
       # signed 0 if they hold a 0, a signed inf if an inf, else the finite non-zero product divided by x_j
       xd, outk = x.detach(), out.reshape(tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
-      def others_have(m): return m.cast(acc).sum(axes, keepdim=True) - m.cast(acc) > 0
+      def count_in_others(m): return (c := m.cast(dtypes.int32)).sum(axes, keepdim=True) - c   # (the slice's count less x_j's)
       is_zero, is_inf, finite_nz = xd == 0, xd.isinf(), xd.isfinite() & (xd != 0)
       fin = finite_nz.where(xd, 1)._reduce(Ops.MUL, axes, True, "prod")
       fin = finite_nz.where(fin / xd, fin)
-      neg_inf_others = (xd == -math.inf).cast(dtypes.int32).sum(axes, keepdim=True) - (xd == -math.inf).cast(dtypes.int32)
-      signed_inf = (neg_inf_others % 2 == 1).where(-math.inf, math.inf) * fin.sign()
-      zeros, infs = others_have(is_zero), others_have(is_inf)
-      others = (others_have(xd.isnan()) | (zeros & infs)).where(math.nan, zeros.where(fin * 0, infs.where(signed_inf, fin)))
+      signed_inf = (count_in_others(xd == -math.inf) % 2 == 1).where(-math.inf, math.inf) * fin.sign()
+      zeros, infs = count_in_others(is_zero) > 0, count_in_others(is_inf) > 0
+      others = ((count_in_others(xd.isnan()) > 0) | (zeros & infs)).where(math.nan, zeros.where(fin * 0, infs.where(signed_inf, fin)))
       grad = g.reshape(outk.shape) * is_zero.any().where(others, outk / xd)
       # (torch.prod(x) without a dim gives exactly 0 when two or more elements are 0)
       return ((is_zero.cast(dtypes.int32).sum() > 1).where(0.0, grad) if axis is None else grad,)

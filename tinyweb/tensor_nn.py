@@ -500,6 +500,8 @@ class NNMixin:
     sigmoid(x) - y, or (pw*y + 1 - y)*sigmoid(x) - pw*y, for x; -x, or logsigmoid(-x) - pw*logsigmoid(x), for y (not
     those of the expression, which give 0 * inf = NaN at an infinite logit)."""
     if Y.shape != self.shape: raise ValueError(f"binary_crossentropy_logits: target {Y.shape} must have the input's shape {self.shape}")
+    if getattr(pos_weight, "requires_grad", False):   # (its gradient is not among those below: refused, like PyTorch)
+      raise RuntimeError("binary_crossentropy_logits: pos_weight cannot require a gradient (give it detached)")
     x, y = self.detach(), Y.detach()
     log_sig = x.logsigmoid()
     if pos_weight is None:
