@@ -295,3 +295,16 @@ def test_logsumexp_gradient_beside_an_infinite_result(device):
   # torch's g * exp(x - out): 0 beside an inf result (exp(89) overflows the sum), NaN at the inf itself
   for row in ([inf, 89.0], [1.0, -inf], [-inf, -inf], [nan, 1.0], [3.0, 4.0]):
     grads_like_torch(device, lambda t: t.logsumexp(1), lambda t: t.logsumexp(1), [row, row[::-1]], what=f"logsumexp {row}")
+
+@pytest.mark.parametrize("length,k,s,p", [(1, 3, 3, 0), (2, 3, 3, 1), (1, 5, 2, 2), (4, 5, 1, 0), (3, 2, 3, 1), (2, 5, 1, 0)])
+def test_ceil_mode_pool_window_longer_than_the_input(device, length, k, s, p):
+  # with ceil_mode torch keeps a window that starts in the input even when it is longer than the input; without an
+  # output at all both raise
+  x = np.arange(1, length + 1, dtype=np.float32).reshape(1, 1, length)
+  for name, tw, kw in (("max_pool1d", lambda t: t.max_pool2d((k,), (s,), 1, (p,), True), {}),
+                       ("avg_pool1d", lambda t: t.avg_pool2d((k,), (s,), 1, (p,), True, False), dict(count_include_pad=False))):
+    try: expected = getattr(F, name)(torch.tensor(x), k, s, p, ceil_mode=True, **kw)
+    except RuntimeError:
+      with pytest.raises(ValueError, match="does not fit"): tw(Tensor(x, device=device))
+      continue
+    assert_like_torch(tw(Tensor(x, device=device)).numpy(), expected.numpy(), f"{name} k={k} s={s} p={p} ceil_mode")

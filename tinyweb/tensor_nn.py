@@ -285,13 +285,15 @@ class NNMixin:
     pads = _pads(padding, n, op, shapes)
     if any(max(p) > k // 2 for p, k in zip(pads, k_)):   # (like torch; else whole windows could lie in the padding)
       raise ValueError(f"{op}: padding {padding!r} must be at most half the kernel size {k_}{shapes}")
-    _check_windows(op, self.shape[-n:], k_, d_, pads, shapes)
     extra = []   # ceil_mode: more padding on the right, so a last partial window (starting inside input or left pad) exists
     for i, k, s, d, (b, a) in zip(self.shape[-n:], k_, s_, d_, pads):
       span = i + b + a - d * (k - 1) - 1
       o = (-(-span // s) if ceil_mode else span // s) + 1
       if ceil_mode and (o - 1) * s >= i + b: o -= 1
       extra.append(max(0, (o - 1) * s + d * (k - 1) + 1 - (i + b + a)))
+    # (with ceil_mode a window may be longer than the input, like torch's: it fits once the extra padding is added, which
+    # it does exactly when there is an output)
+    _check_windows(op, self.shape[-n:], k_, d_, [(b, a + e) for (b, a), e in zip(pads, extra)], shapes)
     return k_, s_, d_, pads, extra
 
   def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False, count_include_pad=True):
