@@ -308,3 +308,16 @@ def test_ceil_mode_pool_window_longer_than_the_input(device, length, k, s, p):
       with pytest.raises(ValueError, match="does not fit"): tw(Tensor(x, device=device))
       continue
     assert_like_torch(tw(Tensor(x, device=device)).numpy(), expected.numpy(), f"{name} k={k} s={s} p={p} ceil_mode")
+
+def test_lerp_where_torchs_fused_multiply_add_keeps_the_product(device):
+  # torch forms end - (end - start) * (1 - w) with one rounding: a product past float32's range can still give a finite
+  # result (lerp(-1, 3e38, -1) = -3e38); every start/end/weight from these lists, tensor and scalar weights
+  import itertools
+  vals = [0.0, 1.0, -1.0, 3e38, -3e38, 1e38, -2e38, inf, -inf, nan, 1e-40, 2.5]
+  ws = [-1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, -2.0, inf, nan]
+  a, b, w = (np.array(t, np.float32) for t in zip(*itertools.product(vals, vals, ws)))
+  got = Tensor(a, device=device).lerp(Tensor(b, device=device), Tensor(w, device=device)).numpy()
+  assert_like_torch(got, torch.lerp(torch.tensor(a), torch.tensor(b), torch.tensor(w)).numpy(), "lerp", atol=0)
+  for weight in (-1.0, 2.0):
+    got = Tensor(a, device=device).lerp(Tensor(b, device=device), weight).numpy()
+    assert_like_torch(got, torch.lerp(torch.tensor(a), torch.tensor(b), weight).numpy(), f"lerp weight {weight}", atol=0)

@@ -1342,6 +1342,10 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     if isinstance(w, Tensor): a, w = a._broadcasted(w, "lerp"); b = b._broadcast_to(a.shape)
     ad, bd, wd = a.detach(), b.detach(), w.detach() if isinstance(w, Tensor) else w
     near_a, near_b = ad + wd * (bd - ad), bd - (bd - ad) * (1 - wd)
+    # PyTorch's kernel forms end - diff * (1 - w) with a fused multiply-add: a product past float32's range whose result
+    # is within it comes out finite. In halves (exact at these magnitudes) that product fits; used only where it overflowed
+    halved = (bd * 0.5 - (bd - ad) * 0.5 * (1 - wd)) * 2
+    near_b = (near_b.isinf() & halved.isfinite()).where(halved, near_b)
     out = (wd.abs() < 0.5).where(near_a, near_b) if isinstance(w, Tensor) else near_a if abs(w) < 0.5 else near_b
     if not isinstance(w, Tensor): return out.custom_gradient([a, b], lambda g: (g * (1 - w), g * w))
     return out.custom_gradient([a, b, w], lambda g: (g * (1 - w), g * w, g * (b - a)))
