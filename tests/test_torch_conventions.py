@@ -321,3 +321,8 @@ def test_lerp_where_torchs_fused_multiply_add_keeps_the_product(device):
   for weight in (-1.0, 2.0):
     got = Tensor(a, device=device).lerp(Tensor(b, device=device), weight).numpy()
     assert_like_torch(got, torch.lerp(torch.tensor(a), torch.tensor(b), weight).numpy(), f"lerp weight {weight}", atol=0)
+
+def test_silu_gradient_at_huge_inputs(device):
+  # torch's g * s * (1 + x (1 - s)): 1 - s is exactly 0 at 3e38, so the gradient is g (not (g x) s (1 - s) = inf * 0)
+  v = [0.0, 1.0, -1.0, 3e38, -3e38, 100.0, -100.0, 88.0, -88.0, 20.0, -20.0, 5.0]
+  grads_like_torch(device, lambda x: x.silu(), F.silu, v, cot=[1.0, -1.5, 2.0, -1.5, 3.0, 1e30, -2.0, 1.0, 1.0, 1.0, 1.0, 1.0], what="silu")

@@ -1437,7 +1437,11 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     # PyTorch's gradient: (1 + tanh(z)) / 2 + x / 2 * (1 - tanh(z)^2) * dz/dx, where 1 + tanh(z) = 2s, 1 - tanh(z)^2 = 4s(1 - s)
     return (d * s).custom_gradient([x], lambda g: (g * (s + 2 * d * s * (1 - s) * (k * (1 + 3 * 0.044715 * d * d))),))
   def quick_gelu(self) -> Tensor: return self * (self * 1.702).sigmoid()
-  def silu(self) -> Tensor: return self * self.sigmoid()
+  def silu(self) -> Tensor:
+    x = self._float_input()
+    s = x.detach().sigmoid()
+    # PyTorch's gradient g * s * (1 + x (1 - s)): x (1 - s) is 0 at a huge x, where (g x) s (1 - s) would be inf * 0
+    return (x.detach() * s).custom_gradient([x], lambda g: (g * s * (1 + x.detach() * (1 - s)),))
   def swish(self) -> Tensor: return self.silu()
   def softplus(self, beta=1.0, threshold=20.0) -> Tensor:
     x = self._float_input()
