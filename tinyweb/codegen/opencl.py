@@ -44,6 +44,11 @@ class OpenCLRenderer(CStyleRenderer):
 
   # ---- ops (OpenCL's math builtins are overloaded: exp2, log2, sin, sqrt, trunc take float and double) ----
   def math_fn(self, name: str, dt: DType) -> str: return name
+  # PoCL's compiler folds trunc and exp2 of a NaN it can see (x / NAN, a NaN constant) to garbage (exp2 to 0, trunc to a
+  # random value: 1 // nan gave 5e-21), while a NaN read at run time is right: a NaN operand is passed through first
+  code_for_op = {**CStyleRenderer.code_for_op,
+                 Ops.TRUNC: lambda self, a, b, c, dt: f"(({a}!={a})?{a}:trunc({a}))",
+                 Ops.EXP2: lambda self, a, b, c, dt: f"(({a}!={a})?{a}:exp2({a}))"}
   def round_result(self, expr: str, dt: DType) -> str:
     if dt == dtypes.float16: return f"tw_f16_round({expr})"
     if dt == dtypes.bfloat16: return f"tw_bf16_round({expr})"
