@@ -293,15 +293,15 @@ class NNMixin:
       extra.append(max(0, (o - 1) * s + d * (k - 1) + 1 - (i + b + a)))
     # (with ceil_mode a window may be longer than the input, like torch's: it fits once the extra padding is added, which
     # it does exactly when there is an output)
-    _check_windows(op, self.shape[-n:], k_, d_, [(b, a + e) for (b, a), e in zip(pads, extra)], shapes)
-    return k_, s_, d_, pads, extra
+    all_pads = tuple((b, a + e) for (b, a), e in zip(pads, extra))   # the given padding with that extra added
+    _check_windows(op, self.shape[-n:], k_, d_, all_pads, shapes)
+    return k_, s_, d_, pads, extra, all_pads
 
   def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False, count_include_pad=True):
     """Average over windows of the last len(kernel_size) dims (an int kernel_size means 2 dims)."""
-    k_, s_, d_, pads, extra = self._pool_args("avg_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
+    k_, s_, d_, pads, extra, all_pads = self._pool_args("avg_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
     n = len(k_)
     def padded(x, pp): return x.pad((None,) * (x.ndim - n) + tuple(pp))
-    all_pads = [(b, a + e) for (b, a), e in zip(pads, extra)]
     x = self if self.dtype.is_float else self.float()
     total = padded(x, all_pads)._pool(k_, s_, d_, "avg_pool2d").sum(tuple(range(-n, 0)))
     if all(p == (0, 0) for p in all_pads): return total / prod(k_)
@@ -314,9 +314,8 @@ class NNMixin:
 
   def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False):
     """Max over windows of the last len(kernel_size) dims; padding counts as -inf."""
-    k_, s_, d_, pads, extra = self._pool_args("max_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
+    k_, s_, d_, _, _, all_pads = self._pool_args("max_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
     n = len(k_)
-    all_pads = tuple((b, a + e) for (b, a), e in zip(pads, extra))
     padded = any(p != (0, 0) for p in all_pads)
     x = self.pad((None,) * (self.ndim - n) + all_pads, value=self.dtype.min) if padded else self
     windows = x._pool(k_, s_, d_, "max_pool2d")
