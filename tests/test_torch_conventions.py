@@ -214,6 +214,28 @@ def test_conv_transpose_adds_only_real_terms(device, kw):
   got = Tensor(x, device=device).conv_transpose2d(Tensor(w, device=device), **kw).numpy()
   assert_like_torch(got, F.conv_transpose2d(torch.tensor(x), torch.tensor(w), **kw).numpy(), f"conv_transpose2d {kw}", rtol=1e-4, atol=1e-4)
 
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("kw", [dict(stride=2, padding=1), dict(stride=1, padding=(0, 2)), dict(stride=(2, 3), dilation=2)])
+def test_conv_gradients_place_structural_zeros_like_torch(device, kw, transposed):
+  # conv2d's input gradient (and conv_transpose2d's forward) add only real terms: an inf weight gives inf where it is a
+  # term, not NaN beside the stride's stuffing or the padding; the weight gradient multiplies the padding's zeros (NaN
+  # where they meet an inf input), as torch does
+  rng = np.random.default_rng(1)
+  x, w = rng.standard_normal((2, 4, 6, 7)).astype(np.float32), rng.standard_normal((4, 2, 3, 2)).astype(np.float32)
+  w[1, 0, 2, 1], w[3, 1, 0, 0], x[1, 2, 0, 6] = inf, -inf, inf
+  fn = "conv_transpose2d" if transposed else "conv2d"
+  kw = dict(kw, groups=2, **(dict(output_padding=1) if transposed and kw["stride"] == 2 else {}))
+  tw = [Tensor(a, device=device, requires_grad=True) for a in (x, w)]
+  pt = [torch.tensor(a, requires_grad=True) for a in (x, w)]
+  def check(got, ref, what):   # (WGSL: NaN arithmetic is indeterminate, so there only torch's finite values count)
+    if device == "WEBGPU": got, ref = np.where(np.isfinite(ref), got, 0), np.where(np.isfinite(ref), ref, 0)
+    assert_like_torch(got, ref, f"{fn} {kw} {what}", rtol=1e-4, atol=1e-4)
+  out_tw, out_pt = getattr(tw[0], fn)(tw[1], **kw), getattr(F, fn)(pt[0], pt[1], **kw)
+  check(out_tw.numpy(), out_pt.detach().numpy(), "forward")
+  cot = rng.uniform(0.5, 1.0, out_pt.shape).astype(np.float32)   # one sign: no inf - inf from the order of additions
+  (out_tw * Tensor(cot, device=device)).sum().backward(); (out_pt * torch.tensor(cot)).sum().backward()
+  for name, a, b in zip(("input", "weight"), tw, pt): check(a.grad.numpy(), b.grad.numpy(), f"grad of {name}")
+
 @pytest.mark.parametrize("size", [(0, 2), (2, 0), (0, 0), (None, 0), (None, 2), (2, None), 5])
 def test_adaptive_avg_pool_to_empty_and_kept_dims(device, size):
   x = np.random.default_rng(0).standard_normal((1, 2, 3, 4)).astype(np.float32)

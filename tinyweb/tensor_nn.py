@@ -3,7 +3,7 @@
 Everything here is written with public Tensor methods only, so it adds no gradient rules and no kernels of its own:
 convolutions and pooling are movement-op views (no copies) followed by one multiply-reduce."""
 from __future__ import annotations
-import math, struct
+import itertools, math, struct
 from typing import Optional, Sequence
 from tinyweb.helpers import prod, ceildiv, dedup, largest_divisor
 
@@ -57,6 +57,40 @@ def _stuffed(x, s_: Sequence[int]):
 def _batch_chunk(n: int, item_bytes: int, budget: int = 1 << 18) -> int:
   """The largest divisor of n whose items take at most `budget` bytes (at least 1)."""
   return largest_divisor(n, budget // item_bytes)
+
+def _conv_input_grad(grad, weight, groups: int, s_, d_, pads, spatial):
+  """conv2d's input gradient as PyTorch computes it (col2im): for each input position, the sum of grad * weight over
+  the (output position, kernel tap) pairs whose window reads it. grad (N, Cout, *out), weight (Cout, Cin/groups, *k),
+  pads the convolution's (before, after) padding, spatial the input's size. Only real terms are added: no padding or
+  stride zero is multiplied, so an inf weight gives inf (or NaN from a real 0), never NaN from a structural zero."""
+  T, n, g = _T(), len(s_), groups
+  (bs, cout), (cin_g, *k_), o_ = grad.shape[:2], weight.shape[1:], grad.shape[2:]
+  # columns: per input channel, kernel tap and output position, the sum over output channels (a matmul per group);
+  # stored, as every tap below reads its own slice of them
+  w = weight.reshape(g, cout // g, cin_g * prod(k_)).transpose(1, 2)
+  cols = (w @ grad.reshape(bs, g, cout // g, prod(o_))).contiguous().reshape(bs, g * cin_g, *k_, *o_)
+  out = T.zeros(bs, g * cin_g, *spatial, dtype=cols.dtype, device=grad.device)
+  for tap in itertools.product(*map(range, k_)):   # each tap's image, spread by the stride, at its offset in the input
+    img = _stuffed(cols[(slice(None), slice(None), *tap)], s_)
+    starts = [t * d - b for t, d, (b, _) in zip(tap, d_, pads)]
+    if any(st >= i or st + l <= 0 for st, l, i in zip(starts, img.shape[2:], spatial)): continue   # wholly in the padding
+    out = out + img._pad_zero(((0, 0), (0, 0), *[(st, i - st - l) for st, l, i in zip(starts, img.shape[2:], spatial)]))
+  return out.contiguous()   # stored: fused into its readers, the taps' gated loads would be redone per read
+
+def _conv_weight_grad(grad, xp, groups: int, s_, d_, weight_shape):
+  """conv2d's weight gradient: the sum over batch and output positions of grad times the padded input's windows (the
+  padding's zeros are terms, as in PyTorch). grad (N, Cout, *out), xp the padded input (N, Cin, *padded)."""
+  n, g, bs, (cout, cin_g, *k_) = len(s_), groups, grad.shape[0], weight_shape
+  win, o_ = xp._pool(k_, s_, d_), grad.shape[2:]
+  # Two stages: partial sums over chunks of the batch whose inputs fit in the CPU's cache (each output tile rereads
+  # them), then the sum of the partials. The partials are laid out (chunks, g, cin/g, *k, cout/g) with the gradient
+  # copied channels-last, so the kernel's last (stored contiguously) axis is contiguous in a load too: the C compiler
+  # vectorizes along it.
+  c = _batch_chunk(bs, (prod(xp.shape[1:]) + prod(grad.shape[1:])) * grad.dtype.itemsize)
+  gl = grad.reshape(bs, g, cout // g, *o_).permute(0, 1, *range(3, 3 + n), 2).contiguous()
+  gl = gl.reshape(bs // c, c, g, 1, *o_, *(1,) * n, cout // g)
+  gw = (gl * win.reshape(bs // c, c, g, cin_g, *o_, *k_, 1)).sum((1, *range(4, 4 + n))).contiguous().sum(0)
+  return gw.permute(0, n + 2, 1, *range(2, 2 + n)).reshape(weight_shape)
 
 def _reduce_loss(loss, reduction: str, op: str, count=None):
   if reduction == "none": return loss
@@ -196,75 +230,56 @@ class NNMixin:
     _check_windows("conv2d", self.shape[2:], k_, d_, pads, shapes)
     return self._conv(weight, bias, groups, s_, d_, pads)
 
-  def _conv(self, weight, bias, groups: int, s_: tuple[int, ...], d_: tuple[int, ...], pads: list[tuple[int, int]],
-            real: Optional["Tensor"] = None):
-    """conv2d with checked arguments; a negative padding crops (conv_transpose2d's). real: a bool tensor of self's
-    spatial shape, False at the zeros that only stand for "no term" (a stride's stuffing): with it, the padding's zeros
-    and those are left out of the sums instead of multiplied (a weight's inf * 0 would be NaN; PyTorch adds only real
-    terms in a transposed convolution and in a convolution's input gradient)."""
+  def _conv(self, weight, bias, groups: int, s_: tuple[int, ...], d_: tuple[int, ...], pads: list[tuple[int, int]]):
+    """conv2d with checked arguments; a negative padding crops (conv_transpose2d's gradient uses that). The padding's
+    zeros are terms of the sums, as in PyTorch (an inf weight meeting them gives NaN there)."""
     n, (bs, cin), cout, k_ = len(s_), self.shape[:2], weight.shape[0], weight.shape[2:]
     xp = self._pad_zero(((0, 0), (0, 0), *pads))
     win = xp._pool(k_, s_, d_, "conv2d")   # (N, Cin, *out, *k)
     o_ = win.shape[2:2 + n]
     g = groups
     w = weight.reshape(1, g, cout // g, cin // g, *(1,) * n, *k_)
-    terms = win.reshape(bs, g, 1, cin // g, *o_, *k_) * w
-    if real is not None: terms = real._pad_zero(tuple(pads))._pool(k_, s_, d_).where(terms, 0.0)
-    out = terms.sum((3, *range(4 + n, 4 + 2 * n))).reshape(bs, cout, *o_)
+    out = (win.reshape(bs, g, 1, cin // g, *o_, *k_) * w).sum((3, *range(4 + n, 4 + 2 * n))).reshape(bs, cout, *o_)
 
     def backward(grad):
       grad = grad.contiguous()   # read by every window position below: compute it once instead of per read
-      # Both gradients are convolutions over forward window views, whose index arithmetic stays simple (differentiating
-      # the window view itself would sum over its repeated copies).
-      # weight: a sum over batch and output positions into few outputs. Two stages: partial sums over chunks of the batch
-      # whose inputs fit in the CPU's cache (each output tile rereads them), then the sum of the partials. The partials
-      # are laid out (chunks, g, cin/g, *k, cout/g) with the gradient copied channels-last, so the kernel's last (stored
-      # contiguously) axis is contiguous in a load too: the C compiler vectorizes along it.
-      c = _batch_chunk(bs, (prod(xp.shape[1:]) + prod(grad.shape[1:])) * grad.dtype.itemsize)
-      gl = grad.reshape(bs, g, cout // g, *o_).permute(0, 1, *range(3, 3 + n), 2).contiguous()
-      gl = gl.reshape(bs // c, c, g, 1, *o_, *(1,) * n, cout // g)
-      gw = (gl * win.detach().reshape(bs // c, c, g, cin // g, *o_, *k_, 1)).sum((1, *range(4, 4 + n))).contiguous().sum(0)
-      gw = gw.permute(0, n + 2, 1, *range(2, 2 + n)).reshape(weight.shape)
-      # input: spread grad by the stride, pad by the kernel extent, convolve with the flipped, channel-swapped kernel.
-      # (The spreading and padding zeros are multiplied too, so an inf weight gives NaN next to them where PyTorch, adding
-      # only real terms, gives inf or a finite value: leaving them out, like conv_transpose2d does, costs this kernel half
-      # its time again.)
-      ext = [d * (k - 1) for k, d in zip(k_, d_)]
-      gd = _stuffed(grad, s_).pad(((0, 0), (0, 0), *[(e, e) for e in ext])).contiguous()   # stored padded: read without bounds checks
-      wt = weight.detach().reshape(g, cout // g, cin // g, *k_).transpose(1, 2).reshape(cin, cout // g, *k_).flip(*range(2, 2 + n))
-      gx = gd.conv2d(wt, groups=g, dilation=d_)
-      # to the padded input's size (its last positions may be in no window), then undo the padding (a negative pad cropped)
-      gx = gx._pad_zero(((0, 0), (0, 0), *[(-b, f - u - a) for (b, a), f, u in zip(pads, xp.shape[2:], gx.shape[2:])]))
-      return gx, gw
+      return (_conv_input_grad(grad, weight.detach(), g, s_, d_, pads, self.shape[2:]),
+              _conv_weight_grad(grad, xp.detach(), g, s_, d_, weight.shape))
     out = out.custom_gradient([self, weight], backward)
     return out if bias is None else out + bias.reshape(1, cout, *(1,) * n)
 
   def conv_transpose2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0):
-    """Transposed convolution: input (N, Cin, *spatial), weight (Cin, Cout/groups, *kernel). Done as a conv2d of the
-    zero-stuffed, padded input with the flipped kernel (in/out channels swapped per group)."""
+    """Transposed convolution: input (N, Cin, *spatial), weight (Cin, Cout/groups, *kernel): conv2d's input gradient,
+    computed as PyTorch does (only real terms are added; its gradients are a conv2d and conv2d's weight gradient)."""
     n, shapes = weight.ndim - 2, f" (input {self.shape}, weight {weight.shape})"
     _check_groups("conv_transpose2d", groups, shapes)
     if self.ndim != weight.ndim or n < 1 or self.shape[1] != weight.shape[0] or weight.shape[0] % groups:
       raise ValueError(f"conv_transpose2d: input {self.shape} and weight {weight.shape} do not match with groups={groups}: need "
                        f"input (N, Cin, *spatial) and weight (Cin, Cout/groups, *kernel) of the same rank, Cin divisible by groups")
-    cin, cout_g, k_ = weight.shape[0], weight.shape[1], weight.shape[2:]
+    cout_g, k_ = weight.shape[1], weight.shape[2:]
     s_, d_ = _tuple(stride, n, "conv_transpose2d", "stride", shapes=shapes), _tuple(dilation, n, "conv_transpose2d", "dilation", shapes=shapes)
     op_ = _tuple(output_padding, n, "conv_transpose2d", "output_padding", 0, shapes)
     if any(o >= max(s, d) for o, s, d in zip(op_, s_, d_)):
       raise ValueError(f"conv_transpose2d: output_padding {op_} must be smaller than the stride {s_} or the dilation {d_} (per dim){shapes}")
     if bias is not None and tuple(bias.shape) != (cout_g * groups,):
       raise ValueError(f"conv_transpose2d: bias shape {bias.shape} must be ({cout_g * groups},) with groups={groups}{shapes}")
-    # the conv's padding: the kernel's extent less the given padding (negative: crop), output_padding more on the right
-    pads = [(d * (k - 1) - b, d * (k - 1) - a + o) for (b, a), k, d, o in zip(_pads(padding, n, "conv_transpose2d", shapes), k_, d_, op_)]
-    stuffed = [(i - 1) * s + 1 for i, s in zip(self.shape[2:], s_)]
-    if 0 in self.shape[2:] or any(k < 1 for k in k_) or any(i + b + a - d * (k - 1) <= 0 for i, (b, a), k, d in zip(stuffed, pads, k_, d_)):
+    pads = _pads(padding, n, "conv_transpose2d", shapes)
+    out_ = [(i - 1) * s - b - a + d * (k - 1) + o + 1 for i, s, (b, a), k, d, o in zip(self.shape[2:], s_, pads, k_, d_, op_)]
+    if 0 in self.shape[2:] or any(k < 1 for k in k_) or any(o <= 0 for o in out_):
       raise ValueError(f"conv_transpose2d: input {self.shape} with weight {weight.shape}, stride {s_}, dilation {d_}, padding {padding} "
                        f"and output_padding {op_} gives no output: need spatial dims and kernel sizes >= 1 and "
                        f"(in-1)*stride - 2*padding + dilation*(kernel-1) + output_padding + 1 > 0")
-    w = weight.reshape(groups, cin // groups, cout_g, *k_).permute(0, 2, 1, *range(3, 3 + n))
-    w = w.reshape(groups * cout_g, cin // groups, *k_).flip(*range(2, 2 + n))
-    real = _stuffed(_T().full(self.shape[2:], True, device=self.device), s_)
-    return _stuffed(self, s_)._conv(w, bias, groups, (1,) * n, d_, pads, real=real)
+    out = _conv_input_grad(self, weight, groups, s_, d_, pads, out_)
+    # the conv2d this is the input gradient of: the output padded on the left by the padding, on the right so that
+    # exactly the input's length of windows fit (negative: crop)
+    conv_pads = [(b, (i - 1) * s + d * (k - 1) + 1 - o - b) for i, s, (b, _), k, d, o in zip(self.shape[2:], s_, pads, k_, d_, out_)]
+
+    def backward(grad):
+      grad = grad.contiguous()
+      return (grad._conv(weight.detach(), None, groups, s_, d_, conv_pads),
+              _conv_weight_grad(self.detach(), grad._pad_zero(((0, 0), (0, 0), *conv_pads)), groups, s_, d_, weight.shape))
+    out = out.custom_gradient([self, weight], backward)
+    return out if bias is None else out + bias.reshape(1, cout_g * groups, *(1,) * n)
 
   def conv1d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
     if self.ndim != 3: raise ValueError(f"conv1d: input must be (N, Cin, L), got {self.shape} (weight {weight.shape})")
