@@ -94,6 +94,14 @@ def test_zero_size_int_and_bool(device):
   b = np.zeros((0, 3), np.bool_)
   check_op(None, lambda x: torch.any(x, 0) | ~torch.all(x, 0), lambda x: x.any(0) | ~x.all(0), device=device, vals=[b])
 
+def test_zero_size_repeat_with_a_negative_count(device):
+  # torch refuses a count only where it makes a negative size: 0 * -1 is an empty dim (its backward then fails in torch)
+  for shape, counts in (((0, 2), (3, -1, 2)), ((0,), (-1,)), ((2, 0), (2, -3))):
+    got = Tensor(np.zeros(shape, np.float32), device=device).repeat(*counts)
+    assert got.shape == tuple(torch.zeros(shape).repeat(*counts).shape) and got.numpy().size == 0
+  with pytest.raises(ValueError, match=r"repeat: counts \(-1,\) for shape \(2,\) give a negative size"): Tensor.ones(2, device=device).repeat(-1)
+  with pytest.raises(RuntimeError): torch.ones(2).repeat(-1)
+
 @pytest.mark.parametrize("op", ["max", "min"])
 def test_zero_size_reduction_without_identity_raises(device, op):
   """Like torch: IndexError naming the empty dim, RuntimeError for a reduction of all dims; over a non-empty axis of

@@ -817,12 +817,16 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     d = _normalize_axis("unsqueeze", dim, self.ndim + 1)
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
   def repeat(self, *repeats) -> Tensor:
-    repeats = _sizes("repeat", _shape_args(repeats))
+    repeats = tuple(_as_int("repeat", "a repeat count", r) for r in _shape_args(repeats))
     if len(repeats) < self.ndim: raise ValueError(f"repeat: need at least {self.ndim} repeat counts for shape {self.shape}, got {repeats}")
-    x = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
+    shape = (1,) * (len(repeats) - self.ndim) + self.shape
+    # like torch, a count is refused only where it makes a negative size (a negative count of an empty dim is empty)
+    if any(r * s < 0 for r, s in zip(repeats, shape)):
+      raise ValueError(f"repeat: counts {repeats} for shape {self.shape} give a negative size {tuple(r * s for r, s in zip(repeats, shape))}")
+    repeats = tuple(max(r, 0) for r in repeats)
     # insert a broadcast dim before each dim, expand it, then merge
-    x = x.reshape(flatten((1, s) for s in x.shape)).expand(flatten((r, s) for r, s in zip(repeats, x.shape)))
-    return x.reshape(tuple(r * s for r, s in zip(repeats, self.reshape((1,) * (len(repeats) - self.ndim) + self.shape).shape)))
+    x = self.reshape(flatten((1, s) for s in shape)).expand(flatten((r, s) for r, s in zip(repeats, shape)))
+    return x.reshape(tuple(r * s for r, s in zip(repeats, shape)))
   def repeat_interleave(self, repeats: int, dim: Optional[int] = None) -> Tensor:
     (repeats,) = _sizes("repeat_interleave", (repeats,))
     x = self.flatten() if dim is None else self
