@@ -94,8 +94,7 @@ class CLDevice(Compiled):
     # Division and sqrt correctly rounded like the CPU's, where the device can (OpenCL's default allows 2.5-3 ulp)
     self.build_options = ["-w"] + (["-cl-fp32-correctly-rounded-divide-sqrt"] if
                                    d.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT else [])
-    renderer = OpenCLRenderer(has_fp64=d.double_fp_config != 0)
-    renderer.max_local_size = min(d.max_work_group_size, d.max_work_item_sizes[0])
-    renderer.workgroup_tiles = self.is_real_gpu   # on a CPU device (PoCL) barriers cost more than the loads they save
+    renderer = OpenCLRenderer(has_fp64=d.double_fp_config != 0, max_local_size=min(d.max_work_group_size, d.max_work_item_sizes[0]),
+                              workgroup_tiles=self.is_real_gpu)   # (on a CPU device, PoCL, barriers cost more than the loads they save)
     super().__init__(name, CLAllocator(self), renderer, CLCompiler(self), CLProgram)
   def synchronize(self): self.queue.finish()

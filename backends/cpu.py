@@ -111,6 +111,6 @@ class CPUProgram(CoreSplitProgram):
 class CPUDevice(Compiled):
   fork_safe = True   # (the C thread pool starts its threads anew in a forked child: cpu_threads.c)
   def __init__(self, name: str = "CPU"):
-    super().__init__(name, CPUAllocator(), ClangRenderer(), ClangCompiler(), CPUProgram)
-    self.renderer.fused_multiply_add = host_has_fma()
-    if host_has_avx512(): self.renderer.wide_loop_pragma = "#pragma clang loop vectorize_width(16)"
+    renderer = ClangRenderer(fused_multiply_add=host_has_fma(),
+                             wide_loop_pragma="#pragma clang loop vectorize_width(16)" if host_has_avx512() else "")
+    super().__init__(name, CPUAllocator(), renderer, ClangCompiler(), CPUProgram)

@@ -203,9 +203,8 @@ class CUDADevice(Compiled):
     for ev in self.events: drv("cuEventCreate", byref(ev), 0)
     major, minor = attr(ATTR_CC_MAJOR), attr(ATTR_CC_MINOR)
     compiler = NVRTCCompiler.for_gpu(major, minor)
-    renderer = CUDARenderer()
-    renderer.max_local_size = attr(ATTR_MAX_THREADS_PER_BLOCK)
-    if major < 8: renderer.tensor_cores = ()   # mma.sync m16n8k16 (f16 with f32 accumulators, bf16) needs sm_80
+    # (mma.sync m16n8k16, f16 with f32 accumulators or bf16, needs sm_80)
+    renderer = CUDARenderer(max_local_size=attr(ATTR_MAX_THREADS_PER_BLOCK), **({} if major >= 8 else {"tensor_cores": ()}))
     self.is_real_gpu = True   # ranks above the CPU device in Device.DEFAULT
     self.info = {"device": f"{gpu_name.value.decode()}, sm_{major}{minor}, {compiler.output} from NVRTC {compiler.nvrtc.version}",
                  "adapter_type": "CUDA"}

@@ -67,5 +67,4 @@ class LLVMDevice(Compiled):
     compiler = LLVMCompiler()
     self.llvm = compiler.llvm
     self.jit = self.llvm.create_lljit_compiler()
-    super().__init__(name, CPUAllocator(), LLVMRenderer(), compiler, LLVMProgram)
-    self.renderer.fused_multiply_add = host_has_fma()
+    super().__init__(name, CPUAllocator(), LLVMRenderer(fused_multiply_add=host_has_fma()), compiler, LLVMProgram)

@@ -616,8 +616,8 @@ class PythonDevice(Compiled):
   is_fallback = True   # Device.DEFAULT picks it only when no other device is available
   fork_safe = True
   def __init__(self, name: str = "PYTHON"):
-    super().__init__(name, PythonAllocator(), PythonRenderer(), PythonCompiler(), PythonProgram)
-    self.renderer.fused_multiply_add = host_has_fma()   # as the CPU device does: the same bits
+    # fused multiply-adds as the CPU device has them: the same bits
+    super().__init__(name, PythonAllocator(), PythonRenderer(fused_multiply_add=host_has_fma()), PythonCompiler(), PythonProgram)
     # called with each program before it runs (its `work`, in lane-operations): lets a caller (the test suite) bound
     # how much interpretation it accepts
     self.work_hook: Optional[Callable] = None

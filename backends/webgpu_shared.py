@@ -37,15 +37,15 @@ class WebGPUDeviceBase(Compiled):
     self.limits, self.features, self.is_real_gpu = dict(limits), set(features), is_real_gpu
     self.max_binding = self.limits["max-storage-buffer-binding-size"]
     self.max_storage_buffers = self.limits["max-storage-buffers-per-shader-stage"]
-    renderer = WGSLRenderer(has_f16="shader-f16" in self.features and not os.environ.get("TINYWEB_WEBGPU_NO_F16"))
-    renderer.max_local_size = min(self.limits["max-compute-invocations-per-workgroup"], self.limits["max-compute-workgroup-size-x"])
-    renderer.max_groups = self.limits["max-compute-workgroups-per-dimension"]
-    renderer.max_buffers = self.max_storage_buffers   # the scheduler splits kernels that would bind more
-    renderer.workgroup_tiles = is_real_gpu   # lavapipe/SwiftShader: barriers cost more than the loads they save
-    # llvmpipe (lavapipe) stops the loops of one shader invocation after 65535 iterations in all, silently (Mesa's
-    # LP_MAX_TGSI_LOOP_ITERATIONS): the lowering splits large reductions across workgroup threads and refuses kernels
-    # that would still loop longer
-    if "llvmpipe" in adapter_text.lower(): renderer.max_loop_iterations = 65535
+    # lavapipe/SwiftShader get no workgroup tiles: their barriers cost more than the loads they save. llvmpipe (lavapipe)
+    # stops the loops of one shader invocation after 65535 iterations in all, silently (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS):
+    # the lowering splits large reductions across workgroup threads and refuses kernels that would still loop longer
+    renderer = WGSLRenderer(has_f16="shader-f16" in self.features and not os.environ.get("TINYWEB_WEBGPU_NO_F16"),
+                            max_local_size=min(self.limits["max-compute-invocations-per-workgroup"], self.limits["max-compute-workgroup-size-x"]),
+                            max_groups=self.limits["max-compute-workgroups-per-dimension"],
+                            max_buffers=self.max_storage_buffers,   # the scheduler splits kernels that would bind more
+                            workgroup_tiles=is_real_gpu,
+                            max_loop_iterations=65535 if "llvmpipe" in adapter_text.lower() else None)
     Compiled.__init__(self, name, allocator, renderer, WGSLCompiler(), program_cls)
 
   def buffer_size(self, nbytes: int) -> int:

@@ -65,7 +65,7 @@ import contextlib, pytest
 
 def refused(device, *dts) -> bool:
   from tinyweb.device import Device
-  return any(dt in getattr(Device[device].renderer, "unsupported", {}) for dt in dts)
+  return any(dt in Device[device].renderer.unsupported for dt in dts)
 
 @contextlib.contextmanager
 def expect_unsupported(device, *dts):

@@ -60,8 +60,7 @@ def test_second_process_builds_from_the_disk_cache(tmp_path):
 
 def test_float64_refused_without_fp64(monkeypatch):
   from tinyweb.codegen.opencl import OpenCLRenderer
-  r = OpenCLRenderer(has_fp64=False)
-  r.max_local_size = Device["CL"].renderer.max_local_size
+  r = OpenCLRenderer(has_fp64=False, max_local_size=Device["CL"].renderer.max_local_size)
   monkeypatch.setattr(Device["CL"], "renderer", r)
   with pytest.raises(TypeError, match="float64 is not supported on CL.*fp64"): Tensor([1.0, 2.0], device="CL", dtype=dtypes.float64)
   with pytest.raises(TypeError, match="float64 is not supported on CL"): Tensor([1.0, 2.0], device="CL").cast(dtypes.float64).realize()

@@ -6,6 +6,7 @@ from tinyweb import Tensor, UOp, Ops, dtypes, Context, GlobalCounters, Device
 from tinyweb.uop import UPat, PatternMatcher, graph_rewrite
 from tinyweb.codegen.symbolic import symbolic
 from tinyweb.codegen.lower import lower
+from tinyweb.codegen.cstyle import ClangRenderer
 from tinyweb.schedule import create_schedule
 
 def test_uops_are_hash_consed():
@@ -53,7 +54,7 @@ def test_views_of_contiguous_tensors_need_no_index_division():
   x = Tensor(np.arange(24, dtype=np.float32)).realize()
   y = (x.reshape(4, 6).reshape(2, 12) + 1)
   items, _, _ = create_schedule([y.uop])
-  prog = lower(items[0].ast)
+  prog = lower(items[0].ast, ClangRenderer())
   assert not any(u.op in (Ops.IDIV, Ops.MOD) for u in prog.uops), [u.op for u in prog.uops]
 
 def test_debug_levels(capsys):
@@ -77,7 +78,6 @@ def test_cpu_addresses_are_64_bit_while_int32_values_wrap():
   ref = np.arange(10, dtype=np.int32) * np.int32(1_000_000_000)
   np.testing.assert_array_equal(a.numpy(), ref)
   np.testing.assert_array_equal((a < 0).numpy(), ref < 0)
-  from tinyweb.codegen.cstyle import ClangRenderer
   x = Tensor(np.arange(24, dtype=np.float32), device="CPU").realize()
   items, _, _ = create_schedule([x.reshape(4, 6).T.contiguous().uop])
   src = ClangRenderer().render(lower(items[0].ast, ClangRenderer()))
@@ -269,9 +269,7 @@ def test_cpu_wide_loops_only_in_elementwise_kernels():
   """With AVX-512 the CPU renderer asks clang for 16-float vectors in elementwise kernels' long innermost loops (not in
   reductions, not in loops too short to fill a vector). (The CPU device's differential tests check such kernels'
   results on machines with AVX-512.)"""
-  from tinyweb.codegen.cstyle import ClangRenderer
-  r = ClangRenderer()
-  r.wide_loop_pragma = "#pragma clang loop vectorize_width(16)"
+  r = ClangRenderer(wide_loop_pragma="#pragma clang loop vectorize_width(16)")
   x = Tensor(np.arange(4096, dtype=np.float32), device="CPU").realize()
   def src(t: Tensor) -> str:
     items, _, _ = create_schedule([t.uop])

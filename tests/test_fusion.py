@@ -83,7 +83,7 @@ def test_kernels_are_split_to_the_device_buffer_limit(device, case, monkeypatch)
   # WebGPU in browsers binds at most 8 storage buffers per kernel; every device honours a renderer's `max_buffers`
   from tinyweb import Device
   from tinyweb import engine
-  monkeypatch.setattr(Device[device].renderer, "max_buffers", 8, raising=False)
+  monkeypatch.setattr(Device[device].renderer, "max_buffers", 8)
   rng = np.random.default_rng(5)
   arrs = [rng.standard_normal((16, 16)).astype(np.float32) for _ in range(12)]
   ts = [Tensor(a, device=device) for a in arrs]

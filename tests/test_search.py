@@ -183,3 +183,20 @@ def test_beam_on_webgpu(cache):
   assert res.candidates > 2 and res.time_s <= res.heuristic_time_s
   with Context(BEAM=2): out = Tensor(x, device="WEBGPU").sum(1).numpy()
   np.testing.assert_allclose(out, x.sum(1), rtol=1e-4, atol=1e-4)
+
+def test_cache_key_covers_the_whole_declared_target(device, monkeypatch):
+  # a search done for one target configuration must not be reused for another: every declared setting is in the key,
+  # a class-level default as much as a value the runtime passed to the constructor
+  from tinyweb.codegen.renderer import DECLARED
+  ast = kernel_of(Tensor(A, device=device).realize() @ Tensor(B, device=device).realize()).ast
+  r, key = Device[device].renderer, search.cache_key(ast, device, 2)
+  assert DECLARED >= {"local_size", "vector_lanes", "max_buffers", "fused_multiply_add", "tensor_cores"}
+  def other(v): return {**v, dtypes.int8: "x"} if isinstance(v, dict) else (dtypes.float16,) if isinstance(v, tuple) else \
+                      "x" if isinstance(v, str) else not v if isinstance(v, bool) else 3 if v is None else v + 1
+  for name in sorted(DECLARED):
+    for where in ([type(r)] if name not in vars(r) else []) + [r]:   # the class's default (if r has no value of its own), r's
+      with monkeypatch.context() as m:
+        m.setattr(where, name, other(getattr(r, name)))
+        assert search.cache_key(ast, device, 2) != key, (name, where)
+    assert search.cache_key(ast, device, 2) == key
+  with pytest.raises(TypeError, match="'max_threads' is not a declared target setting"): type(r)(max_threads=4)

@@ -117,7 +117,7 @@ class Compiled:
 class Buffer:
   """`size` elements of `dtype` on a device. Memory is allocated on first use and returned to the pool when freed."""
   def __init__(self, device: str, size: int, dtype: DType):
-    if (check := getattr(getattr(Device[device], "renderer", None), "check_dtype", None)) is not None: check(dtype, "buffer")
+    Device[device].renderer.check_dtype(dtype, "buffer")
     self.device, self.size, self.dtype = device, size, dtype
     self._handle = None
     # times the contents were overwritten behind the graph's back (copyin, TinyJit replays): cached values that read this

@@ -269,7 +269,7 @@ def _split_for_buffer_limit(graph: list[UOp], realize: set):
   its own (preferring the smallest such value), so one kernel becomes several."""
   # the devices in the graph, found in one pass (u.device walks the graph: only paid once some device has a limit)
   devices = {u.arg if u.op in (Ops.DEVICE, Ops.COPY) else u.arg[0].device for u in graph if u.op in (Ops.DEVICE, Ops.COPY, Ops.BUFFER)}
-  limits = {d: getattr(getattr(Device[d], "renderer", None), "max_buffers", None) for d in devices}
+  limits = {d: Device[d].renderer.max_buffers for d in devices}
   if not any(limits.values()): return
   while True:
     reads: dict[UOp, frozenset] = {}   # node -> the buffers a kernel computing it reads (realized values count as one)

@@ -71,8 +71,8 @@ def actions(value: UOp, renderer) -> list[Opt]:
   out += [Opt("UNROLL", i, u.src[0].shape[a]) for i, (u, a) in enumerate(loops) if u.src[0].shape[a] <= MAX_UNROLL]
   big = [a for a, s in enumerate(shape) if s > 1]
   out += [Opt("SWAP", a, b) for i, a in enumerate(big) for b in big[i + 1:]]
-  if getattr(renderer, "tensor_cores", ()): out.append(Opt("TC", 0, 0))
-  if getattr(renderer, "has_threads", False):
+  if renderer.tensor_cores: out.append(Opt("TC", 0, 0))
+  if renderer.has_threads:
     out += [Opt("LOCAL", 0, n) for n in THREAD_AMOUNTS if n <= renderer.max_local_size]
     if loops: out += [Opt("GROUP", 0, n) for n in THREAD_AMOUNTS if n <= renderer.max_local_size]
     out += [Opt("TILE", a, n) for a in big for n in TILE_AMOUNTS if n <= min(shape[a], renderer.max_local_size)]
@@ -86,7 +86,7 @@ def within_limits(value: UOp, renderer, opts: list[Opt], out_buf: UOp) -> bool:
   try: ao = apply_opts(value, renderer, opts, out_buf)
   except OptError: return False
   up, un = prod(ao.upcasts.values()), prod(ao.unrolls.values())
-  return up <= (VECTOR_MAX_UPCAST if getattr(renderer, "vector_lanes", 0) else MAX_UPCAST) and un <= MAX_UNROLL and up * un <= MAX_BODY
+  return up <= (VECTOR_MAX_UPCAST if renderer.vector_lanes else MAX_UPCAST) and un <= MAX_UNROLL and up * un <= MAX_BODY
 
 # ---- scratch buffers: random inputs, and a comparison of outputs with a tolerance for reordered float arithmetic ----
 
@@ -209,9 +209,7 @@ class Search:
 
 def cache_key(ast: UOp, device: str, width: int) -> str:
   dev = Device[device]
-  r = dev.renderer
-  config = sorted((k, v) for k, v in vars(r).items() if not k.startswith("_") and isinstance(v, (bool, int, float, str, type(None))))
-  text = "\n".join([f"v{SEARCH_VERSION}", device, type(r).__qualname__, repr(config), str(getattr(dev.compiler, "cache_key", "")),
+  text = "\n".join([f"v{SEARCH_VERSION}", device, dev.renderer.target_key(), str(dev.compiler.cache_key),
                     f"cores={os.cpu_count()}", f"BEAM={width}", str(ast)])
   return hashlib.sha256(text.encode()).hexdigest()
 

@@ -94,7 +94,7 @@ def _py_scalar(op: str, v) -> Union[bool, int, float]:
 
 def _check_device_dtype(dt: DType, device: str, what: str) -> None:
   """TypeError naming the device where it refuses dt (WEBGPU: no 64-bit types), before anything is built with it."""
-  if (check := getattr(getattr(Device[device], "renderer", None), "check_dtype", None)) is not None: check(dt, what)
+  Device[device].renderer.check_dtype(dt, what)
 
 def _device_has(dt: DType, device: str) -> bool:
   try: _check_device_dtype(dt, device, "")

@@ -1,11 +1,11 @@
 """Renderers: a linear kernel program -> source text. `CStyleRenderer` holds everything C-like languages share;
 a target (C for clang, and later WGSL, OpenCL C, CUDA C, Metal) subclasses it and overrides only what differs."""
 from __future__ import annotations
-import math
+import copy, math
 from tinyweb.dtype import DType, dtypes
-from tinyweb.helpers import fork_safe_lock
 from tinyweb.uop import UOp, Ops, ALU
 from tinyweb.codegen.lower import Program, reduce_identity, IDX
+from tinyweb.codegen.renderer import Renderer
 
 UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
 
@@ -13,32 +13,20 @@ def const_offset(idx: UOp) -> tuple[UOp, int]:
   """An index as (base, constant offset)."""
   return (idx.src[0], idx.src[1].arg) if idx.op is Ops.ADD and idx.src[1].op is Ops.CONST else (idx, 0)
 
-_RENDERING = fork_safe_lock()
-
-class CStyleRenderer:
-  device: str = ""
+class CStyleRenderer(Renderer):
+  """C-like source; the target capabilities it shares with every renderer are declared in codegen/renderer.py."""
   kernel_prefix = "void"
   buffer_qualifier = " restrict"
   # C type used to hold a value in registers / in memory
   reg_types: dict[DType, str] = {}
   mem_types: dict[DType, str] = {}
   infinity, nan = "INFINITY", "NAN"
-  core_split = False   # C on the CPU: the outermost output loop runs [core_lo, core_hi) so threads can share it
   local_id = "lid"     # GPU targets: the thread's index within its workgroup (in grouped reductions thread 0 stores)
-  max_buffers = None   # most buffers one kernel may bind (WebGPU); the scheduler splits kernels that would read more
   float_suffix = {dtypes.float32: "f", dtypes.float16: "f", dtypes.bfloat16: "f", dtypes.float64: ""}
   int_suffix = {dtypes.int64: "ll", dtypes.uint64: "ull", dtypes.uint32: "u"}
-  unsupported: dict[DType, str] = {}   # dtype -> why this target refuses it (checked at buffer creation and rendering)
   index_type = ""   # a wider C type for loop indices and address arithmetic (see wide_indices); "": the int32 type
-  vector_lanes = 0  # CPU: float32 lanes of the vector type `vector_type` for whole vector computations (see vector_groups)
-  vector_width = 0  # GPU: float32 elements per vector load/store of type `vector_type` (see vector_runs); 0: none
-  vector_type = ""
-  fused_multiply_add = False   # sums of products update their accumulator with one fma (see lower.fused_products)
-  wide_loop_pragma = ""   # CPU with AVX-512: a line before the loops of `wide_loops` that asks for 16-float vectors
+  vector_type = ""  # the C type of `vector_lanes` (CPU) or `vector_width` (GPU) float32s
 
-  def check_dtype(self, dt: DType, what: str = ""):
-    if dt in self.unsupported:
-      raise TypeError(f"{dt.name} is not supported on {self.device}{' (' + what + ')' if what else ''}: {self.unsupported[dt]}")
   def reg(self, dt: DType) -> str: return self.reg_types[dt]
   def mem(self, dt: DType) -> str: return self.mem_types.get(dt, self.reg_types[dt])
 
@@ -265,8 +253,9 @@ class CStyleRenderer:
     return out
 
   def render(self, prog: Program) -> str:
-    # one kernel at a time (threads): the kernel being rendered keeps state here (_local_decls, _vectors, WGSL's _atomic)
-    with _RENDERING: return self._render(prog)
+    # each kernel is rendered by its own shallow copy of the renderer, which holds that kernel's scratch state
+    # (_local_decls, _vectors, WGSL's _atomic): threads render at once, and the shared renderer never changes
+    return copy.copy(self)._render(prog)
   def _render(self, prog: Program) -> str:
     wide = self.wide_indices(prog) if self.index_type else set()
     runs = self.vector_runs(prog)   # GPU targets: float4-style loads and stores

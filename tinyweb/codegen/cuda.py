@@ -30,7 +30,7 @@ class CUDARenderer(CStyleRenderer):
   def render_fma(self, a: str, b: str, c: str) -> str: return f"fmaf({a}, {b}, {c})"
   workgroup_tiles = True   # shared-memory tiles for matmul-like kernels (lower.choose_tiles)
   local_size = 128        # threads per block (grouped reductions use up to 256)
-  max_local_size = 1024   # the runtime sets it from the GPU
+  max_local_size = 1024   # the runtime passes the GPU's limit
   local_id = "threadIdx.x"   # the thread's index in its block (grouped reductions: thread 0 stores)
   max_groups = 65535      # blocks per grid dimension: gridDim.y/z's limit (x allows more; the lowering uses one limit)
   buffer_qualifier = " __restrict__"

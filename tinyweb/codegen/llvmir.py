@@ -17,6 +17,7 @@ import struct
 from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.lower import Program, reduce_identity
+from tinyweb.codegen.renderer import Renderer
 
 REG = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16", dtypes.int32: "i32",
        dtypes.uint32: "i32", dtypes.int64: "i64", dtypes.uint64: "i64", dtypes.float16: "float", dtypes.bfloat16: "float",
@@ -78,10 +79,9 @@ class _Function:
   def emit(self, line: str): self.lines.append("  " + line)
   def label(self, name: str): self.lines.append(f"{name}:")
 
-class LLVMRenderer:
+class LLVMRenderer(Renderer):
   device = "LLVM"
   core_split = True   # like C on the CPU: the outermost output loop runs [core_lo, core_hi), the runtime splits it
-  fused_multiply_add = False   # the runtime sets it where the CPU has fma instructions (see lower.fused_products)
 
   def render(self, prog: Program) -> str:
     f = _Function()

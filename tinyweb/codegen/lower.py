@@ -18,6 +18,7 @@ import itertools, functools, math, os
 from tinyweb.helpers import prod, largest_divisor, NOOPT, TILES
 from tinyweb.uop import UOp, UPat, Ops, PatternMatcher, ELEMENTWISE, graph_rewrite, substitute
 from tinyweb.codegen.symbolic import symbolic
+from tinyweb.codegen.renderer import Renderer
 
 IDX = dtypes.int32
 
@@ -253,12 +254,12 @@ class AppliedOpts:
 def apply_opts(value: UOp, renderer, opts: list[Opt], out_buf: Optional[UOp] = None) -> AppliedOpts:
   """Check each action against the kernel (its value, stored to out_buf) and the target and collect their effect; an
   action that does not apply raises OptError saying why."""
-  shape, gpu = value.shape, getattr(renderer, "has_threads", False)
+  shape, gpu = value.shape, renderer.has_threads
   loops = reduce_loops(value)
   ao = AppliedOpts({}, {}, list(range(len(shape))), {})
   for o in opts:
     def check(ok: bool, why: str):
-      if not ok: raise OptError(f"{o} does not apply to a kernel of shape {shape} on {getattr(renderer, 'device', 'CPU')}: {why}")
+      if not ok: raise OptError(f"{o} does not apply to a kernel of shape {shape} on {renderer.device}: {why}")
     check(o.kind in OPT_KINDS, f"unknown kind {o.kind!r}; valid: {OPT_KINDS}")
     check(o.kind not in ("UPCAST", "UNROLL", "BLOCK", "TILE", "SPLIT") or o.amount >= 2, "the amount must be at least 2")
     if o.kind == "UPCAST":
@@ -419,7 +420,7 @@ def group_size(value: UOp, renderer) -> int:
   # the work of one output: a top-level reduction's size times that of the reductions nested in it (loops inside its loop)
   n = max(size(u) * prod(size(v) for v in u.src[0].toposort() if v.op is Ops.REDUCE_AXIS) for u in reds if u not in nested)
   if n < GROUP_MIN: return 0
-  limit = getattr(renderer, "max_loop_iterations", None)
+  limit = renderer.max_loop_iterations
   if prod(value.shape) >= GROUP_MAX_OUTPUTS and (limit is None or n <= limit // 2): return 0
   return max_group(renderer)
 
@@ -433,7 +434,7 @@ def choose_tiles(value: UOp, renderer, upcasts: dict[int, int]) -> list[Opt]:
   columns): up to 16 x 16 threads over the last two output axes with more than one loop iteration, so those loads are
   staged through workgroup memory (stage_loads). Only where the renderer says it pays (`workgroup_tiles`: a real GPU;
   on CPU-emulated GPUs the barriers cost more than the loads) or TILES=1 forces it."""
-  if TILES.value == 0 or (TILES.value < 0 and not getattr(renderer, "workgroup_tiles", False)): return []
+  if TILES.value == 0 or (TILES.value < 0 and not renderer.workgroup_tiles): return []
   if not any(u.op is Ops.REDUCE_AXIS for u in value.toposort()): return []
   iters = {a: n // upcasts.get(a, 1) for a, n in enumerate(value.shape)}
   axes = [a for a, n in iters.items() if n > 1][-2:]
@@ -456,13 +457,13 @@ def heuristic_opts(value: UOp, renderer, out_buf: Optional[UOp] = None) -> list[
   outermost: the rows of A of one block stay in L2 while all of B passes by (1024^3: 12.0 -> 7.8 ms on 2 cores)."""
   from tinyweb.codegen.tensor_cores import contraction   # (it builds on this module)
   if not isinstance(contraction(value, renderer), str): return [Opt("TC", 0, 0)]
-  gpu = getattr(renderer, "has_threads", False)
+  gpu = renderer.has_threads
   if gpu and (g := group_size(value, renderer)): return [Opt("GROUP", 0, g)]
-  ups = choose_upcasts(value, getattr(renderer, "vector_lanes", 0))
+  ups = choose_upcasts(value, renderer.vector_lanes)
   opts = [Opt("UPCAST", a, n) for a, n in ups.items()]
   if gpu: return opts + choose_tiles(value, renderer, ups)
   out_loops, loops = [i for i, n in enumerate(value.shape) if n // ups.get(i, 1) > 1], reduce_loops(value)
-  if len(out_loops) == 2 and ups.get(out_loops[1], 1) > getattr(renderer, "vector_lanes", 0) > 0 and len(loops) == 1 and \
+  if len(out_loops) == 2 and ups.get(out_loops[1], 1) > renderer.vector_lanes > 0 and len(loops) == 1 and \
      (k := loops[0][0].src[0].shape[loops[0][1]]) > BLOCK_SIZE and k % BLOCK_SIZE == 0:
     blocked = opts + [Opt("SWAP", *out_loops), Opt("BLOCK", 0, BLOCK_SIZE)]
     up = ups.get(out_loops[0], 1)
@@ -493,7 +494,7 @@ def launch_grid(threads: int, local_size: int, max_groups: int) -> tuple[int, in
   if z > max_groups: raise RuntimeError(f"kernel of {threads} threads needs more than {max_groups}^3 workgroups of {local_size}")
   return (x, y, z)
 
-def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
+def lower(ast: UOp, renderer: Renderer, opts: Optional[list[Opt]] = None) -> Program:
   """ast: SINK(STORE(DEFINE_GLOBAL out, value)): the value is stored contiguously in its shape.
   opts: the optimization actions to apply (None: the heuristics choose, or with NOOPT=1 `noopt_opts`).
   With a GPU renderer (`renderer.has_threads`) the output loops become a thread index instead of loops."""
@@ -501,7 +502,7 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
   store = ast.src[0]
   out_buf, value = store.src[0], store.src[1]
   if opts is None: opts = noopt_opts(ast, renderer) if NOOPT else heuristic_opts(value, renderer, out_buf)
-  gpu = getattr(renderer, "has_threads", False)
+  gpu = renderer.has_threads
   ao = apply_opts(value, renderer, opts, out_buf)
   if ao.tc:
     from tinyweb.codegen.tensor_cores import lower_tc
@@ -548,7 +549,7 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
   tile_threads = prod(n for _, n in ao.tiles) if ao.tiles else 0   # threads per workgroup of a tiled kernel
   if ao.tiles: sink = stage_loads(sink, lw, lids, tile_threads)
   uops = linearize(sink, loops if not gpu else [], lw.staging, block_inits(sink, block_loops),
-                   getattr(renderer, "fused_multiply_add", False))
+                   renderer.fused_multiply_add)
   gl = sorted([u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL], key=lambda u: u.arg[0])
   has_reduce = any(u.op is Ops.DEFINE_ACC for u in uops)
   name = ("r_" if has_reduce else "E_") + ("_".join(str(n) for n in shape) if shape else "0")
@@ -563,7 +564,7 @@ def lower(ast: UOp, renderer=None, opts: Optional[list[Opt]] = None) -> Program:
   mem = sum(g.arg[1] * g.dtype.itemsize for g in gl)
   if gpu:
     local = group or tile_threads or ao.local or max(1, min(renderer.local_size, renderer.max_local_size, threads))
-    if (limit := getattr(renderer, "max_loop_iterations", None)) is not None:
+    if (limit := renderer.max_loop_iterations) is not None:
       iters, depth = 0, [1]   # loop iterations one thread runs, in all
       for u in uops:
         if u.op is Ops.RANGE: depth.append(depth[-1] * u.src[0].arg); iters += depth[-1]

@@ -22,7 +22,7 @@ class OpenCLRenderer(CStyleRenderer):
   has_threads = True
   fused_multiply_add = True   # fma(): correctly rounded in OpenCL C
   local_size = 64        # threads per workgroup (capped by max_local_size)
-  max_local_size = 256   # the runtime sets it from the device's max work-group size
+  max_local_size = 256   # the runtime passes the device's max work-group size
   max_groups = 2**31 - 1   # OpenCL has no limit on the number of workgroups; flat thread indices are int32
   reg_types = {dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short", dtypes.uint16: "ushort",
                dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long", dtypes.uint64: "ulong",
@@ -34,7 +34,8 @@ class OpenCLRenderer(CStyleRenderer):
   def render_vector_load(self, buf: str, idx: str) -> str: return f"vload4(0, {buf}+{idx})"
   def render_vector_store(self, buf: str, idx: str, vals: list[str]) -> str: return f"vstore4((float4)({', '.join(vals)}), 0, {buf}+{idx});"
 
-  def __init__(self, has_fp64: bool = True):
+  def __init__(self, has_fp64: bool = True, **settings):
+    super().__init__(**settings)
     self.has_fp64 = has_fp64
     self.unsupported = {} if has_fp64 else {dtypes.float64: "the OpenCL device has no fp64 (cl_khr_fp64); use float32"}
 

@@ -17,13 +17,11 @@ and LOG2 have `fused` where their polynomials take fused multiply-adds (as the C
 from __future__ import annotations
 from tinyweb.uop import UOp, Ops, ALU
 from tinyweb.codegen.lower import Program
+from tinyweb.codegen.renderer import Renderer
 
-class PythonRenderer:
+class PythonRenderer(Renderer):
   device = "PYTHON"
-  has_threads = True
-  local_size = max_local_size = 1
-  max_groups = 2**31 - 1   # the interpreter ignores the launch grid: one dimension always fits
-  fused_multiply_add = False   # the device sets it as the CPU device's (see lower.fused_products)
+  has_threads = True   # one thread per workgroup (local_size = max_local_size = 1); it ignores the launch grid
 
   def render(self, prog: Program) -> str:
     index: dict[UOp, int] = {}

@@ -55,7 +55,7 @@ def _factor_dtype(u: UOp) -> Optional[DType]:
 
 def contraction(value: UOp, renderer) -> Union[Contraction, str]:
   """How kernel value `value` maps onto the renderer's tensor cores, or a string saying why it does not."""
-  if not (dts := getattr(renderer, "tensor_cores", ())): return f"{getattr(renderer, 'device', 'the target')} has no tensor cores"
+  if not (dts := renderer.tensor_cores): return f"{renderer.device} has no tensor cores"
   reds = [u for u in value.toposort() if u.op is Ops.REDUCE_AXIS]
   if len(reds) != 1: return f"a contraction has one reduction, this kernel {len(reds)}"
   red = reds[0]

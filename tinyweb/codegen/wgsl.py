@@ -24,10 +24,9 @@ class WGSLRenderer(CStyleRenderer):
   has_threads = True
   fused_multiply_add = False   # WGSL's fma() may round twice (lavapipe's does): no fused updates on WEBGPU
   local_size = 64            # threads per workgroup (capped by max_local_size)
-  max_local_size = 256       # the runtime sets these two from the adapter's limits
+  max_local_size = 256       # the runtime passes these from the adapter's limits
   max_groups = 65535
-  max_buffers = 8            # storage buffers one kernel may bind (the runtime sets it from the adapter's limits)
-  max_loop_iterations = None   # the runtime sets it where the driver cuts loops short (lavapipe: 65535 per thread)
+  max_buffers = 8            # storage buffers one kernel may bind (the runtime passes the adapter's limit)
   buffer_qualifier = ""
   reg_types = {dtypes.bool: "bool", dtypes.int8: "i32", dtypes.int16: "i32", dtypes.int32: "i32", dtypes.uint8: "u32",
                dtypes.uint16: "u32", dtypes.uint32: "u32", dtypes.float16: "f32", dtypes.bfloat16: "f32", dtypes.float32: "f32"}
@@ -37,7 +36,8 @@ class WGSLRenderer(CStyleRenderer):
   # bits go through a function, which makes the value a runtime one
   infinity, nan = "tw_f32_bits(0x7f800000u)", "tw_f32_bits(0x7fc00000u)"
 
-  def __init__(self, has_f16: bool = False):
+  def __init__(self, has_f16: bool = False, **settings):
+    super().__init__(**settings)
     self.has_f16 = has_f16
     # dtype -> why this device refuses it
     self.unsupported: dict[DType, str] = {
