@@ -57,6 +57,13 @@ def test_views_of_contiguous_tensors_need_no_index_division():
   prog = lower(items[0].ast, ClangRenderer())
   assert not any(u.op in (Ops.IDIV, Ops.MOD) for u in prog.uops), [u.op for u in prog.uops]
 
+def test_int32_overflow_after_the_simplifier_wraps(device):
+  # argmax's index, n - (the max of (x == max) * (n - i)), times 2147483647 becomes acc * -2147483647 + 2n * 2147483647,
+  # whose partial results leave int32: C (OpenCL C, CUDA C) leaves that undefined, and clang derived a wrong sign from
+  # it (tanh gave -1 on CPU and CL; fuzz CPU seed 12 case 501). Wrapped, the value is 2147483647.
+  y = (Tensor(np.array([0.0, 5.0], np.float32), device=device).argmax() * 2147483647).float()
+  np.testing.assert_array_equal([y.tanh().numpy(), y.sign().numpy(), y.numpy()], np.array([1, 1, 2147483647], np.float32))
+
 def test_debug_levels(capsys):
   x = Tensor(np.random.rand(8, 8).astype(np.float32))
   with Context(DEBUG=2): (x * 3 + 1).sum(1).realize()

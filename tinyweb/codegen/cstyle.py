@@ -9,6 +9,14 @@ from tinyweb.codegen.renderer import Renderer
 
 UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
 
+def may_overflow(op: Ops, dt: DType, srcs: list[UOp]) -> bool:
+  """Whether a signed int32/int64 ADD, MUL or NEG of operands in their bounds can leave dt's range."""
+  if op not in (Ops.ADD, Ops.MUL, Ops.NEG) or dt.kind != "i" or dt.itemsize < 4: return False
+  b = [s.bounds for s in srcs]
+  ends = [-b[0][0], -b[0][1]] if op is Ops.NEG else [b[0][0] + b[1][0], b[0][1] + b[1][1]] if op is Ops.ADD else \
+         [x * y for x in b[0] for y in b[1]]
+  return min(ends) < dt.min or max(ends) > dt.max
+
 def const_offset(idx: UOp) -> tuple[UOp, int]:
   """An index as (base, constant offset)."""
   return (idx.src[0], idx.src[1].arg) if idx.op is Ops.ADD and idx.src[1].op is Ops.CONST else (idx, 0)
@@ -26,6 +34,7 @@ class CStyleRenderer(Renderer):
   int_suffix = {dtypes.int64: "ll", dtypes.uint64: "ull", dtypes.uint32: "u"}
   index_type = ""   # a wider C type for loop indices and address arithmetic (see wide_indices); "": the int32 type
   vector_type = ""  # the C type of `vector_lanes` (CPU) or `vector_width` (GPU) float32s
+  signed_overflow_wraps = False   # the language defines signed int overflow as wrapping (WGSL); C leaves it undefined
 
   def reg(self, dt: DType) -> str: return self.reg_types[dt]
   def mem(self, dt: DType) -> str: return self.mem_types.get(dt, self.reg_types[dt])
@@ -68,6 +77,12 @@ class CStyleRenderer(Renderer):
   def render_fma(self, a: str, b: str, c: str) -> str: return f"fma({a}, {b}, {c})"   # float32 a*b+c, rounded once
   def render_alu(self, op: Ops, srcs: list[str], dt: DType, sdt: DType, src_uops: list[UOp]) -> str:
     if op in (Ops.IDIV, Ops.MOD) and not dt.is_float: return self.render_int_div(op, srcs[0], srcs[1], dt, src_uops[1])
+    if not self.signed_overflow_wraps and may_overflow(op, dt, src_uops):
+      # in the unsigned type, which wraps: a signed overflow is undefined in C, and clang then derives wrong facts from
+      # it (the sign of (float)(acc * -2147483647 + -2), which the simplifier's int32 rewrites can produce)
+      u = self.reg(UNSIGNED[dt])
+      wrapped = f"0-({u})({srcs[0]})" if op is Ops.NEG else f"({u})({srcs[0]}){'+' if op is Ops.ADD else '*'}({u})({srcs[1]})"
+      return f"(({self.reg(dt)})({wrapped}))"
     if (fn := self.code_for_op.get(op)) is None: raise NotImplementedError(f"{type(self).__name__}: no rendering for {op}")
     return fn(self, *srcs, *([None] * (3 - len(srcs))), dt)
   def render_int_div(self, op: Ops, a: str, b: str, dt: DType, divisor: UOp) -> str:

@@ -28,6 +28,7 @@ class WGSLRenderer(CStyleRenderer):
   max_groups = 65535
   max_buffers = 8            # storage buffers one kernel may bind (the runtime passes the adapter's limit)
   buffer_qualifier = ""
+  signed_overflow_wraps = True
   reg_types = {dtypes.bool: "bool", dtypes.int8: "i32", dtypes.int16: "i32", dtypes.int32: "i32", dtypes.uint8: "u32",
                dtypes.uint16: "u32", dtypes.uint32: "u32", dtypes.float16: "f32", dtypes.bfloat16: "f32", dtypes.float32: "f32"}
   float_suffix = {dtypes.float32: "f", dtypes.float16: "f", dtypes.bfloat16: "f"}
