@@ -183,6 +183,21 @@ def test_adaptive_avg_pool_with_inf(device):
   assert_like_torch(Tensor(x, device=device).adaptive_avg_pool2d((3,)).numpy(), F.adaptive_avg_pool1d(torch.tensor(x), 3).numpy(),
                     "adaptive_avg_pool")
 
+def test_clamp_keeps_the_sign_of_zero_and_takes_a_nan_bound(device):
+  # torch's clamp gives x itself unless x passes the bound: relu6(-0.0) is -0.0 (1 / it is -inf; CPU seed 12 case 171)
+  x = np.array([-0.0, 0.0, -1, 7, nan, 3, -inf, inf], np.float32)
+  lo_t = np.array([0, 1, nan, -0.0, 0, 0, 0, 0], np.float32)
+  cases = [(lambda t, lo, hi: t.clamp(lo, hi), 0.0, 6.0), (lambda t, lo, hi: t.clamp(lo, hi), nan, 6.0),
+           (lambda t, lo, hi: t.clamp(lo, hi), None, -0.0), (lambda t, lo, hi: t.clamp(lo), "tensor", None)]
+  for fn, lo, hi in cases:
+    lo_tw, lo_pt = (Tensor(lo_t, device=device), torch.tensor(lo_t)) if lo == "tensor" else (lo, lo)
+    got, ref = fn(Tensor(x, device=device), lo_tw, hi).numpy(), fn(torch.tensor(x), lo_pt, hi).numpy()
+    assert_like_torch(got, ref, f"clamp({lo}, {hi})")
+    assert (np.signbit(got) == np.signbit(ref)).all(), f"clamp({lo}, {hi}): signs {got}, torch {ref}"
+  got, ref = Tensor(x, device=device).relu6().numpy(), F.relu6(torch.tensor(x)).numpy()
+  assert_like_torch(got, ref, "relu6")
+  assert (np.signbit(got) == np.signbit(ref)).all(), f"relu6: signs {got}, torch {ref}"
+
 # ------------------------------------------------------------------------------------------------ arguments and dtypes
 
 def test_true_division_of_ints_by_a_scalar_outside_their_range(device):
