@@ -4,7 +4,7 @@ import ctypes, functools, os, subprocess, tempfile, time, shutil
 from concurrent.futures import ThreadPoolExecutor
 from tinyweb.device import Allocator, Compiler, Compiled
 from tinyweb.helpers import host_has_fma, host_has_avx512, at_fork
-from tinyweb.codegen.cstyle import ClangRenderer
+from tinyweb.codegen.clang import ClangRenderer
 
 ALIGN = 64   # a cache line, and one 16-float vector: no vector load or store of a buffer straddles two lines
 

@@ -6,7 +6,7 @@ from tinyweb import Tensor, UOp, Ops, dtypes, Context, GlobalCounters, Device
 from tinyweb.uop import UPat, PatternMatcher, graph_rewrite
 from tinyweb.codegen.symbolic import symbolic
 from tinyweb.codegen.lower import lower
-from tinyweb.codegen.cstyle import ClangRenderer
+from tinyweb.codegen.clang import ClangRenderer
 from tinyweb.schedule import create_schedule
 
 def test_uops_are_hash_consed():

@@ -226,7 +226,7 @@ def test_ineligible_kernels_take_the_normal_path(shape_a, shape_b, dt, why):
   with pytest.raises(OptError, match=why): lower(ast, r, [Opt("TC", 0, 0)])
 
 def test_noopt_and_other_targets_do_not_use_tensor_cores():
-  from tinyweb.codegen.cstyle import ClangRenderer
+  from tinyweb.codegen.clang import ClangRenderer
   ast, _ = kernel(tw(np.ones((32, 32)), dtypes.float16) @ tw(np.ones((32, 16)), dtypes.float16))
   with Context(NOOPT=1): prog = lower(ast, CUDARenderer())
   assert prog.opts == [] and not any(u.op is Ops.WMMA for u in prog.uops)

@@ -3,7 +3,7 @@
 A runtime (one module in `tinyweb.backends`) provides a `Compiled` device made of:
 - an `Allocator`: alloc(nbytes) -> opaque handle, free(handle, nbytes), copyin(handle, memoryview), copyout(memoryview, handle)
   and optionally as_memoryview(handle, nbytes) for zero-copy host access;
-- a `Renderer` (tinyweb.codegen.cstyle) that turns a linear kernel program into source code;
+- a `Renderer` (tinyweb.codegen.renderer declares its fields) that turns a linear kernel program into source code;
 - a `Compiler`: compile(source) -> bytes (results cached by the base class on disk and in memory);
 - a program class: Program(device, name, lib) and program(*buffers, global_size=..., wait=bool) -> seconds or None;
 - optionally flush(): start launches recorded so far (called at the end of each realize and TinyJit replay).

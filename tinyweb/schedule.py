@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Optional
 from tinyweb.device import Buffer, Device
 from tinyweb.dtype import DType
-from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, unique_id, substitute, const_key
+from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, substitute, const_key
 from tinyweb.codegen.lower import reduce_identity
 
 @dataclass(eq=False)

@@ -19,7 +19,7 @@ where threads exist, one after the other where they do not (Pyodide).
 from __future__ import annotations
 import hashlib, json, math, os, random, struct, time, warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 from tinyweb.device import Device, Buffer
 from tinyweb.dtype import DType, dtypes

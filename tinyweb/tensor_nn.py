@@ -63,7 +63,7 @@ def _conv_input_grad(grad, weight, groups: int, s_, d_, pads, spatial):
   the (output position, kernel tap) pairs whose window reads it. grad (N, Cout, *out), weight (Cout, Cin/groups, *k),
   pads the convolution's (before, after) padding, spatial the input's size. Only real terms are added: no padding or
   stride zero is multiplied, so an inf weight gives inf (or NaN from a real 0), never NaN from a structural zero."""
-  T, n, g = _T(), len(s_), groups
+  T, g = _T(), groups
   (bs, cout), (cin_g, *k_), o_ = grad.shape[:2], weight.shape[1:], grad.shape[2:]
   # columns: per input channel, kernel tap and output position, the sum over output channels (a matmul per group);
   # stored, as every tap below reads its own slice of them

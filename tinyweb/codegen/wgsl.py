@@ -145,7 +145,7 @@ class WGSLRenderer(CStyleRenderer):
   # ---- declarations, loops, threads ----
   def render_param(self, g: UOp, name: str, is_output: bool) -> str:
     self.check_dtype(g.dtype, "buffer")
-    elem = f"atomic<u32>" if g.dtype in PACKED and is_output else self.mem(g.dtype)
+    elem = "atomic<u32>" if g.dtype in PACKED and is_output else self.mem(g.dtype)
     if g.dtype in PACKED and is_output: self._atomic.add(name)
     return f"@group(0) @binding({g.arg[0]}) var<storage, read_write> {name}: array<{elem}>;"
   def to_int(self, unsigned: str) -> str: return f"i32({unsigned})"
