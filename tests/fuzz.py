@@ -41,7 +41,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from helpers import rng_draw, hardtanh_ref, elu_ref, selu_ref, amax_ref, amin_ref  # noqa: E402
+from helpers import rng_draw, hardtanh_ref, hardswish_ref, elu_ref, selu_ref, amax_ref, amin_ref  # noqa: E402
 from tinyweb import Tensor, dtypes  # noqa: E402
 from tinyweb.device import Device  # noqa: E402
 
@@ -643,7 +643,7 @@ F_UNARY = [  # name, tinyweb, torch (None: same), inputs (f: float, i: int, b: b
   ("selu", "{0}.selu()", "selu_ref({0})", "f", False), ("gelu", "{0}.gelu()", "F.gelu({0}, approximate='tanh')", "f", False),
   ("quick_gelu", "{0}.quick_gelu()", "{0} * torch.sigmoid(1.702 * {0})", "f", False), ("silu", "{0}.silu()", "F.silu({0})", "f", False),
   ("mish", "{0}.mish()", "F.mish({0})", "f", False), ("relu6", "{0}.relu6()", "hardtanh_ref({0}, 0.0, 6.0)", "f", True),
-  ("hardswish", "{0}.hardswish()", "F.hardswish({0})", "f", False), ("hardsigmoid", "{0}.hardsigmoid()", "F.hardsigmoid({0})", "f", False),
+  ("hardswish", "{0}.hardswish()", "hardswish_ref({0})", "f", False), ("hardsigmoid", "{0}.hardsigmoid()", "F.hardsigmoid({0})", "f", False),
   ("softsign", "{0}.softsign()", "F.softsign({0})", "f", False), ("logsigmoid", "{0}.logsigmoid()", "F.logsigmoid({0})", "f", False),
   ("isnan", "{0}.isnan()", None, "f", True), ("isinf", "{0}.isinf()", None, "f", True), ("isfinite", "{0}.isfinite()", None, "f", True),
   ("logical_not", "{0}.logical_not()", None, "fib", True), ("bitwise_not", "~{0}", None, "ib", True),
@@ -979,7 +979,7 @@ def _compile(code: str): return compile(code, "<fuzz>", "eval")
 
 TW_NS = {"Tensor": Tensor, "dtypes": dtypes, "nan": nan, "inf": inf, "np": np, "setitem": setitem}
 # the fuzzer's torch-side helpers (a repro imports those it uses from here)
-TORCH_HELPERS = {"setitem": setitem, "sdpa_math": sdpa_math, "hardtanh_ref": hardtanh_ref, "elu_ref": elu_ref, "selu_ref": selu_ref, "amax_ref": amax_ref, "amin_ref": amin_ref}
+TORCH_HELPERS = {"setitem": setitem, "sdpa_math": sdpa_math, "hardtanh_ref": hardtanh_ref, "hardswish_ref": hardswish_ref, "elu_ref": elu_ref, "selu_ref": selu_ref, "amax_ref": amax_ref, "amin_ref": amin_ref}
 PT_NS = {"torch": torch, "F": F, "nan": nan, "inf": inf, "np": np, **TORCH_HELPERS}
 
 def node_code(o: Op, node: Node, name: Callable, side: str, f64: bool) -> str:

@@ -92,6 +92,22 @@ def _hardtanh_ref_fn():   # (made on first use: in the browser suite torch is a 
 def hardtanh_ref(x, lo=-1.0, hi=1.0): return _hardtanh_ref_fn()(x, lo, hi)
 
 @functools.cache
+def _hardswish_ref_fn():
+  class HardswishRef(torch.autograd.Function):
+    """F.hardswish with the gradient of torch's vectorized kernel, NaN at NaN (the middle branch is the one left); its
+    scalar tail (a tensor's last size % 32 elements) takes the last branch there (g): torch's answer depends on position"""
+    @staticmethod
+    def forward(ctx, x):
+      ctx.save_for_backward(x)
+      return torch.nn.functional.hardswish(x)
+    @staticmethod
+    def backward(ctx, g):
+      x, = ctx.saved_tensors
+      return torch.where(x <= -3, 0.0, torch.where(x >= 3, g, g * (x / 3 + 0.5)))
+  return HardswishRef.apply
+def hardswish_ref(x): return _hardswish_ref_fn()(x)
+
+@functools.cache
 def _elu_ref_fn():
   class EluRef(torch.autograd.Function):
     """torch's elu family (aten.elu: elu, celu = input_scale 1/alpha, selu = its alpha and scale) with the gradient of

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from tinyweb import Tensor, dtypes
-from helpers import expect_unsupported, hardtanh_ref, elu_ref, selu_ref, amax_ref, amin_ref
+from helpers import expect_unsupported, hardtanh_ref, hardswish_ref, elu_ref, selu_ref, amax_ref, amin_ref
 
 inf, nan = math.inf, math.nan
 RTOL, TINY = 2e-6, 1.2e-38   # ~16 float32 ulps; FLT_MIN (below it a device may flush to zero)
@@ -97,7 +97,7 @@ UNARY = {
   "softplus": (F.softplus, lambda x: x.softplus(), TINY), "softplus_beta": (lambda x: F.softplus(x, 2.0, 5.0), lambda x: x.softplus(2.0, 5.0), TINY),
   "mish": (F.mish, lambda x: x.mish(), SATURATING), "hardtanh": (hardtanh_ref, lambda x: x.hardtanh(), TINY),
   "hardtanh_range": (lambda x: hardtanh_ref(x, -3.0, 6.0), lambda x: x.hardtanh(-3.0, 6.0), TINY),
-  "hardswish": (F.hardswish, lambda x: x.hardswish(), TINY), "softsign": (F.softsign, lambda x: x.softsign(), TINY),
+  "hardswish": (hardswish_ref, lambda x: x.hardswish(), TINY), "softsign": (F.softsign, lambda x: x.softsign(), TINY),
   "clip": (lambda x: x.clip(-3, 6), None, TINY), "clip_min": (lambda x: x.clamp(min=-3), None, TINY),
   "pow_0": (lambda x: x ** 0, None, TINY), "pow_1": (lambda x: x ** 1, None, TINY), "pow_2": (lambda x: x ** 2, None, TINY),
   "pow_3": (lambda x: x ** 3, None, TINY), "pow_4": (lambda x: x ** 4, None, TINY), "pow_-1": (lambda x: x ** -1, None, TINY),

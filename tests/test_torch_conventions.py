@@ -198,6 +198,24 @@ def test_clamp_keeps_the_sign_of_zero_and_takes_a_nan_bound(device):
   assert_like_torch(got, ref, "relu6")
   assert (np.signbit(got) == np.signbit(ref)).all(), f"relu6: signs {got}, torch {ref}"
 
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_with_repeated_indices_writes_the_last(device, dim):
+  # torch's CPU loop: the last entry naming a position writes it, exactly (-0.0, NaN); the gradient reaches every entry
+  # (a sum of the repeated entries gave 3.0 for three writes of 1.0; fuzz PYTHON seed 14 case 533)
+  rng = np.random.default_rng(dim)
+  x, src = rng.standard_normal((3, 5)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+  src[0, 0], src[1, 1] = -0.0, nan
+  index = rng.integers(0, x.shape[dim], (3, 4))
+  tw = [Tensor(a, device=device, requires_grad=True) for a in (x, src)]
+  pt = [torch.tensor(a, requires_grad=True) for a in (x, src)]
+  out_tw, out_pt = tw[0].scatter(dim, Tensor(index.astype(np.int32), device=device), tw[1]), torch.scatter(pt[0], dim, torch.tensor(index), pt[1])
+  got, ref = out_tw.numpy(), out_pt.detach().numpy()
+  assert_like_torch(got, ref, "scatter")
+  assert (np.signbit(got) == np.signbit(ref)).all(), f"scatter: signs {got}, torch {ref}"
+  cot = rng.standard_normal(ref.shape).astype(np.float32)
+  (out_tw * Tensor(cot, device=device)).sum().backward(); (out_pt * torch.tensor(cot)).sum().backward()
+  for name, a, b in zip(("input", "src"), tw, pt): assert_like_torch(a.grad.numpy(), b.grad.numpy(), f"scatter grad of {name}")
+
 # ------------------------------------------------------------------------------------------------ arguments and dtypes
 
 def test_true_division_of_ints_by_a_scalar_outside_their_range(device):

@@ -1468,7 +1468,8 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def hardswish(self) -> Tensor:
     x = self._float_input()
     d = x.detach()
-    return (d * (d + 3).clip(0, 6) / 6).custom_gradient([x], lambda g: ((d <= -3).where(0.0, (d < 3).where(g * (d / 3 + 0.5), g)),))
+    # torch's gradient (its vectorized kernel's: the middle branch is the one left for NaN)
+    return (d * (d + 3).clip(0, 6) / 6).custom_gradient([x], lambda g: ((d <= -3).where(0.0, (d >= 3).where(g, g * (d / 3 + 0.5))),))
   def softsign(self) -> Tensor: return self / (1 + self.abs())
   def logsigmoid(self) -> Tensor:
     x = self._float_input()
@@ -1700,11 +1701,19 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     full = tuple((0, self.shape[j] - index.shape[j]) if j != d else (0, 0) for j in range(self.ndim))
     def place(t: Tensor) -> Tensor: return t.transpose(d, -1).squeeze(-1)._pad_zero(full)
     hit = place(mask.any(d, keepdim=True))
+    if reduce is None:
+      # where several index entries name one position, the last of them writes it (as torch's CPU loop does); the value
+      # is taken with max against the lowest value, which keeps it exactly (-0.0 too). Gradients as torch's: to src
+      # the output's gradient at each entry's position (duplicates included), to self where nothing was written
+      m = Tensor.arange(index.shape[d], device=self.device).reshape(*[index.shape[d] if j == d else 1 for j in range(self.ndim)], 1)
+      mask = mask & (m == mask.where(m, -1)._reduce(Ops.MAX, d, True, "scatter"))
+      written = place(mask.where(s, self.dtype.min)._reduce(Ops.MAX, d, True, "scatter"))
+      return hit.where(written.detach(), self.detach()).custom_gradient([self, src], lambda g: (hit.where(0.0, g), g.gather(d, idx)))
     if reduce == "multiply":
       prodv = place(mask.where(s, 1).prod(d, keepdim=True).cast(self.dtype))
       return hit.where(self * prodv, self)
     total = place(mask.where(s, 0).sum(d, keepdim=True, dtype=self.dtype if self.dtype.is_float else None).cast(self.dtype))
-    return self + total if reduce == "add" else hit.where(total, self)
+    return self + total   # (reduce == "add")
   def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor: return self.scatter(dim, index, src, "add")
 
   def one_hot(self, num_classes: int = -1) -> Tensor:
