@@ -988,12 +988,26 @@ def node_code(o: Op, node: Node, name: Callable, side: str, f64: bool) -> str:
   params["f32"] = lit(DT("float32"), side, f64)
   return o.code(side, ins, params)
 
+INT_DIVISIONS = {"floordiv", "mod", "fmod", "div_floor", "div_trunc"}
+
+def int_min_by_minus_one(vals: list) -> bool:
+  """Whether an integer division of vals[0] by vals[1] meets INT_MIN / -1 (which torch computes with a trapping
+  instruction: the process dies of SIGFPE instead of raising)."""
+  try:
+    dt = torch.result_type(*vals)   # (a Python int beside a tensor takes the tensor's type)
+    if dt.is_floating_point or dt == torch.bool: return False
+    a, b = (torch.as_tensor(v) for v in vals)
+    return bool(((a == torch.iinfo(dt).min) & (b == -1)).any())
+  except RuntimeError: return False   # (shapes that do not broadcast: torch raises on its own)
+
 def eval_node(o: Op, node: Node, val: Callable, side: str, f64: bool, device: Optional[str] = None):
   env = dict(TW_NS if side == "tw" else PT_NS)
   env["DEV"] = device
   code = node_code(o, node, lambda i: f"v{i}", side, f64)
   for a in node.ins:
     if isinstance(a, int): env[f"v{a}"] = val(a)
+  if side == "pt" and o.name in INT_DIVISIONS and int_min_by_minus_one([val(a) if isinstance(a, int) else getattr(a, "v", a) for a in node.ins][:2]):
+    raise FloatingPointError(f"{o.name}: integer INT_MIN / -1, which kills torch (SIGFPE)")
   return eval(_compile(code), env)
 
 def noisy(t: torch.Tensor, salt: int, eps: float) -> torch.Tensor:

@@ -6,7 +6,7 @@ found, shrunk to one op on one element, and printed as a repro that runs."""
 import contextlib, io
 import numpy as np
 import pytest
-from fuzz import Op, OPS, check, compare, generate, repro, shrink, fingerprint
+from fuzz import Op, OPS, check, compare, generate, repro, shrink, fingerprint, int_min_by_minus_one
 
 SEED, MAX_OPS, N_CASES = 0, 4, 150
 
@@ -21,6 +21,16 @@ def test_cases_are_reproducible():
   for i in range(20):
     assert fingerprint(generate(7, i)) == fingerprint(generate(7, i)), f"case {i} of seed 7 differs between two draws"
   assert fingerprint(generate(7, 0)) != fingerprint(generate(8, 0))
+
+def test_torch_is_never_asked_for_int_min_by_minus_one():
+  # torch divides ints with a trapping instruction: INT_MIN // -1 kills the process (SIGFPE). LLVM seed 13 case 997 drew
+  # it (torch.div(int32 holding -2**31, -1, rounding_mode='trunc')); the fuzzer now draws another op there
+  import torch
+  assert int_min_by_minus_one([torch.tensor([5, -2 ** 31], dtype=torch.int32), -1])
+  assert int_min_by_minus_one([torch.tensor([-2 ** 31], dtype=torch.int32), torch.tensor([[3], [-1]], dtype=torch.int32)])
+  assert not int_min_by_minus_one([torch.tensor([-2 ** 31 + 1, 4], dtype=torch.int32), -1])
+  assert not int_min_by_minus_one([torch.tensor([-2.0 ** 31]), -1])
+  assert len(generate(13, 997, max_ops=6).nodes) > 1
 
 def test_compare_classes():
   ref = np.array([1.0, np.nan, np.inf, -np.inf, 0.5], np.float32)
