@@ -711,7 +711,7 @@ def test_scalar_operands_out_of_the_tensors_int_dtype_raise(device):
   x = Tensor([1, 2], device=device)
   for op, fn in [("add", lambda: x + 2**40), ("mul", lambda: 2**31 * x), ("sub", lambda: x - 2**40), ("lt", lambda: x < 2**40),
                  ("eq", lambda: x == -2**31 - 1), ("maximum", lambda: x.maximum(2**35)), ("where", lambda: x.masked_fill(x > 1, 2**40)),
-                 ("where", lambda: (x > 1).where(x, 2**40)), ("minimum", lambda: x.clip(0, 2**40)), ("setitem", lambda: x.__setitem__(0, 2**40)),
+                 ("where", lambda: (x > 1).where(x, 2**40)), ("clip", lambda: x.clip(0, 2**40)), ("setitem", lambda: x.__setitem__(0, 2**40)),
                  ("add", lambda: x + np.int64(2**40))]:
     with case(op), pytest.raises(OverflowError, match=rf"{op}: -?\d+ is out of range for int32 \(valid: -2147483648\.\.2147483647\)"): fn()
   assert x.tolist() == [1, 2]

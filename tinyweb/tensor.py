@@ -1357,8 +1357,10 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     if min_ is None and max_ is None: raise ValueError("clip: at least one of min and max must be given")
     out = self.detach()
     # as PyTorch: the bound where x passes it or the bound is NaN, else x itself (so -0.0 stays -0.0 against a bound of 0)
-    if min_ is not None: out = ((out < min_) | (min_ != min_)).where(min_, out)
-    if max_ is not None: out = ((out > max_) | (max_ != max_)).where(max_, out)
+    for bound, past in ((min_, Tensor.__lt__), (max_, Tensor.__gt__)):
+      if bound is not None:
+        out, b = out._broadcasted(bound, "clip")   # (a scalar bound checked against the dtype, a float bound promoting)
+        out = (past(out, b) | (b != b)).where(b, out)
     # a float bound on an int tensor promotes, like PyTorch; otherwise the dtype stays
     out = out if not self.dtype.is_float and any(isinstance(b, float) for b in (min_, max_)) else out.cast(self.dtype)
     # PyTorch's gradients: to x where lo <= x <= hi (none for NaN); to a tensor bound where x passes it (to hi where hi < lo)
