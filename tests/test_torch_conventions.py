@@ -216,6 +216,20 @@ def test_scatter_with_repeated_indices_writes_the_last(device, dim):
   (out_tw * Tensor(cot, device=device)).sum().backward(); (out_pt * torch.tensor(cot)).sum().backward()
   for name, a, b in zip(("input", "src"), tw, pt): assert_like_torch(a.grad.numpy(), b.grad.numpy(), f"scatter grad of {name}")
 
+def test_signed_zeros_and_scalar_edge_cases_like_torch(device):
+  # nll_loss of an ignored target is +0.0 (rsqrt of it is +inf; PYTHON seed 22 case 955); the gradient of a 0-d prod is
+  # the upstream gradient even at NaN (torch: the product of no others; PYTHON seed 22 case 902)
+  x, y = np.zeros((3, 2), np.float32), np.array([-100, 0, 1], np.int64)
+  for red in ("none", "sum"):
+    got = Tensor(x, device=device).nll_loss(Tensor(y.astype(np.int32), device=device), reduction=red).numpy()
+    ref = F.nll_loss(torch.tensor(x), torch.tensor(y), reduction=red).numpy()
+    assert_like_torch(got, ref, f"nll_loss {red}")
+    assert (np.signbit(got) == np.signbit(ref)).all(), f"nll_loss {red}: signs {got}, torch {ref}"
+  for v in (nan, inf, 0.0, 2.0):
+    t, p = Tensor(np.float32(v), device=device, requires_grad=True), torch.tensor(np.float32(v), requires_grad=True)
+    t.prod().backward(); p.prod().backward()
+    assert_like_torch(t.grad.numpy(), p.grad.numpy(), f"grad of prod({v})")
+
 # ------------------------------------------------------------------------------------------------ arguments and dtypes
 
 def test_true_division_of_ints_by_a_scalar_outside_their_range(device):

@@ -924,6 +924,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     if not acc.is_float: return out
     axes = x._axes("prod", axis)
     def backward(g):
+      if x.ndim == 0: return (g,)   # (torch: the product of no others is 1, even for an inf or NaN x)
       # d out / d x_j is the product of the others. PyTorch's: g * out / x when the whole tensor holds no zero, else the
       # product of the others itself (exclusive running products), which differs from out / x at zeros, infs and NaNs.
       # That product is built here from per-slice counts: NaN if the others hold a NaN or both a 0 and an inf, else a

@@ -478,6 +478,7 @@ class NNMixin:
     lw = self * wc
     loss = -(1 - label_smoothing) * onehot.where(lw, 0).sum(cax)
     if label_smoothing: loss = loss - (label_smoothing / C) * keep.where(lw.sum(cax), 0)
+    loss = keep.where(loss, 0.0)   # an ignored target's loss is +0.0 as in torch (the negated empty sum above is -0.0)
     count = onehot.where(wc, 0.0).sum()   # mean divides by the (weighted) number of non-ignored targets
     return _reduce_loss(loss, reduction, op, count)
 
