@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from tinyweb import Tensor
+from tinyweb import Tensor, dtypes
 
 inf, nan = math.inf, math.nan
 
@@ -229,6 +229,11 @@ def test_signed_zeros_and_scalar_edge_cases_like_torch(device):
     t, p = Tensor(np.float32(v), device=device, requires_grad=True), torch.tensor(np.float32(v), requires_grad=True)
     t.prod().backward(); p.prod().backward()
     assert_like_torch(t.grad.numpy(), p.grad.numpy(), f"grad of prod({v})")
+  # tan's gradient is torch's g * (1 + tan^2): log2(tan(0)) has gradient inf, not NaN (CPU seed 20 case 74)
+  grads_like_torch(device, lambda t: t.tan().log2(), lambda t: t.tan().log2(), np.array([0.0, 0.5, -0.0], np.float32), what="log2(tan)")
+  # cumsum of a 0-d bool counts like any bool's: an int (CPU seed 20 case 237)
+  got = Tensor(np.array(True), device=device).cumsum(0)
+  assert got.dtype == dtypes.int32 and got.numpy() == 1 and torch.tensor(True).cumsum(0).dtype == torch.int64
 
 # ------------------------------------------------------------------------------------------------ arguments and dtypes
 

@@ -1023,7 +1023,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     return self._arg_reduce("argmin", neg, axis, keepdim)
 
   def cumsum(self, axis: int = 0) -> Tensor:
-    if self.ndim == 0: return self
+    if self.ndim == 0: return self.reshape(1).cumsum(_normalize_axis("cumsum", axis, 1)).reshape(())   # (a bool's sum is an int)
     a = _normalize_axis("cumsum", axis, self.ndim)
     if self._scans_in_float64(): return self.double().cumsum(a).cast(self.dtype)
     return self.transpose(a, -1)._cumsum_last().transpose(a, -1)
@@ -1304,7 +1304,10 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
   def reciprocal(self) -> Tensor: return self._float_input()._unary(Ops.RECIP)
   def sin(self) -> Tensor: return self._float_input()._unary(Ops.SIN)
   def cos(self) -> Tensor: return self._float_input()._unary(Ops.COS)
-  def tan(self) -> Tensor: return self.sin() / self.cos()
+  def tan(self) -> Tensor:
+    x = self._float_input()
+    out = x.detach().sin() / x.detach().cos()
+    return out.custom_gradient([x], lambda g: (g * (1 + out * out),))   # torch's (the quotient rule met inf * 0 at x = 0)
   def square(self) -> Tensor: return self * self
   def abs(self) -> Tensor:
     if self.dtype.is_bool or self.dtype.is_unsigned: return self
