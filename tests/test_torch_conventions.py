@@ -231,6 +231,10 @@ def test_signed_zeros_and_scalar_edge_cases_like_torch(device):
     assert_like_torch(t.grad.numpy(), p.grad.numpy(), f"grad of prod({v})")
   # tan's gradient is torch's g * (1 + tan^2): log2(tan(0)) has gradient inf, not NaN (CPU seed 20 case 74)
   grads_like_torch(device, lambda t: t.tan().log2(), lambda t: t.tan().log2(), np.array([0.0, 0.5, -0.0], np.float32), what="log2(tan)")
+  # pow's base gradient is g * (e * b**(e-1)) as torch groups it: 0 ** 3e38 has gradient 0 against g = 2, not 6e38 * 0
+  # = NaN (LLVM seed 21 case 1944)
+  grads_like_torch(device, lambda t: t ** Tensor(np.float32(3e38), device=device), lambda t: t ** torch.tensor(np.float32(3e38)),
+                   np.array([0.0, 0.5], np.float32), cot=np.array([2.0, 2.0], np.float32), what="b ** 3e38")
   # cumsum of a 0-d bool counts like any bool's: an int (CPU seed 20 case 237)
   got = Tensor(np.array(True), device=device).cumsum(0)
   assert got.dtype == dtypes.int32 and got.numpy() == 1 and torch.tensor(True).cumsum(0).dtype == torch.int64

@@ -1201,7 +1201,7 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
         d, small_int = self.detach(), math.isfinite(x) and x == int(x) and abs(x) <= 32
         out = d.sqrt() if x == 0.5 else d.rsqrt() if x == -0.5 else None if not small_int else \
           d._pow_by_squaring(int(x)) if x >= 0 else d._pow_by_squaring(-int(x)).reciprocal()
-        if out is not None: return out.custom_gradient([self], lambda g: (g.zeros_like() if x == 0 else g * x * self.pow(x - 1),))
+        if out is not None: return out.custom_gradient([self], lambda g: (g.zeros_like() if x == 0 else g * (x * self.pow(x - 1)),))
     base, ex = self._broadcasted(x, "pow", reverse)
     if not base.dtype.is_float: return base._int_pow(ex)
     # C's powf: |b|^e via exp2/log2; the sign of b for odd integer e (-0.0 and -inf included), NaN for b < 0 and
@@ -1213,7 +1213,8 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
     out = ((b < 0) & (b != -math.inf) & e_int.logical_not()).where(math.nan, out)
     out = ((e == 0) | (b == 1) | ((b == -1) & e.isinf())).where(1.0, out)
     # PyTorch's gradients: e * b**(e-1) (0 where e = 0) and b**e * ln(b) (0 where b = 0 and e >= 0)
-    return out.custom_gradient([base, ex], lambda g: ((ex == 0).where(0.0, g * ex * base.pow(ex - 1)),
+    # (grouped as torch: e * b**(e-1) first, so 3e38 * 0**3e38 is 0 before it meets g)
+    return out.custom_gradient([base, ex], lambda g: ((ex == 0).where(0.0, g * (ex * base.pow(ex - 1))),
                                                       g * ((base == 0) & (ex >= 0)).where(0.0, out * base.log())))
   def _pow_by_squaring(self, n: int) -> Tensor:
     """self ** n for an int n >= 0, multiplying (exact for ints; for floats PyTorch's x*x and x*x*x, few roundings)."""
