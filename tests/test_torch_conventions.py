@@ -231,6 +231,16 @@ def test_signed_zeros_and_scalar_edge_cases_like_torch(device):
     assert_like_torch(t.grad.numpy(), p.grad.numpy(), f"grad of prod({v})")
   # tan's gradient is torch's g * (1 + tan^2): log2(tan(0)) has gradient inf, not NaN (CPU seed 20 case 74)
   grads_like_torch(device, lambda t: t.tan().log2(), lambda t: t.tan().log2(), np.array([0.0, 0.5, -0.0], np.float32), what="log2(tan)")
+  # -0.0 + 0.0 is +0.0 (the simplifier folded y + 0.0 to y): conv_transpose of 0 by -1 is +0.0, sqrt's gradient there
+  # +inf (CL seed 23 case 86). (WGSL's compilers fold y + 0.0 themselves: WEBGPU keeps -0.0.)
+  if device != "WEBGPU":
+    x = np.array([-0.0, 1.5, -0.0], np.float32)
+    for what, fn in (("x + 0.0", lambda t: t + 0.0), ("x - 0.0", lambda t: t - 0.0), ("0.0 + x", lambda t: 0.0 + t)):
+      got, ref = fn(Tensor(x, device=device)).numpy(), fn(torch.tensor(x)).numpy()
+      assert (np.signbit(got) == np.signbit(ref)).all(), f"{what}: signs {got}, torch {ref}"
+    grads_like_torch(device, lambda t: t.reshape(1, 1, 1).conv_transpose2d(Tensor(np.full((1, 1, 1), -1.0, np.float32), device=device)).sqrt(),
+                     lambda t: F.conv_transpose1d(t.reshape(1, 1, 1), torch.full((1, 1, 1), -1.0)).sqrt(), np.zeros(1, np.float32),
+                     what="sqrt(conv_transpose(0, -1))")
   # pow's base gradient is g * (e * b**(e-1)) as torch groups it: 0 ** 3e38 has gradient 0 against g = 2, not 6e38 * 0
   # = NaN (LLVM seed 21 case 1944)
   grads_like_torch(device, lambda t: t ** Tensor(np.float32(3e38), device=device), lambda t: t ** torch.tensor(np.float32(3e38)),

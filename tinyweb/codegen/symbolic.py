@@ -192,7 +192,9 @@ symbolic = PatternMatcher([
   (UPat(COMMUTATIVE, src=(UPat.cvar("c"), UPat.var("y")), name="x", predicate=lambda u: u.src[1].op is not Ops.CONST),
    lambda x, c, y: x.replace(src=(y, c))),
   # identities
-  (UPat(Ops.ADD, src=(UPat.var("y"), UPat.cvar("c")), name="x", predicate=lambda u: u.src[1].arg == 0 and not u.dtype.is_bool), lambda x, y, c: y),
+  # (a float's y + 0.0 is not y at y = -0.0, which it turns into +0.0 as IEEE and torch do: only y + -0.0 is y)
+  (UPat(Ops.ADD, src=(UPat.var("y"), UPat.cvar("c")), name="x", predicate=lambda u: u.src[1].arg == 0 and not u.dtype.is_bool and
+   (not u.dtype.is_float or math.copysign(1.0, u.src[1].arg) < 0)), lambda x, y, c: y),
   (UPat(Ops.MUL, src=(UPat.var("y"), UPat.cvar("c")), name="x", predicate=lambda u: u.src[1].arg == 1), lambda x, y, c: y),
   (UPat(Ops.MUL, src=(UPat.var("y"), UPat.cvar("c")), name="x", predicate=lambda u: u.src[1].arg == 0 and _is_int(u)), lambda x, y, c: c),
   (UPat(Ops.IDIV, src=(UPat.var("y"), UPat.cvar("c")), name="x", predicate=lambda u: u.src[1].arg == 1), lambda x, y, c: y),
