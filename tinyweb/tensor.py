@@ -932,11 +932,14 @@ class Tensor(NNMixin, metaclass=_TensorMeta):
       xd, outk = x.detach(), out.reshape(tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
       def count_in_others(m): return (c := m.cast(dtypes.int32)).sum(axes, keepdim=True) - c   # (the slice's count less x_j's)
       is_zero, is_inf, finite_nz = xd == 0, xd.isinf(), xd.isfinite() & (xd != 0)
-      fin = finite_nz.where(xd, 1)._reduce(Ops.MUL, axes, True, "prod")
-      fin = finite_nz.where(fin / xd, fin)
+      # (float32's finite product is taken in float64 where the device has it: the others' product of [-2, 3e38] is -2,
+      # torch's running products get it, while the whole product overflows float32 and inf / 3e38 stays inf)
+      wide = xd.double() if xd._scans_in_float64() else xd
+      fin = finite_nz.where(wide, 1)._reduce(Ops.MUL, axes, True, "prod")
+      fin = finite_nz.where(fin / wide, fin).cast(xd.dtype)
       signed_inf = (count_in_others(xd == -math.inf) % 2 == 1).where(-math.inf, math.inf) * fin.sign()
       zeros, infs = count_in_others(is_zero) > 0, count_in_others(is_inf) > 0
-      others = ((count_in_others(xd.isnan()) > 0) | (zeros & infs)).where(math.nan, zeros.where(fin * 0, infs.where(signed_inf, fin)))
+      others = ((count_in_others(xd.isnan()) > 0) | (zeros & infs)).where(math.nan, zeros.where(fin.sign() * 0, infs.where(signed_inf, fin)))
       grad = g.reshape(outk.shape) * is_zero.any().where(others, outk / xd)
       # (torch.prod(x) without a dim gives exactly 0 when two or more elements are 0)
       return ((is_zero.cast(dtypes.int32).sum() > 1).where(0.0, grad) if axis is None else grad,)
