@@ -30,7 +30,7 @@ from tinyweb.device import Allocator, Compiler, Compiled
 from tinyweb.helpers import host_has_fma
 from tinyweb.dtype import DType, dtypes, cast_scalar
 from tinyweb.uop import Ops
-from tinyweb.codegen.lower import reduce_identity
+from tinyweb.codegen.lowering import reduce_identity
 from tinyweb.codegen.python import PythonRenderer
 from tinyweb.codegen.symbolic import _fdiv, _exp2, _log2, _sqrt, _sin, _cos, _fmod, _c_div, _c_mod   # IEEE/C scalar semantics
 
@@ -389,7 +389,7 @@ def make_fold(rop: Ops, dt: DType) -> Callable:
     return [seq(a, val[l::lanes]) for l, a in enumerate(acc)]
   return fold
 
-# float32 fma (C's fmaf: a*b+c rounded once), for the fused sums of products (lower.fused_products). From doubles: the
+# float32 fma (C's fmaf: a*b+c rounded once), for the fused sums of products (linearize.fused_products). From doubles: the
 # product of two float32s is exact in a double, and the double sum s rounded to float32 is the exact sum rounded, except
 # where s is exactly halfway between two float32s (the sum's rounding to a double may have made it so): there, and where
 # s rounds past float32's range, the exact sum is found by TwoSum and rounded through round-to-odd (a double's last bit

@@ -1,4 +1,4 @@
-"""Optimization actions (codegen/lower.py `Opt`) and BEAM search (tinyweb/search.py), issue 6.
+"""Optimization actions (codegen/opts.py `Opt`) and BEAM search (tinyweb/search.py), issue 6.
 
 Actions must change the code but never the results: kernels lowered with many action lists are compared with numpy.
 BEAM search: its cache answers a second search without timing anything, its choice is at least as fast as the
@@ -7,8 +7,10 @@ import os, warnings
 import numpy as np
 import pytest
 from tinyweb import Tensor, Device, Context
-from tinyweb.codegen.lower import Opt, OptError, lower, heuristic_opts, BLOCK_SIZE
-from tinyweb.engine import CompiledKernel
+from tinyweb.codegen.opts import Opt, OptError
+from tinyweb.codegen.heuristics import heuristic_opts, BLOCK_SIZE
+from tinyweb.codegen.lower import lower
+from tinyweb.codegen.program import CompiledKernel
 from tinyweb.schedule import create_schedule
 from tinyweb import search
 from tinyweb.search import beam_search, SearchCounters, mismatches

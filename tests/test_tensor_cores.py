@@ -9,7 +9,9 @@ import pytest
 from tinyweb import Tensor, dtypes, Context
 from tinyweb.uop import Ops
 from tinyweb.schedule import create_schedule
-from tinyweb.codegen.lower import Opt, OptError, lower, heuristic_opts
+from tinyweb.codegen.opts import Opt, OptError
+from tinyweb.codegen.heuristics import heuristic_opts
+from tinyweb.codegen.lower import lower
 from tinyweb.codegen.cuda import CUDARenderer
 from tinyweb.codegen.tensor_cores import contraction
 from tinyweb.backends.python import alu, cast   # the PYTHON device's scalar/list ALU semantics (C's, on ints and floats)

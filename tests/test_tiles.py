@@ -1,4 +1,4 @@
-"""GPU workgroup tiles (Opt TILE) and the loads they stage through workgroup memory (lower.stage_loads), on every device
+"""GPU workgroup tiles (Opt TILE) and the loads they stage through workgroup memory (staging.stage_loads), on every device
 with workgroups (CL on PoCL, WEBGPU on lavapipe here). The heuristics choose tiles on real GPUs only, so these tests
 force them with TILES=1 and compare against torch; each case also checks that the kernels it built were tiled and
 staged, so a change that silently stops tiling fails here instead of passing untested."""
@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from tinyweb import Context, Tensor, engine
 from tinyweb.device import Device
 from tinyweb.uop import Ops
-from tinyweb.codegen.lower import Opt, OptError, lower
+from tinyweb.codegen.opts import Opt, OptError
+from tinyweb.codegen.lower import lower
 from tinyweb.schedule import create_schedule
 from helpers import check_op
 

@@ -120,12 +120,7 @@ class Buffer:
     Device[device].renderer.check_dtype(dtype, "buffer")
     self.device, self.size, self.dtype = device, size, dtype
     self._handle = None
-    # times the contents were overwritten behind the graph's back (copyin, TinyJit replays): cached values that read this
-    # buffer compare it. Writes by scheduled kernels need no count there: an assign gives the tensor a new BUFFER version.
-    self.writes = 0
-    # times the contents were written by anything (kernels and copies included): a cached value that lives in this
-    # buffer compares it, since an in-place assign into the buffer replaces that value
-    self.stores = 0
+    self.writes = self.stores = 0   # see mark_written
     self.holders = IdWeakSet()   # the Tensors whose value this buffer is (see Tensor._owns)
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
@@ -161,8 +156,16 @@ class Buffer:
     src = memoryview(src).cast("B")
     if src.nbytes != self.nbytes: raise ValueError(f"copyin: {src.nbytes} bytes into a buffer of {self.nbytes}")
     if self.nbytes: Device[self.device].allocator.copyin(self.handle, src)
-    self.writes += 1
+    return self.mark_written()
+  def mark_written(self, by_schedule: bool = False) -> Buffer:
+    """Every path that writes the buffer's contents calls this: the counters below are what RealizedCache (schedule.py)
+    checks a cached value against, so a write that is not marked leaves stale values. `stores` counts every write (a
+    cached value that lives in this buffer compares it: an in-place assign into the buffer replaces that value);
+    `writes` counts the writes behind the graph's back (copyin, TinyJit replays; a cached value that reads the buffer
+    compares it). A kernel of a schedule (`by_schedule`) needs no count in `writes`: an assign gives the tensor a new
+    BUFFER version, so later graphs differ from the cached ones."""
     self.stores += 1
+    if not by_schedule: self.writes += 1
     return self
   def as_memoryview(self) -> memoryview:
     """Host-visible bytes of the buffer: zero-copy where the device allows, otherwise a copy."""

@@ -3,29 +3,15 @@
 DEBUG=1 prints a summary per realize, DEBUG=2 one line per kernel (time, GFLOP/s, GB/s), DEBUG=3 adds the kernel's
 lowered loop structure, DEBUG=4 prints the generated source."""
 from __future__ import annotations
-import contextlib, contextvars, functools, os, sys, time
+import contextlib, contextvars, os, sys, time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from tinyweb.device import Device, Buffer
-from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GlobalCounters, prod, at_fork
+from tinyweb.device import Device
+from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GlobalCounters, at_fork, deep_recursion
 from tinyweb.uop import UOp, Ops
-from tinyweb.codegen.lower import lower, Program
+from tinyweb.codegen.program import Program, CompiledKernel
+from tinyweb.codegen.lower import lower
 from tinyweb.schedule import ScheduleItem
-
-@dataclass
-class CompiledKernel:
-  program: Program
-  runner: object
-  src: str
-  def launch_args(self) -> dict:
-    p = self.program
-    return dict(global_size=p.grid or p.global_shape, parallel=p.parallel, work=p.flops + p.mem_estimate)
-  def run(self, handles: list, wait: bool = False): return self.runner(*handles, **self.launch_args(), wait=wait)
-  def bind(self, handles: list):
-    """A no-argument callable that launches the kernel on these buffers: TinyJit replays these. A runtime may offer a
-    faster `bind` (arguments converted once); otherwise the launch arguments are just stored."""
-    if (bind := getattr(self.runner, "bind", None)) is not None: return bind(*handles, **self.launch_args())
-    return functools.partial(self.runner, *handles, **self.launch_args())
+from tinyweb.search import beam_search
 
 _kernel_cache: dict[tuple[str, UOp, int, int, int], CompiledKernel] = {}   # (device, ast, BEAM, NOOPT, TILES)
 kernel_observers: list = []   # fn(device, ast), called when get_kernel builds a kernel (the tests' CUDA compile check)
@@ -62,7 +48,6 @@ def build_kernel(device: str, ast: UOp) -> tuple[Program, str]:
   check_index_range(ast, device)
   opts = None   # the heuristics choose (or NOOPT)
   if BEAM >= 1 and not NOOPT:
-    from tinyweb.search import beam_search   # imported when first needed: it imports this module
     opts = beam_search(ast, device, BEAM.value).opts
   prog = lower(ast, dev.renderer, opts)
   src = dev.renderer.render(prog)
@@ -133,6 +118,7 @@ def compile_ahead(items: list[ScheduleItem]):
       dev.compiler.store(src, lib)
       cache_kernel(device, ast, prog, src, dev.get_program(prog.name, src))
 
+@deep_recursion()
 def run_schedule(items: list[ScheduleItem]):
   st = time.perf_counter()
   compile_ahead(items)
@@ -156,7 +142,7 @@ def run_schedule(items: list[ScheduleItem]):
     k = get_kernel(device, it.ast)
     devices.add(device)
     et = k.run([b.handle for b in it.bufs], wait=DEBUG >= 2)
-    it.bufs[0].stores += 1
+    it.bufs[0].mark_written(by_schedule=True)
     for rec in records: rec.append((k, it.bufs))
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += k.program.flops
@@ -170,7 +156,3 @@ def run_schedule(items: list[ScheduleItem]):
   for d in devices: Device[d].flush()
   if DEBUG >= 1 and items:
     print(f"realize: {len(items)} items ({sum(it.kind == 'kernel' for it in items)} kernels) in {(time.perf_counter()-st)*1e3:.2f} ms")
-
-# the modules a realize may import, imported now instead of lazily in the middle of one: a module that another thread is
-# importing when the process forks stays locked forever in the child (the forked child's first kernel hung on it)
-import tinyweb.codegen.tensor_cores, tinyweb.search  # noqa: E402,F401

@@ -1,6 +1,6 @@
 """Small shared utilities: environment/context variables, counters, and a few pure functions."""
 from __future__ import annotations
-import os, functools, operator, math, platform, contextvars, inspect, threading, weakref
+import os, contextlib, functools, operator, math, platform, contextvars, inspect, sys, threading, weakref
 from typing import Any, Iterable, Sequence
 
 def prod(xs: Iterable[int]) -> int: return functools.reduce(operator.mul, xs, 1)
@@ -91,6 +91,25 @@ def fork_safe_lock() -> threading.RLock:
   _fork_safe_locks.add(lock := threading.RLock())
   return lock
 
+_deep_lock, _deep_users, _deep_limit_before = fork_safe_lock(), 0, 0
+
+@contextlib.contextmanager
+def deep_recursion(limit: int = 20000):
+  """For walks over tensor graphs that recurse once per op of a chain (scheduling, a new node's shape): Python's
+  recursion limit (1000 frames) is raised to `limit` while any thread is inside such a block, and set back when the last
+  one leaves, so that importing or using tinyweb leaves the process's limit as it found it."""
+  global _deep_users, _deep_limit_before
+  with _deep_lock:
+    if _deep_users == 0:
+      _deep_limit_before = sys.getrecursionlimit()
+      sys.setrecursionlimit(max(_deep_limit_before, limit))
+    _deep_users += 1
+  try: yield
+  finally:
+    with _deep_lock:
+      _deep_users -= 1
+      if _deep_users == 0: sys.setrecursionlimit(_deep_limit_before)
+
 class GlobalCounters:
   """Counts what the runtime did since the last reset: kernels launched, FLOPs, bytes moved, kernel time."""
   kernel_count: int = 0
@@ -111,7 +130,7 @@ def _host_cpu_flags() -> frozenset:
 
 def host_has_fma() -> bool:
   """Whether this machine's CPU has fused multiply-add instructions (x86's FMA3; every 64-bit ARM CPU). The CPU, LLVM and
-  PYTHON devices fuse sums of products (lower.fused_products) only where it has: elsewhere an fma is a slow library call."""
+  PYTHON devices fuse sums of products (linearize.fused_products) only where it has: elsewhere an fma is a slow library call."""
   return platform.machine().lower() in ("arm64", "aarch64") or "fma" in _host_cpu_flags()
 
 def host_has_avx512() -> bool:

@@ -111,9 +111,8 @@ class TinyJit:
         if swap: kbufs = [swap.get(b, b) for b in kbufs]
         if kernel is None: kbufs[0].copyin(kbufs[1].as_memoryview())
         else: kernel.run([b.handle for b in kbufs])
-        kbufs[0].writes += 1
-        kbufs[0].stores += 1
-    for b in self.written: b.writes, b.stores = b.writes + 1, b.stores + 1
+        kbufs[0].mark_written()
+    for b in self.written: b.mark_written()
     for d in devices: d.flush()
     GlobalCounters.kernel_count += self.totals[0]
     GlobalCounters.global_ops += self.totals[1]

@@ -16,8 +16,9 @@ from collections import defaultdict
 from typing import Optional
 from tinyweb.device import Buffer, Device
 from tinyweb.dtype import DType
+from tinyweb.helpers import deep_recursion
 from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, substitute, const_key
-from tinyweb.codegen.lower import reduce_identity
+from tinyweb.codegen.lowering import reduce_identity
 
 @dataclass(eq=False)
 class ScheduleItem:
@@ -84,6 +85,7 @@ def apply_realized(root: UOp) -> UOp:
 
 def _expands(u: UOp) -> bool: return u.op is Ops.EXPAND and u.shape != u.src[0].shape
 
+@deep_recursion()
 def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp], dict[UOp, UOp]]:
   """Returns the kernels/copies to run, in order; for every target the uop of the buffer (view) holding it; and for
   every ASSIGN in the graph the uop of its buffer after it runs. A graph with the structure of one scheduled before

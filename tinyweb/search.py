@@ -1,4 +1,4 @@
-"""BEAM search: for a new kernel, time lists of optimization actions (codegen/lower.py `Opt`) on the device and keep
+"""BEAM search: for a new kernel, time lists of optimization actions (codegen/opts.py `Opt`) on the device and keep
 the fastest. Turned on by `BEAM=N` or `with Context(BEAM=N):`; NOOPT=1 wins over it.
 
 Round 0 times the NOOPT kernel and the heuristics' choice. Each later round extends each of the N fastest lists of the
@@ -25,9 +25,11 @@ from tinyweb.device import Device, Buffer
 from tinyweb.dtype import DType, dtypes
 from tinyweb.helpers import DEBUG, cache_dir, prod
 from tinyweb.uop import UOp, Ops
-from tinyweb.codegen.lower import Opt, OptError, lower, apply_opts, heuristic_opts, noopt_opts, reduce_loops
+from tinyweb.codegen.program import CompiledKernel
+from tinyweb.codegen.opts import Opt, OptError, apply_opts, reduce_loops
+from tinyweb.codegen.heuristics import heuristic_opts
+from tinyweb.codegen.lower import lower, noopt_opts
 from tinyweb.codegen.tensor_cores import contraction
-from tinyweb.engine import CompiledKernel
 
 SEARCH_VERSION = 4       # bump when the meaning of actions changes: cached results of older searches are ignored
 MAX_UPCAST = 128         # most outputs one loop iteration computes (each needs a register)

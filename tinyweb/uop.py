@@ -13,8 +13,6 @@ from typing import Any, Callable, Optional
 from tinyweb.dtype import DType, dtypes, cast_scalar
 from tinyweb.helpers import prod, fork_safe_lock
 
-sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
-
 class Ops(Enum):
   __hash__ = object.__hash__   # members are singletons; Enum's own __hash__ is Python code and ops are hashed constantly
   # tensor-graph leaves

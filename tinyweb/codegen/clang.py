@@ -2,7 +2,7 @@
 from __future__ import annotations
 from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import Ops
-from tinyweb.codegen.lower import Program
+from tinyweb.codegen.program import Program
 from tinyweb.codegen.cstyle import CStyleRenderer
 
 class ClangRenderer(CStyleRenderer):

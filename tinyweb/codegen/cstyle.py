@@ -4,7 +4,8 @@ from __future__ import annotations
 import copy, math
 from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import UOp, Ops, ALU
-from tinyweb.codegen.lower import Program, reduce_identity, IDX
+from tinyweb.codegen.program import Program
+from tinyweb.codegen.lowering import reduce_identity, IDX
 from tinyweb.codegen.renderer import Renderer
 
 UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
@@ -359,7 +360,7 @@ class CStyleRenderer(Renderer):
         if isinstance(u.arg, str) and u.arg.startswith("lid"): lines = self.render_thread_index(u, names[u], prog)
         else: lines = self.render_special(u, names[u], prog, [r(x) for x in u.src])
         for s in lines: line(s)
-      elif op is Ops.DEFINE_LOCAL:   # workgroup memory (see lower.stage_loads): declared at the top of the kernel
+      elif op is Ops.DEFINE_LOCAL:   # workgroup memory (see staging.stage_loads): declared at the top of the kernel
         names[u] = u.arg[0]
         self._local_decls.append(self.render_local(names[u], u.dtype, u.arg[1]))
       elif op is Ops.BARRIER: line(self.barrier)

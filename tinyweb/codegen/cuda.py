@@ -9,7 +9,7 @@ Semantics are the CPU device's (ClangRenderer), dtype for dtype:
 - float -> int casts go through 64 bits and wrap like the CPU device; where x86-64 has no answer (NaN, inf, beyond the
   64-bit range) the result is the CPU's too (INT64_MIN, and all ones for uint64), not the GPU's saturation.
 - no fused multiply-add (NVRTC -fmad=false, like clang's -ffp-contract=off) except where the CPU device fuses too: a
-  float32 sum of products updates its accumulator with fmaf (lower.fused_products); IEEE division and square root.
+  float32 sum of products updates its accumulator with fmaf (linearize.fused_products); IEEE division and square root.
 One exception, on purpose: matrix multiplies of float16/bfloat16 run on the tensor cores where they fit (sm_80+, see
 codegen/tensor_cores.py), which multiply exactly and sum in float32 like cuBLAS/PyTorch, where the CPU device rounds each
 product to the 16-bit type first. NOOPT=1 keeps the CPU device's semantics.
@@ -18,7 +18,7 @@ from __future__ import annotations
 from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import UOp
 from tinyweb.codegen.cstyle import CStyleRenderer
-from tinyweb.codegen.lower import Program
+from tinyweb.codegen.program import Program
 
 # 16-bit floats: (bits -> float, float -> bits) helpers of the prelude
 HALF = {dtypes.float16: ("tw_f16_to_f32", "tw_f32_to_f16"), dtypes.bfloat16: ("tw_bf16_to_f32", "tw_f32_to_bf16")}
@@ -28,7 +28,7 @@ class CUDARenderer(CStyleRenderer):
   has_threads = True
   fused_multiply_add = True   # fmaf (NVRTC runs with -fmad=false: only these fuse)
   def render_fma(self, a: str, b: str, c: str) -> str: return f"fmaf({a}, {b}, {c})"
-  workgroup_tiles = True   # shared-memory tiles for matmul-like kernels (lower.choose_tiles)
+  workgroup_tiles = True   # shared-memory tiles for matmul-like kernels (heuristics.choose_tiles)
   local_size = 128        # threads per block (grouped reductions use up to 256)
   max_local_size = 1024   # the runtime passes the GPU's limit
   local_id = "threadIdx.x"   # the thread's index in its block (grouped reductions: thread 0 stores)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import struct
 from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import UOp, Ops
-from tinyweb.codegen.lower import Program, reduce_identity
+from tinyweb.codegen.program import Program
+from tinyweb.codegen.lowering import reduce_identity
 from tinyweb.codegen.renderer import Renderer
 
 REG = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16", dtypes.int32: "i32",
@@ -125,7 +126,7 @@ class LLVMRenderer(Renderer):
         f.emit(f"store {REG[u.dtype]} {init}, ptr {accs[red]}")
       elif op is Ops.ACC_UPDATE:
         red, *vals = u.src
-        if len(vals) == 2:   # a fused product (lower.fused_products): float32
+        if len(vals) == 2:   # a fused product (linearize.fused_products): float32
           f.decls.add("declare float @llvm.fma.f32(float, float, float)")
           upd = f.op(f"call float @llvm.fma.f32(float {r(vals[0])}, float {r(vals[1])}, float {r(red)})")
         else: upd = self.round_result(f, self.render_alu(f, red.arg, [r(red), r(vals[0])], u.dtype, u.dtype, [red, vals[0]]), u.dtype)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.cstyle import CStyleRenderer
-from tinyweb.codegen.lower import Program
+from tinyweb.codegen.program import Program
 
 HALF16 = (dtypes.float16, dtypes.bfloat16)   # computed in float, stored as 16-bit patterns
 

@@ -2,7 +2,7 @@
 pure-Python runtime (backends/python.py) interprets.
 
 Kernels are lowered the GPU way (`has_threads`): the output loops become one flat thread index `gid`, and with a
-workgroup of one thread (`local_size = 1`, so lower.group_size is 0) no reduction is split across threads. Every
+workgroup of one thread (`local_size = 1`, so heuristics.group_size is 0) no reduction is split across threads. Every
 thread then runs the same loops with the same trip counts, which lets the interpreter evaluate each uop for many
 threads at once.
 
@@ -10,13 +10,13 @@ Format (text, so DEBUG=4 shows it): `name NAME`, `threads N`, then one line per 
 `index OP dtype sources arg`, where sources are comma-separated indices of earlier lines and `-` marks an empty field.
 DEFINE_GLOBAL's arg is `position,size`; DEFINE_ACC's and ACC_UPDATE's is the reduction op (a REDUCE is referred to by
 its DEFINE_ACC's index; ACC_UPDATE's sources are the accumulator and the value, or for a fused product
-(lower.fused_products) the accumulator and the two factors: acc = fma(a, b, acc)); CONST's is the value's repr; an
+(linearize.fused_products) the accumulator and the two factors: acc = fma(a, b, acc)); CONST's is the value's repr; an
 integer ALU op whose value bounds (UOp.vmin/vmax) prove it cannot overflow has `inrange` (no wrap-around check); EXP2
 and LOG2 have `fused` where their polynomials take fused multiply-adds (as the CPU device's, see its TW_FMA).
 """
 from __future__ import annotations
 from tinyweb.uop import UOp, Ops, ALU
-from tinyweb.codegen.lower import Program
+from tinyweb.codegen.program import Program
 from tinyweb.codegen.renderer import Renderer
 
 class PythonRenderer(Renderer):

@@ -62,7 +62,7 @@ class Renderer:
       raise TypeError(f"{dt.name} is not supported on {self.device}{' (' + what + ')' if what else ''}: {self.unsupported[dt]}")
 
   def render(self, prog) -> str:
-    """A lowered kernel (codegen/lower.Program) as this target's source text."""
+    """A lowered kernel (codegen/program.Program) as this target's source text."""
     raise NotImplementedError
 
 DECLARED = frozenset(Renderer.__annotations__)

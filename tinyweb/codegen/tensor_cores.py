@@ -1,6 +1,6 @@
 """Tensor cores: contraction kernels (matrix multiplies, batched or not, with an elementwise epilogue) lowered to
 warp-level matrix instructions, on renderers that list input dtypes in `tensor_cores` (CUDA: mma.sync m16n8k16 with
-float16 or bfloat16 inputs and float32 accumulators, sm_80 and newer). Opt("TC", 0, 0) asks for it (lower.py): the
+float16 or bfloat16 inputs and float32 accumulators, sm_80 and newer). Opt("TC", 0, 0) asks for it (opts.py): the
 heuristics choose it wherever it applies, NOOPT never, BEAM search may.
 
 Which kernels (`contraction`): the stored value is elementwise ops and reshapes over one float32 REDUCE_AXIS(ADD) of a
@@ -27,7 +27,9 @@ from typing import Optional, Union
 from tinyweb.dtype import DType, dtypes
 from tinyweb.helpers import prod
 from tinyweb.uop import UOp, UPat, Ops, PatternMatcher, ELEMENTWISE, MOVEMENT, graph_rewrite
-from tinyweb.codegen.lower import IDX, TRUE, Lowerer, Program, at, ravel, unravel, lowering, load_axes, linearize, launch_grid
+from tinyweb.codegen.program import Program
+from tinyweb.codegen.lowering import IDX, TRUE, Lowerer, at, ravel, unravel, lowering, load_axes, launch_grid
+from tinyweb.codegen.linearize import linearize
 from tinyweb.codegen.symbolic import symbolic
 
 TM, TN, TK = 16, 8, 16   # one instruction: D (TM x TN, float32) = A (TM x TK) @ B (TK x TN) + C

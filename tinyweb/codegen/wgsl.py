@@ -15,7 +15,7 @@ from __future__ import annotations
 from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.cstyle import CStyleRenderer
-from tinyweb.codegen.lower import Program
+from tinyweb.codegen.program import Program
 
 PACKED = {dtypes.bool: 8, dtypes.int8: 8, dtypes.uint8: 8, dtypes.int16: 16, dtypes.uint16: 16, dtypes.bfloat16: 16}
 
