@@ -32,16 +32,13 @@ from tinyweb.dtype import DType, dtypes, cast_scalar
 from tinyweb.uop import Ops
 from tinyweb.codegen.lowering import reduce_identity
 from tinyweb.codegen.python import PythonRenderer
-from tinyweb.codegen.symbolic import _fdiv, _exp2, _log2, _sqrt, _sin, _cos, _fmod, _c_div, _c_mod   # IEEE/C scalar semantics
+from tinyweb.scalar import ieee_div, exp2, log2, sqrt, sin, cos, c_fmod, c_div, c_mod, trunc, f32, fma32, fma32_exact, fma32_is_hard, \
+  cpu_exp2f, cpu_log2f
 
 LANES = 8192   # most lanes evaluated at once: bounds the size of each value's list (memory) while amortizing dispatch
 
 # ---- rounding and wrapping to a dtype: on a list of values (fast, C-level where possible) or on one value ----
 
-_F32 = array("f", [0.0])
-def _f32(x: float) -> float:   # the float32 nearest x (overflow -> inf: the C conversion)
-  _F32[0] = x
-  return _F32[0]
 def _f32s(v: list) -> list:
   try: return list(struct.unpack(f"{len(v)}f", struct.pack(f"{len(v)}f", *v)))
   except OverflowError: return array("f", v).tolist()   # a finite value beyond float32's range: inf
@@ -82,7 +79,7 @@ def normalizer(dt: DType) -> Optional[Callable]:
   """list_normalizer for a value that is a scalar or a list."""
   lf = list_normalizer(dt)
   if lf is None: return None
-  sf = _f32 if dt == dtypes.float32 else (lambda x: lf([x])[0])
+  sf = f32 if dt == dtypes.float32 else (lambda x: lf([x])[0])
   return lambda v: lf(v) if type(v) is list else sf(v)
 
 # ---- ALU ops on scalars and lists: op builders ----
@@ -124,7 +121,7 @@ def _int_div(op: Ops):
   """C division/modulo as CStyleRenderer.render_int_div emits it: truncating; x/0 = x%0 = 0; INT_MIN/-1 wraps (the result
   is wrapped to the dtype afterwards). Python's floor versions where no sign is negative."""
   floor = operator.floordiv if op is Ops.IDIV else operator.mod
-  c = _c_mod if op is Ops.MOD else _c_div
+  c = c_mod if op is Ops.MOD else c_div
   lf, lc = lift2(floor), lift2(c)
   def g(a, b):
     b_pos = b > 0 if type(b) is not list else min(b) > 0
@@ -132,55 +129,21 @@ def _int_div(op: Ops):
     return lf(a, b) if b_pos and a_nonneg else lc(a, b)
   return g
 
-def _trunc(x: float) -> float: return x if math.isinf(x) or x != x else math.copysign(float(math.trunc(x)), x)
-
 def _shift(left: bool, dt: DType):
   m = (64 if dt.bits == 64 else 32) - 1   # C promotes to int; the count is taken modulo the width (x86)
   return lift2((lambda a, b: a << (b & m)) if left else (lambda a, b: a >> (b & m)))
 
-# the CPU device's float32 exp2 and log2 (ClangRenderer's prelude: tw_exp2f, tw_log2f), op for op in float32 (a double
-# result of +, -, *, / of two floats rounded to float32 is the float32 result), so that they give the same bits
-_EXP2_C = [_f32(c) for c in (0.693147182464599609375, 0.2402265071868896484375, 5.5504109710454940795898e-2,
-                             9.6181295812129974365234e-3, 1.3333558430895209312439e-3, 1.5403530357498675584793e-4,
-                             1.5252733804059566110e-5)]
-_LOG2_C = [_f32(c) for c in (2.885390081777927, 0.961796693925976, 0.577078016355585, 0.412198583111132, 0.320598897975325)]
-_I = struct.Struct("<i")
-def _mad(a: float, b: float, c: float, fused: bool) -> float:   # the prelude's TW_MAD: a*b+c rounded once or twice
-  return _fma32(a, b, c) if fused else _f32(_f32(a * b) + c)
-def _horner(x: float, coeffs: list[float], fused: bool) -> float:   # c0 + x*(c1 + x*(...)) in TW_MAD steps like the C
-  t = coeffs[-1]
-  for c in reversed(coeffs[:-1]): t = _mad(x, t, c, fused)
-  return t
-def _c_exp2f(x: float, fused: bool = False) -> float:
-  if x != x: return x
-  c = -150.0 if x < -150.0 else 128.0 if x > 128.0 else x
-  n = float(round(c))   # rint: to nearest even, like Python's round
-  f = c - n             # exact
-  p = _mad(f, _horner(f, _EXP2_C, fused), 1.0, fused)
-  n1 = int(n) >> 1
-  return _f32(_f32(p * 2.0 ** n1) * 2.0 ** (int(n) - n1))
-_FLT_MIN, _SQRT2 = _f32(1.17549435e-38), _f32(1.41421356)
-def _c_log2f(x: float, fused: bool = False) -> float:
-  if not 0.0 < x < math.inf: return -math.inf if x == 0.0 else x if x == math.inf else math.nan
-  sub = x < _FLT_MIN
-  b = _I.unpack(struct.pack("<f", x * 8388608.0 if sub else x))[0]
-  e = ((b >> 23) & 0xff) - (150 if sub else 127)
-  m = struct.unpack("<f", _I.pack((b & 0x007fffff) | 0x3f800000))[0]
-  if m > _SQRT2: m, e = m * 0.5, e + 1
-  s = _f32(_f32(m - 1.0) / _f32(m + 1.0))
-  p = _f32(s * _horner(_f32(s * s), _LOG2_C, fused))
-  return _f32(float(e) + p)
 # float32, float16, bfloat16; by op and whether the CPU device's prelude fuses their polynomial steps (TW_FMA)
 F32_TRANSCENDENTAL = {(op, fused): lift1(functools.partial(fn, fused=fused))
-                      for op, fn in ((Ops.EXP2, _c_exp2f), (Ops.LOG2, _c_log2f)) for fused in (False, True)}
+                      for op, fn in ((Ops.EXP2, cpu_exp2f), (Ops.LOG2, cpu_log2f)) for fused in (False, True)}
 
 FLOAT_OPS = {
   Ops.ADD: lift2(operator.add), Ops.MUL: lift2(operator.mul), Ops.NEG: lift1(operator.neg),
-  Ops.FDIV: guarded(operator.truediv, _fdiv, lift2), Ops.MOD: guarded(math.fmod, _fmod, lift2),
-  Ops.RECIP: guarded(functools.partial(operator.truediv, 1.0), functools.partial(_fdiv, 1.0)),
-  Ops.SQRT: guarded(math.sqrt, _sqrt), Ops.EXP2: guarded(functools.partial(pow, 2.0), _exp2),
-  Ops.LOG2: guarded(math.log2, _log2),
-  Ops.SIN: guarded(math.sin, _sin), Ops.COS: guarded(math.cos, _cos), Ops.TRUNC: lift1(_trunc), Ops.MAX: _max, Ops.MIN: _min,
+  Ops.FDIV: guarded(operator.truediv, ieee_div, lift2), Ops.MOD: guarded(math.fmod, c_fmod, lift2),
+  Ops.RECIP: guarded(functools.partial(operator.truediv, 1.0), functools.partial(ieee_div, 1.0)),
+  Ops.SQRT: guarded(math.sqrt, sqrt), Ops.EXP2: guarded(functools.partial(pow, 2.0), exp2),
+  Ops.LOG2: guarded(math.log2, log2),
+  Ops.SIN: guarded(math.sin, sin), Ops.COS: guarded(math.cos, cos), Ops.TRUNC: lift1(trunc), Ops.MAX: _max, Ops.MIN: _min,
 }
 INT_OPS = {
   Ops.ADD: lift2(operator.add), Ops.MUL: lift2(operator.mul), Ops.NEG: lift1(operator.neg),
@@ -359,8 +322,8 @@ def _seq_fold(rop: Ops, dt: DType, step: Callable) -> Callable:
     return fmax
   if dt == dtypes.float64 and rop is Ops.ADD: return lambda a, s: functools.reduce(operator.add, s, a)
   if dt == dtypes.float32 and rop is Ops.ADD:
+    c = array("f", [0.0])   # (a float32 slot: storing into it rounds)
     def fadd(a, s):
-      c = _F32
       for x in s:
         c[0] = a + x
         a = c[0]
@@ -389,37 +352,14 @@ def make_fold(rop: Ops, dt: DType) -> Callable:
     return [seq(a, val[l::lanes]) for l, a in enumerate(acc)]
   return fold
 
-# float32 fma (C's fmaf: a*b+c rounded once), for the fused sums of products (linearize.fused_products). From doubles: the
-# product of two float32s is exact in a double, and the double sum s rounded to float32 is the exact sum rounded, except
-# where s is exactly halfway between two float32s (the sum's rounding to a double may have made it so): there, and where
-# s rounds past float32's range, the exact sum is found by TwoSum and rounded through round-to-odd (a double's last bit
-# set where it is inexact, which one rounding to float32 then gets right).
-_D, _Q = struct.Struct("<d"), struct.Struct("<q")
-def _fma32_exact(a: float, b: float, c: float) -> float:
-  p = a * b
-  s = p + c
-  if not math.isfinite(s): return _f32(s)
-  t = s - p
-  err = (p - (s - t)) + (c - t)   # TwoSum: s + err == p + c exactly
-  if err and not _Q.unpack(_D.pack(s))[0] & 1: s = math.nextafter(s, math.copysign(math.inf, err))
-  return _f32(s)
-
-def _hard(s: float, r: float) -> bool:   # (see above) s is halfway between float32s, or rounded to +-inf from a finite s
-  d = s - r
-  return (d != 0 and _f32(e := r + d + d) == e) or (math.isinf(r) and math.isfinite(s))
-
-def _fma32(a: float, b: float, c: float) -> float:
-  r = _f32(s := a * b + c)
-  return _fma32_exact(a, b, c) if _hard(s, r) else r
-
 def _fma32s(a: list, b: list, c: list) -> list:
-  """_fma32 over lists, at C speed but for the rare hard cases."""
+  """fma32 over lists, at C speed but for the rare hard cases."""
   s = list(map(operator.add, map(operator.mul, a, b), c))
   r = _f32s(s)
   d = list(map(operator.sub, s, r))
   e = list(map(operator.add, r, map(operator.add, d, d)))
   for i in chain(compress(range(len(s)), map(operator.eq, e, _f32s(e))), compress(range(len(s)), map(math.isinf, r))):
-    if _hard(s[i], r[i]): r[i] = _fma32_exact(a[i], b[i], c[i])
+    if fma32_is_hard(s[i], r[i]): r[i] = fma32_exact(a[i], b[i], c[i])
   return r
 
 def fma_fold(acc, a, b, n: int, lanes: int):
@@ -428,7 +368,7 @@ def fma_fold(acc, a, b, n: int, lanes: int):
   total = n * lanes
   av, bv = (x if type(x) is list else [x] * total for x in (a, b))
   def seq(acc: float, av: list, bv: list) -> float:
-    for x, y in zip(av, bv): acc = _fma32(x, y, acc)
+    for x, y in zip(av, bv): acc = fma32(x, y, acc)
     return acc
   if lanes == 1 and type(acc) is not list: return seq(acc, av, bv)
   if type(acc) is not list: acc = [acc] * lanes

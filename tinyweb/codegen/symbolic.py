@@ -3,46 +3,10 @@
 Index expressions come from movement ops (reshape = ravel + unravel, pad = shift + bounds checks), so the rules
 below that remove `//` and `%` using value bounds (vmin/vmax) are what make the generated indexing cheap."""
 from __future__ import annotations
-import math, operator
-from tinyweb.dtype import dtypes, cast_scalar
+import math
+from tinyweb.dtype import dtypes
 from tinyweb.uop import UOp, UPat, Ops, PatternMatcher, ALU, COMMUTATIVE
-
-def _c_div(a, b): return 0 if b == 0 else int(a / b) if isinstance(a, int) and abs(a) < 2**52 and abs(b) < 2**52 else (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1)
-def _c_mod(a, b): return 0 if b == 0 else a - _c_div(a, b) * b
-def _fmod(a, b):   # C's fmod (exact): NaN for b = 0 or an infinite a, a for an infinite b
-  if math.isnan(a) or math.isnan(b) or math.isinf(a) or b == 0: return math.nan
-  return a if math.isinf(b) else math.fmod(a, b)
-def _mod(a, b): return _fmod(a, b) if isinstance(a, float) or isinstance(b, float) else _c_mod(a, b)
-
-def _fdiv(a, b):
-  if b == 0: return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1, b)
-  return a / b
-
-def _exp2(a):
-  try: return 2.0 ** a
-  except OverflowError: return math.inf
-
-def _log2(a):
-  if math.isnan(a) or a < 0: return math.nan
-  return -math.inf if a == 0 else math.log2(a)
-
-def _sqrt(a): return math.nan if math.isnan(a) or a < 0 else math.sqrt(a)
-def _sin(a): return math.nan if math.isinf(a) or math.isnan(a) else math.sin(a)
-def _cos(a): return math.nan if math.isinf(a) or math.isnan(a) else math.cos(a)
-def _fmax(a, b): return a if (a != a or a > b) else b
-
-PYTHON_ALU = {
-  Ops.NEG: lambda a: (not a) if isinstance(a, bool) else -a, Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.COS: _cos, Ops.SQRT: _sqrt,
-  Ops.RECIP: lambda a: _fdiv(1.0, a), Ops.TRUNC: lambda a: a if math.isinf(a) or math.isnan(a) else math.copysign(float(math.trunc(a)), a),   # trunc(-0.5) = -0.0
-  Ops.ADD: operator.add, Ops.MUL: operator.mul, Ops.FDIV: _fdiv, Ops.IDIV: _c_div, Ops.MOD: _mod, Ops.MAX: _fmax, Ops.MIN: lambda a, b: a if (a != a or a < b) else b,
-  Ops.CMPLT: operator.lt, Ops.CMPNE: operator.ne, Ops.CMPEQ: operator.eq, Ops.AND: operator.and_, Ops.OR: operator.or_,
-  Ops.XOR: operator.xor, Ops.SHL: lambda a, b: a << b, Ops.SHR: lambda a, b: a >> b, Ops.WHERE: lambda c, a, b: a if c else b,
-}
-
-def exec_alu(op: Ops, dtype, *vals):
-  """Evaluate one ALU op on Python numbers with the dtype's semantics (wrapping ints, rounding floats)."""
-  if dtype.is_bool and op in (Ops.ADD, Ops.MUL): op = Ops.OR if op is Ops.ADD else Ops.AND
-  return cast_scalar(PYTHON_ALU[op](*vals), dtype)
+from tinyweb.scalar import exec_alu
 
 def fold_alu(x: UOp):
   if x.dtype.is_float and x.op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.SQRT): return None  # leave transcendental to the device
