@@ -28,9 +28,9 @@ if [ ${#missing_apt[@]} -gt 0 ]; then
 fi
 
 PY=${PYTHON:-python3}
-# (reinstall also when the tinyweb that Python finds is another checkout's editable install)
-if ! $PY -c "import os, sys, tinyweb.backends, pytest, numpy, torch, hypothesis, xdist, safetensors, tqdm, tinygrad, wgpu, pyopencl, playwright, setuptools
-sys.exit(os.path.realpath(tinyweb.backends.__file__) != os.path.realpath('backends/__init__.py'))" >/dev/null 2>&1; then
+# (reinstall also when the tinyweb that Python finds outside this folder is another checkout's editable install)
+if ! (cd / && $PY -c "import os, sys, tinyweb.backends, pytest, numpy, torch, hypothesis, xdist, safetensors, tqdm, tinygrad, wgpu, pyopencl, playwright, setuptools
+sys.exit(os.path.realpath(tinyweb.__file__) != os.path.realpath(sys.argv[1]))" "$PWD/tinyweb/__init__.py") >/dev/null 2>&1; then
   echo "setup: installing tinyweb[test,demo,webgpu,opencl,bench,web] with pip"
   $PY -m pip install -q --disable-pip-version-check -e ".[test,demo,webgpu,opencl,bench,web]"
 fi
