@@ -7,8 +7,8 @@ driver API. Both libraries are loaded with ctypes when the device is first used:
 - Driver: libcuda.so.1 (installed with the NVIDIA driver). GPU 0 (pick one with CUDA_VISIBLE_DEVICES), its primary
   context made current in each thread that calls the driver (the current context is per thread), the legacy default
   stream: launches run in order and a copy to the host waits for the kernels before it.
-- Machines without a GPU still check the CUDA code: `NVRTCCheck` renders a kernel AST and compiles it for sm_80 and
-  sm_90 (the test suite does that for every kernel it builds, see tests/cuda_check.py).
+- Machines without a GPU still check the CUDA code: the test suite renders every kernel it builds for CUDA and
+  compiles it with NVRTCCompiler for sm_80 and sm_90 (tests/cuda_check.py).
 The launch and memory paths were written without access to an NVIDIA GPU: they are untested on hardware.
 """
 from __future__ import annotations
@@ -16,7 +16,6 @@ import ctypes, ctypes.util, glob, os, re, threading
 from ctypes import POINTER, byref, c_char_p, c_float, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from tinyweb.device import Allocator, Compiler, Compiled
 from tinyweb.codegen.cuda import CUDARenderer
-from tinyweb.codegen.lower import lower
 
 # ---- NVRTC ----
 
@@ -93,17 +92,6 @@ class NVRTCCompiler(Compiler):
     if not (older := [a for a in nvrtc.archs if a < cc]):
       raise RuntimeError(f"NVRTC {nvrtc.version} cannot compile for this GPU (sm_{cc}); it knows sm_{nvrtc.archs}")
     return cls(f"compute_{max(older)}")   # a GPU newer than NVRTC: PTX, compiled by the driver
-
-class NVRTCCheck:
-  """Without a GPU: lower a kernel AST for CUDA, render it and compile it for each arch (disk-cached like any kernel).
-  Raises RuntimeError naming the kernel, with NVRTC's log, when the CUDA code is invalid."""
-  def __init__(self, archs: tuple[str, ...] = ("sm_80", "sm_90")):
-    self.renderer = CUDARenderer()
-    self.compilers = [NVRTCCompiler(a) for a in archs]
-  def __call__(self, ast) -> str:
-    src = self.renderer.render(lower(ast, self.renderer))
-    for c in self.compilers: c.compile_cached(src)
-    return src
 
 # ---- the driver API ----
 

@@ -1,12 +1,26 @@
 """The CUDA compile check for machines without an NVIDIA GPU (CI): every kernel the tests build, on any device, is also
-lowered for CUDA, rendered and NVRTC-compiled to cubin for sm_80 and sm_90 (backends/cuda.py: NVRTCCheck, disk-cached).
+lowered for CUDA, rendered and NVRTC-compiled to cubin for sm_80 and sm_90 (NVRTCCheck, disk-cached).
 Invalid CUDA fails the test that built the kernel, with NVRTC's log. Off when the CUDA device runs here (the suite then
 runs on it), when NVRTC is missing, or with TINYWEB_CUDA_CHECK=0. conftest.py imports the two fixtures."""
 import os, pytest
 from tinyweb import engine
 from tinyweb.device import Device
+from tinyweb.codegen.lower import lower
+from tinyweb.codegen.cuda import CUDARenderer
 
 ARCHS = ("sm_80", "sm_90")
+
+class NVRTCCheck:
+  """Without a GPU: lower a kernel AST for CUDA, render it and compile it for each arch (disk-cached like any kernel).
+  Raises RuntimeError naming the kernel, with NVRTC's log, when the CUDA code is invalid."""
+  def __init__(self, archs: tuple[str, ...] = ("sm_80", "sm_90")):
+    from tinyweb.backends.cuda import NVRTCCompiler   # (the CUDA runtime module, only where the check runs)
+    self.renderer = CUDARenderer()
+    self.compilers = [NVRTCCompiler(a) for a in archs]
+  def __call__(self, ast) -> str:
+    src = self.renderer.render(lower(ast, self.renderer))
+    for c in self.compilers: c.compile_cached(src)
+    return src
 
 def make_observer(check, errors: list[str]):
   """An engine.kernel_observers entry: runs `check(ast)` once per distinct kernel AST, appends failures to `errors`."""
@@ -21,9 +35,7 @@ def make_observer(check, errors: list[str]):
 def nvrtc_check():
   """The NVRTCCheck to run, or None when it is off (see the module's docstring)."""
   if os.getenv("TINYWEB_CUDA_CHECK", "1") == "0" or Device.check("CUDA")[0]: return None
-  try:
-    from tinyweb.backends.cuda import NVRTCCheck
-    return NVRTCCheck(ARCHS)
+  try: return NVRTCCheck(ARCHS)
   except RuntimeError: return None   # NVRTC not installed
 
 _errors: list[str] = []

@@ -45,7 +45,7 @@ def ops_for(dt) -> list[Tensor]:
 
 @pytest.mark.parametrize("dt", dtypes.all, ids=lambda d: d.name)
 def test_every_op_compiles_for_sm80_and_sm90(nvrtc, dt):
-  from tinyweb.backends.cuda import NVRTCCheck
+  from cuda_check import NVRTCCheck
   check = NVRTCCheck(("sm_80", "sm_90"))
   asts = kernel_asts(*ops_for(dt))
   assert len(asts) >= 20
