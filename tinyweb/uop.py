@@ -287,8 +287,10 @@ class UPat:
     return False
 
 class PatternMatcher:
+  instances: weakref.WeakSet = weakref.WeakSet()   # (their memos are caches: tinyweb/caches.py)
   def __init__(self, rules: list[tuple[UPat, Callable]]):
     self.rules = rules
+    PatternMatcher.instances.add(self)
     self.memo: dict[UOp, UOp] = {}   # graph_rewrite's results without a ctx
     self.by_op: dict[Ops, list] = {}
     for pat, fn in rules:
