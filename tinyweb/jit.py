@@ -15,10 +15,10 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 from tinyweb.tensor import Tensor
-from tinyweb.uop import UOp, Ops
+from tinyweb.uop import Ops
 from tinyweb.device import Buffer, Device
 from tinyweb.schedule import realized_cache, apply_realized, is_contiguous_buffer, substitute, buffer_uop
-from tinyweb import engine
+import tinyweb.engine as engine
 from tinyweb.helpers import DEBUG, GlobalCounters, fork_safe_lock
 
 def _tensors_in(x: Any) -> list[Tensor]:

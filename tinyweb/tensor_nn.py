@@ -1,15 +1,12 @@
-"""NN ops for Tensor (einsum, linear, convolutions, pooling, interpolation, normalisation, dropout, losses, attention).
+"""NN ops for Tensor (matmul, einsum, linear, convolutions, pooling, interpolation, normalisation, dropout, losses, attention).
 
 Everything here is written with public Tensor methods only, so it adds no gradient rules and no kernels of its own:
 convolutions and pooling are movement-op views (no copies) followed by one multiply-reduce."""
 from __future__ import annotations
 import itertools, math, struct
-from typing import Optional, Sequence
+from typing import Optional, Self, Sequence
 from tinyweb.helpers import prod, ceildiv, dedup, largest_divisor
-
-def _T():
-  from tinyweb.tensor import Tensor   # lazy: tensor.py imports this module
-  return Tensor
+from tinyweb.tensor_helpers import _broadcast_shape
 
 def _tuple(v, n: int, op: str, name: str, least: int = 1, shapes: str = "") -> tuple[int, ...]:
   t = (v,) * n if isinstance(v, int) else tuple(v) if isinstance(v, (tuple, list)) else ()
@@ -63,7 +60,7 @@ def _conv_input_grad(grad, weight, groups: int, s_, d_, pads, spatial):
   the (output position, kernel tap) pairs whose window reads it. grad (N, Cout, *out), weight (Cout, Cin/groups, *k),
   pads the convolution's (before, after) padding, spatial the input's size. Only real terms are added: no padding or
   stride zero is multiplied, so an inf weight gives inf (or NaN from a real 0), never NaN from a structural zero."""
-  T, g = _T(), groups
+  T, g = type(grad), groups
   (bs, cout), (cin_g, *k_), o_ = grad.shape[:2], weight.shape[1:], grad.shape[2:]
   # columns: per input channel, kernel tap and output position, the sum over output channels (a matmul per group);
   # stored, as every tap below reads its own slice of them
@@ -100,6 +97,32 @@ def _reduce_loss(loss, reduction: str, op: str, count=None):
 
 class NNMixin:
   __slots__ = ()
+  # (Tensor, in tensor.py, is built from this mixin and must not be imported here: methods find the class as
+  # type(self), often as a local `Tensor = type(self)`; annotations say Self)
+  # --------------------------------------------------------------------------------------------- matrix multiplication
+
+  def dot(self, w: Self, dtype=None) -> Self:
+    Tensor = type(self)
+    x = self
+    if not isinstance(w, Tensor): w = Tensor(w, device=self.device)
+    xs, ws = x.shape, w.shape
+    if not xs or not ws: raise ValueError(f"matmul: both arguments need at least 1 dimension, got shapes {xs} and {ws}")
+    k_w = ws[-2] if len(ws) > 1 else ws[0]
+    if xs[-1] != k_w: raise ValueError(f"matmul: shapes {xs} and {ws} cannot be multiplied ({xs[-1]} != {k_w})")
+    if x.device != w.device: raise RuntimeError(f"matmul: expected all tensors on the same device, got {x.device} and {w.device}")
+    if len(xs) > 2 or len(ws) > 2:
+      try: _broadcast_shape("matmul", xs[:-2], ws[:-2])
+      except ValueError: raise ValueError(f"matmul: batch dimensions of {xs} and {ws} cannot be broadcast together") from None
+    # out[..., n, m] = sum_k x[..., n, 1, k] * w[..., 1, m, k]: one fused multiply-reduce kernel
+    if len(ws) > 1:
+      wv = w.transpose(-1, -2)
+      if len(xs) > 1: xv, wv = x.reshape(xs[:-1] + (1, xs[-1])), wv.reshape(ws[:-2] + (1, ws[-1], ws[-2]))
+      else: xv = x.reshape((1, xs[-1]))   # (k,) @ (..., k, m): x as one row
+    else: xv, wv = x, w
+    out = (xv * wv).sum(-1, dtype=dtype)
+    return out.cast(dtype) if dtype is not None else out
+  def matmul(self, x: Self, reverse=False, dtype=None) -> Self: return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
+
   # ------------------------------------------------------------------------------------------------------------ einsum
 
   @staticmethod
@@ -321,7 +344,7 @@ class NNMixin:
     total = padded(x, all_pads)._pool(k_, s_, d_, "avg_pool2d").sum(tuple(range(-n, 0)))
     if all(p == (0, 0) for p in all_pads): return total / prod(k_)
     # the divisor counts the explicit padding (count_include_pad) but never the ceil_mode overhang, like torch
-    Tensor = _T()
+    Tensor = type(self)
     sp = self.shape[-n:]
     if count_include_pad: ones = padded(Tensor.ones(*[i + b + a for i, (b, a) in zip(sp, pads)], device=self.device), [(0, e) for e in extra])
     else: ones = padded(Tensor.ones(*sp, device=self.device), all_pads)
@@ -336,7 +359,7 @@ class NNMixin:
     windows = x._pool(k_, s_, d_, "max_pool2d")
     out = windows.detach().max(tuple(range(-n, 0)))
     def backward(g):   # PyTorch's: a window's gradient all to one input, its first maximum (row-major), or its last NaN
-      Tensor, K = _T(), prod(k_)
+      Tensor, K = type(self), prod(k_)
       w, o = windows.detach().reshape(*out.shape, K), out.unsqueeze(-1)
       pos = Tensor.arange(K, device=self.device)
       # the highest score wins: a maximum scores K - pos (the first), a NaN K + 1 + pos (the last; a window holding one
@@ -357,7 +380,7 @@ class NNMixin:
     """Contract each of the last len(taps) dims with (out, in) matrices, one per tap: out[.., o, ..] = sum over the tap
     matrices m of sum_i m[o][i] * x[.., i, ..], over the i with m[o][i] not None (so an inf elsewhere does not make
     inf * 0 = NaN; a tap of weight 0 does, like PyTorch's kernels)."""
-    Tensor = _T()
+    Tensor = type(self)
     x, n = self, len(taps)
     for j, mats in enumerate(taps):
       if mats is None: continue   # (a dim left as it is)
@@ -405,7 +428,7 @@ class NNMixin:
     if mode == "area": return self.adaptive_avg_pool2d(size)
     if mode in ("nearest", "nearest-exact"):
       if align_corners: raise ValueError(f"interpolate: align_corners only applies to the linear modes, not {mode!r}")
-      Tensor = _T()
+      Tensor = type(self)
       x = self
       for j, o in enumerate(size):
         ax, i = self.ndim - n + j, self.shape[self.ndim - n + j]
@@ -453,7 +476,7 @@ class NNMixin:
 
   def dropout(self, p: float = 0.5):
     """Zero each element with probability p and scale the rest by 1/(1-p); identity unless Tensor.training."""
-    Tensor = _T()
+    Tensor = type(self)
     if not 0.0 <= p <= 1.0: raise ValueError(f"dropout: p must be in [0, 1], got {p}")
     if not Tensor.training or p == 0: return self
     keep = Tensor.rand(*self.shape, device=self.device) >= p
@@ -464,7 +487,7 @@ class NNMixin:
 
   def _nll(self, Y, cax: int, weight, ignore_index: int, label_smoothing: float, reduction: str, op: str):
     """self: log-probabilities with classes on axis cax; Y: integer targets (self's shape without cax)."""
-    Tensor = _T()
+    Tensor = type(self)
     if not isinstance(Y, Tensor) or Y.dtype.is_float:
       raise TypeError(f"{op}: class-index targets must be an integer Tensor, got {getattr(Y, 'dtype', type(Y).__name__)}")
     if Y.shape != self.shape[:cax] + self.shape[cax + 1:]:
@@ -540,7 +563,7 @@ class NNMixin:
                                    scale: Optional[float] = None):
     """softmax(q @ k^T * scale + mask) @ v with q = self (..., L, E), k (..., S, E), v (..., S, Ev).
     A bool mask keeps positions where True, a float mask is added; is_causal is torch's top-left aligned tril."""
-    Tensor = _T()
+    Tensor = type(self)
     if self.ndim < 2 or key.ndim < 2 or value.ndim < 2 or self.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
       raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} do not match: "
                        f"need (..., L, E), (..., S, E), (..., S, Ev)")

@@ -6,11 +6,12 @@ an optional `device`. Parameters are created with requires_grad=True, buffers (r
 
 The optimizers are in `tinyweb.nn.optim`; state dicts and checkpoints in `tinyweb.nn.state` (import it explicitly)."""
 from __future__ import annotations
-import math, weakref
+import math
 from typing import Optional, Sequence, Union
 from tinyweb.tensor import Tensor
 from tinyweb.dtype import dtypes
 from tinyweb.helpers import prod
+from tinyweb.nn.optim import _realize_later   # (BatchNorm's running statistics, realized by the next step)
 
 # ---------------------------------------------------------------------------------------------------------------
 # helpers
@@ -25,19 +26,6 @@ def _ntuple(v, n: int, name: str) -> tuple[int, ...]:
   return t
 
 def _per_channel(t: Tensor, ndim: int) -> Tensor: return t.reshape(1, -1, *(1,) * (ndim - 2))
-
-# Tensors assigned lazily by a layer (BatchNorm's running statistics) that the next optimizer step realizes in its own
-# schedule. They must be computed before the step writes the parameters they were computed from: a lazy value reads
-# whatever a buffer holds when it is finally computed.
-_pending: list[weakref.ref] = []
-
-def _realize_later(*ts: Tensor):
-  _pending.extend(weakref.ref(t) for t in ts)
-
-def _take_pending() -> list[Tensor]:
-  out = [t for r in _pending if (t := r()) is not None]
-  _pending.clear()
-  return out
 
 # ---------------------------------------------------------------------------------------------------------------
 # linear and convolutions

@@ -12,9 +12,22 @@ compiled kernels are reused. Bias corrections are computed from the step tensor 
 Lazy values read buffers when they are computed: realize anything computed from the old parameters (e.g. the loss)
 before or with the step: `Tensor.realize_all(loss, *opt.schedule_step())`."""
 from __future__ import annotations
-import math
+import math, weakref
 from typing import Iterable, Optional
 from tinyweb.tensor import Tensor
+
+# Tensors assigned lazily by a layer (BatchNorm's running statistics) that the next optimizer step realizes in its own
+# schedule. They must be computed before the step writes the parameters they were computed from: a lazy value reads
+# whatever a buffer holds when it is finally computed.
+_pending: list[weakref.ref] = []
+
+def _realize_later(*ts: Tensor):
+  _pending.extend(weakref.ref(t) for t in ts)
+
+def _take_pending() -> list[Tensor]:
+  out = [t for r in _pending if (t := r()) is not None]
+  _pending.clear()
+  return out
 
 class Optimizer:
   def __init__(self, params: Iterable[Tensor], lr: float):
@@ -50,7 +63,6 @@ class Optimizer:
   def schedule_step(self) -> list[Tensor]:
     """Assign the new values (lazily) and return the tensors to realize: params, their gradients, the optimizer's state,
     and lazily updated layer buffers (BatchNorm running statistics). Params without a gradient are left as they are."""
-    from tinyweb.nn import _take_pending
     todo = [(i, p, p.grad) for i, p in enumerate(self.params) if p.grad is not None]
     with Tensor.no_grad():
       if todo: self._update(todo)

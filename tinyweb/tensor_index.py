@@ -1,0 +1,245 @@
+"""Tensor indexing: t[index] and t[index] = value (ints, slices, None, Ellipsis, bools, tensor and list indices),
+gather, scatter, one_hot, triu and tril. A mixin of Tensor (tensor.py)."""
+from __future__ import annotations
+import operator
+from typing import Any, Optional, Self
+from tinyweb.dtype import dtypes
+from tinyweb.uop import Ops
+from tinyweb.tensor_helpers import _broadcast_shape, _flatten_list, _as_int, _normalize_axis
+
+# (an instance of IndexMixin is a Tensor: the one class built from it)
+def _index_scalar(i):
+  """An index element, with numpy scalars and 0-d arrays or tensors of ints or bools as the Python int or bool."""
+  if type(i) is int or type(i) is slice or i is None or i is Ellipsis: return i
+  if isinstance(i, IndexMixin): return i.item() if i.ndim == 0 and not i.dtype.is_float else i
+  if type(i).__module__ == "numpy" and getattr(i, "ndim", None) == 0 and i.dtype.kind in "biu": return i.item()
+  return i
+
+class IndexMixin:
+  __slots__ = ()
+  # (Tensor, in tensor.py, is built from this mixin and must not be imported here: methods find the class as
+  # type(self), often as a local `Tensor = type(self)`; annotations say Self)
+
+  def _basic_index(self, index: tuple) -> tuple[Self, list, list[tuple[int, Any]]]:
+    """Apply ints, slices, None, bools and Ellipsis. Returns the view, the movement ops applied (to invert them for
+    __setitem__), and (dim in the view, index, dim of self) for every tensor/list index, whose dims are kept whole. True and False
+    add a dimension of size 1 and 0 (PyTorch's and numpy's meaning: a 0-d mask, not an int). A lone bool is applied
+    here; with other bools or tensor/list indices it is an index of that new dimension, combined with them."""
+    Tensor = type(self)
+    index = tuple(_index_scalar(i) for i in index)
+    lone_bool = sum(type(i) is bool for i in index) == 1 and \
+      not any(isinstance(i, (Tensor, list, tuple)) or (type(i).__module__ == "numpy" and getattr(i, "ndim", 0) > 0) for i in index)
+    n_real = sum(1 for i in index if i is not None and i is not Ellipsis and type(i) is not bool)
+    if sum(1 for i in index if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
+    if n_real > self.ndim: raise IndexError(f"too many indices for tensor of dimension {self.ndim} (got {n_real})")
+    if (e := next((k for k, i in enumerate(index) if i is Ellipsis), None)) is not None:
+      index = index[:e] + (slice(None),) * (self.ndim - n_real) + index[e + 1:]
+    else: index = index + (slice(None),) * (self.ndim - n_real)
+    x, ops, fancy = self, [], []
+    dim, src = 0, 0   # the current dim in x, and the dim of self it comes from
+    def do(name, arg):
+      nonlocal x
+      ops.append((name, arg, x.shape))
+      x = getattr(x, name)(arg) if name != "reshape" else x.reshape(arg)
+    for idx in index:
+      if idx is None or type(idx) is bool:
+        do("reshape", x.shape[:dim] + (1,) + x.shape[dim:])
+        if type(idx) is bool and not lone_bool: fancy.append((dim, idx, None))
+        elif idx is False: do("shrink", tuple((0, 0) if d == dim else None for d in range(x.ndim)))
+        dim += 1
+        continue
+      if isinstance(idx, int):
+        n = x.shape[dim]
+        if not -n <= idx < n: raise IndexError(f"index {idx} is out of bounds for dimension {src} with size {n}")
+        i = idx % n
+        do("shrink", tuple((i, i + 1) if d == dim else None for d in range(x.ndim)))
+        do("reshape", x.shape[:dim] + x.shape[dim + 1:])
+      elif isinstance(idx, slice):
+        n = x.shape[dim]
+        start, stop, step = idx.indices(n)
+        count = len(range(start, stop, step))
+        if step < 0:
+          do("flip", (dim,))
+          start, step = n - 1 - start, -step
+        length = (count - 1) * step + 1 if count else 0
+        if (start, start + length) != (0, n):
+          do("shrink", tuple((start, start + length) if d == dim else None for d in range(x.ndim)))
+        if step > 1 and count > 1:
+          do("_pad_zero", tuple((0, count * step - length) if d == dim else (0, 0) for d in range(x.ndim)))
+          do("reshape", x.shape[:dim] + (count, step) + x.shape[dim + 1:])
+          do("shrink", tuple((0, 1) if d == dim + 1 else None for d in range(x.ndim)))
+          do("reshape", x.shape[:dim + 1] + x.shape[dim + 2:])
+        dim += 1
+      elif isinstance(idx, (Tensor, list, tuple)) or (type(idx).__module__ == "numpy" and getattr(idx, "ndim", 0) > 0):
+        fancy.append((dim, idx, src)); dim += 1
+      else: raise IndexError(f"unsupported index type {type(idx).__name__}: valid are int, bool, slice, None, Ellipsis, Tensor, list")
+      src += 1
+    return x, ops, fancy
+
+  def _index_tensor(self, idx, size: int, dim: int) -> Self:
+    """An index given as Tensor/list/array -> int32 Tensor with negative values wrapped (bounds checked for constants)."""
+    Tensor = type(self)
+    if type(idx) is bool: return Tensor([0] if idx else [], dtype=dtypes.int32, device=self.device)   # (of a new size-1 dim)
+    if not isinstance(idx, Tensor):
+      vals, shape = _flatten_list(idx.tolist() if hasattr(idx, "tolist") else list(idx), "index")
+      if vals and all(type(v) is bool for v in vals): return self._index_tensor(Tensor(vals, device=self.device).reshape(shape), size, dim)
+      if (bad := [v for v in vals if isinstance(v, bool) or not hasattr(type(v), "__index__")]):
+        raise IndexError(f"index: list and array indices must hold ints (or only bools: a mask), got {type(bad[0]).__name__} {bad[0]!r}")
+      vals = [operator.index(v) for v in vals]
+      for v in vals:
+        if not -size <= v < size: raise IndexError(f"index {v} is out of bounds for dimension {dim} with size {size}")
+      idx = Tensor(vals, dtype=dtypes.int32, device=self.device).reshape(shape)
+    if idx.dtype.is_bool:  # a mask selects the positions where it is True (needs the values now)
+      flat = idx.flatten().tolist()
+      if idx.ndim != 1: raise IndexError(f"boolean mask indexing is supported for 1-D masks here, got shape {idx.shape}")
+      if len(flat) != size: raise IndexError(f"boolean mask of length {len(flat)} does not match dimension {dim} of size {size}")
+      return Tensor([i for i, b in enumerate(flat) if b], dtype=dtypes.int32, device=self.device)
+    if idx.dtype.is_float: raise IndexError(f"tensors used as indices must be integer or bool, got {idx.dtype.name}")
+    if idx.device != self.device: raise RuntimeError(f"index: index is on {idx.device}, tensor on {self.device}")
+    idx = idx.cast(dtypes.int32)
+    return (idx < 0).where(idx + size, idx)
+
+  def __getitem__(self, index) -> Self:
+    index = index if isinstance(index, tuple) else (index,)
+    x, _, fancy = self._basic_index(index)
+    if not fancy: return x
+    dims = [d for d, _, _ in fancy]
+    idxs = [self._index_tensor(i, x.shape[d], src) for d, i, src in fancy]
+    try: bshape = _broadcast_shape("index", *[i.shape for i in idxs])
+    except ValueError as e: raise IndexError(str(e)) from None   # (numpy's and PyTorch's type for it)
+    rest = [d for d in range(x.ndim) if d not in dims]
+    # one-hot selection: out[r, b] = sum_k x[r, k] * prod_d (idx_d[b] == k_d)
+    xp = x.permute(rest + dims)
+    rshape, nshape = tuple(x.shape[d] for d in rest), tuple(x.shape[d] for d in dims)
+    mask = None
+    for j, (i, n) in enumerate(zip(idxs, nshape)):
+      oh = i._broadcast_to(bshape).reshape(bshape + (1,) * j + (1,) + (1,) * (len(nshape) - j - 1))
+      ar = type(self).arange(n, device=self.device).reshape((1,) * len(bshape) + (1,) * j + (n,) + (1,) * (len(nshape) - j - 1))
+      m = oh == ar
+      mask = m if mask is None else mask & m
+    xe = xp.reshape(rshape + (1,) * len(bshape) + nshape)
+    out = mask.where(xe, 0).sum(tuple(range(len(rshape) + len(bshape), len(rshape) + len(bshape) + len(nshape))), dtype=x.dtype) \
+      if x.dtype.is_float else mask.where(xe, 0).sum(tuple(range(len(rshape) + len(bshape), len(rshape) + len(bshape) + len(nshape)))).cast(x.dtype)
+    # where the indexed dims go: in place of the first one if they were adjacent, else in front (PyTorch/numpy rule)
+    if dims == list(range(dims[0], dims[0] + len(dims))) and dims[0] > 0:
+      p = dims[0]
+      nr, nb = len(rshape), len(bshape)
+      out = out.permute(list(range(p)) + list(range(nr, nr + nb)) + list(range(p, nr)))
+    elif dims[0] == 0 or dims != list(range(dims[0], dims[0] + len(dims))):
+      nr, nb = len(rshape), len(bshape)
+      out = out.permute(list(range(nr, nr + nb)) + list(range(nr)))
+    return out
+
+  def __setitem__(self, index, value) -> None:
+    Tensor = type(self)
+    index = index if isinstance(index, tuple) else (index,)
+    v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype) \
+      if isinstance(value, (list, tuple)) or getattr(value, "ndim", 0) else Tensor(Tensor._const_uop(value, self.dtype, self.device, (), "setitem"))
+    if v.device != self.device: raise RuntimeError(f"setitem: value is on {v.device}, tensor on {self.device}")
+    v = v.cast(self.dtype)
+    sel, ops, fancy = self._basic_index(index)
+    if fancy:
+      # positions of the selected elements in the flattened tensor, then a one-hot scatter of the values
+      sel_pos = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[index]
+      pos, vals = sel_pos.flatten(), v._broadcast_to(sel_pos.shape, "setitem").flatten()
+      hit = pos.unsqueeze(1) == Tensor.arange(self.numel(), device=self.device).unsqueeze(0)
+      # the last write wins for repeated positions, like sequential assignment
+      order = Tensor.arange(pos.shape[0], device=self.device).unsqueeze(1)
+      last = hit.where(order, -1).max(0)
+      chosen = hit & (order == last.unsqueeze(0))
+      newv = chosen.where(vals.unsqueeze(1), 0).sum(0, dtype=self.dtype).cast(self.dtype) if not self.dtype.is_bool else chosen.where(vals.unsqueeze(1), False).any(0)
+      self.assign((last >= 0).reshape(self.shape).where(newv.reshape(self.shape), self))
+      return
+    try: v = v._broadcast_to(sel.shape, "setitem")
+    except ValueError: raise ValueError(f"setitem: value of shape {v.shape} cannot be broadcast to the selection {sel.shape}") from None
+    inside = Tensor.ones(sel.shape, dtype=dtypes.bool, device=self.device)
+    for name, arg, before in reversed(ops):   # undo each view op to place the values at their positions
+      if name == "shrink":
+        pad = tuple((b, n - e) if a is not None else (0, 0) for a, (b, e), n in
+                    zip(arg, [a if a is not None else (0, n) for a, n in zip(arg, before)], before))
+        v, inside = v._pad_zero(pad), inside._pad_zero(pad)
+      elif name == "_pad_zero":
+        sh = tuple((b, b + n) for (b, _), n in zip(arg, before))
+        v, inside = v.shrink(sh), inside.shrink(sh)
+      elif name == "flip": v, inside = v.flip(*arg), inside.flip(*arg)
+      else: v, inside = v.reshape(before), inside.reshape(before)
+    self.assign(inside.where(v, self))
+
+  def gather(self, dim: int, index: Self) -> Self:
+    Tensor = type(self)
+    d = _normalize_axis("gather", dim, self.ndim)
+    if not isinstance(index, Tensor) or not index.dtype.is_int:
+      raise TypeError(f"gather: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
+    if index.ndim != self.ndim:
+      raise ValueError(f"gather: index must have the same number of dimensions as the input, got {index.shape} for input {self.shape}")
+    if any(i > s for j, (i, s) in enumerate(zip(index.shape, self.shape)) if j != d):
+      raise ValueError(f"gather: index shape {index.shape} is larger than input {self.shape} outside dimension {d}")
+    n = self.shape[d]
+    x = self.shrink(tuple(None if j == d else (0, i) for j, i in enumerate(index.shape)))
+    idx = self._index_tensor(index, n, d)
+    mask = idx.unsqueeze(-1) == Tensor.arange(n, device=self.device)
+    xe = x.permute([j for j in range(self.ndim) if j != d] + [d]).unsqueeze(d)   # (..., 1 at d, ..., n)
+    out = mask.where(xe, 0).sum(-1, dtype=self.dtype if self.dtype.is_float else None)
+    return out.cast(self.dtype)
+
+  def scatter(self, dim: int, index: Self, src, reduce: Optional[str] = None) -> Self:
+    Tensor = type(self)
+    d = _normalize_axis("scatter", dim, self.ndim)
+    if not isinstance(index, Tensor) or not index.dtype.is_int:
+      raise TypeError(f"scatter: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
+    if index.ndim != self.ndim: raise ValueError(f"scatter: index {index.shape} must have as many dims as the input {self.shape}")
+    if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+    n = self.shape[d]
+    src = src if isinstance(src, Tensor) else Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+    src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
+    idx = self._index_tensor(index, n, d)
+    # mask[..., m at d, ..., k] = index[..., m, ...] == k; reduce over m, then move k into dim d
+    mask = idx.unsqueeze(-1) == Tensor.arange(n, device=self.device)
+    s = src.unsqueeze(-1)
+    full = tuple((0, self.shape[j] - index.shape[j]) if j != d else (0, 0) for j in range(self.ndim))
+    def place(t: Self) -> Self: return t.transpose(d, -1).squeeze(-1)._pad_zero(full)
+    hit = place(mask.any(d, keepdim=True))
+    if reduce is None:
+      # where several index entries name one position, the last of them writes it (as torch's CPU loop does); the value
+      # is taken with max against the lowest value, which keeps it exactly (-0.0 too). Gradients as torch's: to src
+      # the output's gradient at each entry's position (duplicates included), to self where nothing was written
+      m = Tensor.arange(index.shape[d], device=self.device).reshape(*[index.shape[d] if j == d else 1 for j in range(self.ndim)], 1)
+      mask = mask & (m == mask.where(m, -1)._reduce(Ops.MAX, d, True, "scatter"))
+      written = place(mask.where(s, self.dtype.min)._reduce(Ops.MAX, d, True, "scatter"))
+      return hit.where(written.detach(), self.detach()).custom_gradient([self, src], lambda g: (hit.where(0.0, g), g.gather(d, idx)))
+    if reduce == "multiply":
+      prodv = place(mask.where(s, 1).prod(d, keepdim=True).cast(self.dtype))
+      return hit.where(self * prodv, self)
+    total = place(mask.where(s, 0).sum(d, keepdim=True, dtype=self.dtype if self.dtype.is_float else None).cast(self.dtype))
+    return self + total   # (reduce == "add")
+  def scatter_add(self, dim: int, index: Self, src: Self) -> Self: return self.scatter(dim, index, src, "add")
+
+  def one_hot(self, num_classes: int = -1) -> Self:
+    """int32 rows with a 1 at each value's class. num_classes=-1 takes the largest value + 1, which reads the values (one
+    realize; a negative value raises then). With num_classes given nothing is read: a value outside [0, num_classes)
+    gives a row of zeros (PyTorch raises)."""
+    Tensor = type(self)
+    if self.dtype.is_float: raise TypeError(f"one_hot: input must be an integer tensor, got {self.dtype.name}")
+    num_classes = _as_int("one_hot", "num_classes", num_classes)
+    if num_classes == -1:
+      if self.numel() == 0: raise ValueError(f"one_hot: cannot infer num_classes from an empty tensor (shape {self.shape}); pass it")
+      lo, hi = self.min(), self.max()
+      Tensor.realize_all(lo, hi)
+      if lo.item() < 0: raise ValueError(f"one_hot: class values must be non-negative, got {lo.item()}")
+      num_classes = int(hi.item()) + 1
+    elif num_classes < 0: raise ValueError(f"one_hot: num_classes must be -1 (infer it) or >= 0, got {num_classes}")
+    elif num_classes == 0 and self.numel(): raise ValueError(f"one_hot: num_classes=0 leaves no class for the {self.numel()} values")
+    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.int32)
+
+  def _tri_mask(self, diagonal: int, upper: bool) -> Self:
+    Tensor = type(self)
+    op = 'triu' if upper else 'tril'
+    if self.ndim < 2: raise ValueError(f"{op}: input must have at least 2 dimensions, got {self.shape}")
+    if not hasattr(diagonal, "__index__"): raise TypeError(f"{op}: diagonal must be an int, got {diagonal!r} ({type(diagonal).__name__})")
+    diagonal = diagonal.__index__()
+    r, c = self.shape[-2:]
+    rows = Tensor.arange(r, device=self.device).reshape(r, 1)
+    cols = Tensor.arange(c, device=self.device).reshape(1, c)
+    return (cols - rows >= diagonal) if upper else (cols - rows <= diagonal)
+  def triu(self, diagonal: int = 0) -> Self: return self._tri_mask(diagonal, True).where(self, 0).cast(self.dtype)
+  def tril(self, diagonal: int = 0) -> Self: return self._tri_mask(diagonal, False).where(self, 0).cast(self.dtype)
