@@ -284,5 +284,9 @@ class CStyleRenderer(Renderer):
     # each kernel is rendered by its own shallow copy of the renderer, which holds that kernel's scratch state
     # (_local_decls, _vectors, WGSL's _atomic): threads render at once, and the shared renderer never changes
     rd = copy.copy(self)
-    rd._local_decls, rd._vectors = [], False   # workgroup-memory declarations the kernel needs (render_local); see clang.py
+    rd.begin_kernel()
     return rd.writer(rd, prog).write_kernel()
+  def begin_kernel(self):
+    """The per-kernel scratch state, on this render's copy of the renderer (a target that needs more adds to it)."""
+    self._local_decls: list[str] = []   # workgroup-memory declarations the kernel needs (render_local)
+    self._vectors = False               # explicit 512-bit vectors in the kernel (the CPU's writer sets it)

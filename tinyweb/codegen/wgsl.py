@@ -269,9 +269,9 @@ fn tw_f2i(f: f32) -> i32 {
 }
 fn tw_f2u(f: f32) -> u32 { return bitcast<u32>(tw_f2i(f)); }
 """
-  def _render(self, prog: Program) -> str:
-    self._atomic: set[str] = set()
-    return super()._render(prog)
+  def begin_kernel(self):
+    super().begin_kernel()
+    self._atomic: set[str] = set()   # output buffers of packed 8/16-bit values, written with atomics
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
     return (("enable f16;\n" if self.has_f16 else "") + self.prelude + "\n".join(params + self._local_decls) + "\n" +
             f"@compute @workgroup_size({prog.local_size or 1})\n"
