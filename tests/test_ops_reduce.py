@@ -271,7 +271,7 @@ def test_reduce_then_elementwise(device, name, tfn, wfn):
 @pytest.mark.parametrize("shape,axis,keepdim", [((1 << 17,), None, False), ((3, 1 << 16), 1, True), ((64, 4, 33, 32), (0, 2, 3), False),
                                                  ((2, 40000, 3), (0, 1), False), ((65537,), 0, False)])
 def test_big_sums_split_in_two_kernels(shape, axis, keepdim, device):
-  """Sums of >= 2^16 elements into few outputs run as two kernels (Tensor._split_sum): partial sums across cores and
+  """Sums of >= 2^16 elements into few outputs run as two kernels (schedule.split_sum): partial sums across cores and
   vector lanes, then their sum. Values and gradients against torch (float64 reference), ints exactly; 65537 (prime) too."""
   from tinyweb import GlobalCounters
   if device == "PYTHON": pytest.skip("PYTHON: sums of 2^16+ elements exceed the interpreter's test budget")

@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Optional
 from tinyweb.device import Buffer, Device
 from tinyweb.dtype import DType
-from tinyweb.helpers import deep_recursion
+from tinyweb.helpers import deep_recursion, prod, largest_divisor
 from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, substitute, const_key
 from tinyweb.codegen.lowering import reduce_identity
 
@@ -178,12 +178,44 @@ class ScheduleTemplate:
       items.append(ScheduleItem(kind, ast, [buf(r) for r in bufs], tuple(items[d] for d in deps), frozenset(buf(r) for r in existing)))
     return items, {t: result(r) for t, r in zip(targets, self.results)}, {graph[a]: result(r) for a, r in self.assigned}
 
+# ---- big sums into few outputs run as two kernels ----
+
+SPLIT_MIN = 1 << 16        # a sum of at least this many elements per output...
+SPLIT_MAX_OUTPUTS = 64     # ...into at most this many outputs is done in two kernels (split_sum)
+SPLIT_CHUNKS = 256         # at most this many partial sums per output and vector lane
+
+def split_sum(u: UOp) -> Optional[UOp]:
+  """A sum of many elements into few outputs (a full sum, a norm's statistics), in two kernels: one loop over all of
+  them would run on one core, one add after the other. The outermost reduced axis is split into A chunks (the first
+  kernel's partial sums, split across the cores) and the innermost into V neighbours in memory (summed in vector
+  registers); the first kernel sums over the rest into A x V partials, the second sums those. (The order of the
+  additions differs from one loop's.) None where `u` is not such a sum."""
+  x, (op, axes) = u.src[0], u.arg
+  shape = x.shape
+  if op is not Ops.ADD or not axes or prod(shape[a] for a in axes) < SPLIT_MIN or \
+     prod(s for i, s in enumerate(shape) if i not in axes) > SPLIT_MAX_OUTPUTS: return None
+  keep = [i for i in range(len(shape)) if i not in axes]
+  red = [shape[i] for i in axes]
+  v = largest_divisor(red[-1], 16)
+  if len(red) == 1: a = largest_divisor(red[0] // v, SPLIT_CHUNKS); split = (a, red[0] // (a * v), v)
+  else: a = largest_divisor(red[0], SPLIT_CHUNKS); split = (a, red[0] // a, *red[1:-1], red[-1] // v, v)
+  n = len(keep)
+  if (order := tuple(keep + list(axes))) != tuple(range(len(shape))): x = UOp(Ops.PERMUTE, x.dtype, (x,), order)
+  if (grouped := tuple(shape[i] for i in keep) + split) != x.shape: x = UOp(Ops.RESHAPE, x.dtype, (x,), grouped)
+  partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (x,), (Ops.ADD, tuple(range(n + 1, n + len(split) - 1)))),))
+  out = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (Ops.ADD, tuple(range(n, n + len(split)))))
+  return out if out.shape == u.shape else UOp(Ops.RESHAPE, u.dtype, (out,), u.shape)
+
 def _create_schedule(targets: list[UOp], sink: UOp, graph: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp], dict[UOp, UOp]]:
   orig_targets = list(targets)
-  if any(u.op is Ops.CUSTOM_GRAD for u in graph):   # only autograd needs them: compute the plain value
+  # the graph as the kernels compute it: CUSTOM_GRAD's plain value (only autograd needs its rule), and big sums split
+  if any(u.op is Ops.CUSTOM_GRAD or (u.op is Ops.REDUCE_AXIS and split_sum(u) is not None) for u in graph):
     done: dict[UOp, UOp] = {}
     for u in graph:
-      done[u] = done[u.src[0]] if u.op is Ops.CUSTOM_GRAD else u.replace(src=tuple(done[s] for s in u.src)) if u.src else u
+      if u.op is Ops.CUSTOM_GRAD: done[u] = done[u.src[0]]
+      else:
+        nu = u.replace(src=tuple(done[s] for s in u.src)) if u.src else u
+        done[u] = (split_sum(nu) or nu) if nu.op is Ops.REDUCE_AXIS else nu
     sink = done[sink]
     targets, graph = list(sink.src), sink.toposort()
   consumers: dict[UOp, list[UOp]] = defaultdict(list)

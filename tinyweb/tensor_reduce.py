@@ -4,13 +4,10 @@ from __future__ import annotations
 import math
 from typing import Self
 from tinyweb.dtype import DType, dtypes, to_dtype
-from tinyweb.helpers import prod, largest_divisor
+from tinyweb.helpers import prod
 from tinyweb.uop import UOp, Ops
 from tinyweb.tensor_helpers import _check_device_dtype, _normalize_axis
 
-SPLIT_MIN = 1 << 16        # a sum of at least this many elements per output...
-SPLIT_MAX_OUTPUTS = 64     # ...into at most this many outputs is done in two kernels (Tensor._split_sum)
-SPLIT_CHUNKS = 256         # at most this many partial sums per output and vector lane
 
 def _device_has(dt: DType, device: str) -> bool:
   try: _check_device_dtype(dt, device, "")
@@ -29,28 +26,9 @@ class ReduceMixin:
 
   def _reduce(self, op: Ops, axis=None, keepdim=False, name="reduce") -> Self:
     axes = self._axes(name, axis)
-    if op is Ops.ADD and prod(self.shape[a] for a in axes) >= SPLIT_MIN and \
-       prod(s for i, s in enumerate(self.shape) if i not in axes) <= SPLIT_MAX_OUTPUTS:
-      out = self._split_sum(axes).reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape)))
-    else: out = self._reduce_axes(op, axes) if axes else self
+    out = self._reduce_axes(op, axes) if axes else self   # (a big sum into few outputs runs as two kernels: schedule.split_sum)
     if keepdim: return out
     return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
-
-  def _split_sum(self, axes: tuple[int, ...]) -> Self:
-    """A sum of many elements into few outputs (a full sum, a norm's statistics), in two kernels: one loop over all of
-    them would run on one core, one add after the other. The outermost reduced axis is split into A chunks (the first
-    kernel's partial sums, split across the cores) and the innermost into V neighbours in memory (summed in vector
-    registers); the first kernel sums over the rest into A x V partials, the second sums those. (The order of the
-    additions differs from one loop's.)"""
-    keep = [i for i in range(self.ndim) if i not in axes]
-    red = [self.shape[i] for i in axes]
-    v = largest_divisor(red[-1], 16)
-    if len(red) == 1: a = largest_divisor(red[0] // v, SPLIT_CHUNKS); split = (a, red[0] // (a * v), v)
-    else: a = largest_divisor(red[0], SPLIT_CHUNKS); split = (a, red[0] // a, *red[1:-1], red[-1] // v, v)
-    n = len(keep)
-    x = self.permute(keep + list(axes)).reshape(tuple(self.shape[i] for i in keep) + split)
-    partial = x._reduce_axes(Ops.ADD, tuple(range(n + 1, n + len(split) - 1))).contiguous()
-    return partial._reduce_axes(Ops.ADD, tuple(range(n, n + len(split))))
 
   def _reduce_axes(self, op: Ops, axes: tuple[int, ...]) -> Self:   # one REDUCE_AXIS, keeping the reduced dims as 1
     return self._wrap(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)), self)
