@@ -10,7 +10,7 @@ that y does not depend on, y on an axis N that x does not; every other axis is a
 of 16 and N of 8 (no partial tiles): other kernels take the normal path.
 
 Semantics: each product is exact in float32 and the products are summed in float32, as cuBLAS/PyTorch do. The plain
-kernels round each product of 16-bit floats to the 16-bit type first (tensor.py `dot`) and sum in another order, so
+kernels round each product of 16-bit floats to the 16-bit type first (tensor_nn.py `dot`) and sum in another order, so
 results may differ by that rounding: BEAM search holds TC candidates to the 16-bit type's tolerance (search.py).
 
 The program: thread `gid` is lane gid % 32 of warp gid // 32 (a block is whole warps), and each warp computes TM x TN
