@@ -118,7 +118,7 @@ def compile_ahead(items: list[ScheduleItem]):
       dev.compiler.store(src, lib)
       cache_kernel(device, ast, prog, src, dev.get_program(prog.name, src))
 
-@deep_recursion()
+@deep_recursion
 def run_schedule(items: list[ScheduleItem]):
   st = time.perf_counter()
   compile_ahead(items)

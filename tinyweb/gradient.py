@@ -82,7 +82,7 @@ def grad_rule(u: UOp, g: UOp) -> tuple[Optional[UOp], ...]:
     return tuple(None for _ in s)
   raise NotImplementedError(f"no gradient rule for {op}")
 
-@deep_recursion()
+@deep_recursion
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
   """Gradients of `root` (seeded with root_grad) with respect to every uop in `targets` that root depends on."""
   graph = root.toposort()

@@ -1,6 +1,6 @@
 """Small shared utilities: environment/context variables, counters, and a few pure functions."""
 from __future__ import annotations
-import os, contextlib, functools, operator, math, platform, contextvars, inspect, sys, threading, weakref
+import os, functools, operator, math, platform, contextvars, inspect, sys, threading, weakref
 from typing import Any, Iterable, Sequence
 
 def prod(xs: Iterable[int]) -> int: return functools.reduce(operator.mul, xs, 1)
@@ -91,24 +91,31 @@ def fork_safe_lock() -> threading.RLock:
   _fork_safe_locks.add(lock := threading.RLock())
   return lock
 
-_deep_lock, _deep_users, _deep_limit_before = fork_safe_lock(), 0, 0
-
-@contextlib.contextmanager
-def deep_recursion(limit: int = 20000):
+class _DeepRecursion:
   """For walks over tensor graphs that recurse once per op of a chain (scheduling, a new node's shape): Python's
-  recursion limit (1000 frames) is raised to `limit` while any thread is inside such a block, and set back when the last
-  one leaves, so that importing or using tinyweb leaves the process's limit as it found it."""
-  global _deep_users, _deep_limit_before
-  with _deep_lock:
-    if _deep_users == 0:
-      _deep_limit_before = sys.getrecursionlimit()
-      sys.setrecursionlimit(max(_deep_limit_before, limit))
-    _deep_users += 1
-  try: yield
-  finally:
-    with _deep_lock:
-      _deep_users -= 1
-      if _deep_users == 0: sys.setrecursionlimit(_deep_limit_before)
+  recursion limit (1000 frames) is raised to LIMIT while any thread is inside such a block, and set back when the last
+  one leaves, so that importing or using tinyweb leaves the process's limit as it found it. (A class, not a generator
+  context manager: it wraps every realize, and this costs a fraction of a microsecond.)"""
+  LIMIT = 20000
+  def __init__(self): self.lock, self.users, self.limit_before = fork_safe_lock(), 0, 0
+  def __enter__(self):
+    with self.lock:
+      if self.users == 0:
+        self.limit_before = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(self.limit_before, self.LIMIT))
+      self.users += 1
+  def __exit__(self, *exc):
+    with self.lock:
+      self.users -= 1
+      if self.users == 0: sys.setrecursionlimit(self.limit_before)
+_deep_recursion = _DeepRecursion()
+
+def deep_recursion(fn):
+  """Decorator: `fn` runs with the raised recursion limit (see _DeepRecursion)."""
+  @functools.wraps(fn)
+  def wrapper(*args, **kwargs):
+    with _deep_recursion: return fn(*args, **kwargs)
+  return wrapper
 
 class GlobalCounters:
   """Counts what the runtime did since the last reset: kernels launched, FLOPs, bytes moved, kernel time."""

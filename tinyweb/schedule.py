@@ -85,7 +85,7 @@ def apply_realized(root: UOp) -> UOp:
 
 def _expands(u: UOp) -> bool: return u.op is Ops.EXPAND and u.shape != u.src[0].shape
 
-@deep_recursion()
+@deep_recursion
 def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp], dict[UOp, UOp]]:
   """Returns the kernels/copies to run, in order; for every target the uop of the buffer (view) holding it; and for
   every ASSIGN in the graph the uop of its buffer after it runs. A graph with the structure of one scheduled before

@@ -190,7 +190,7 @@ PASSES: list[tuple[str, Callable[[Kernel], None]]] = [
 def _uop_count(k: Kernel) -> int:
   return len(k.program.uops) if k.program else len(k.uops) if k.uops else len(k.sink.toposort()) if k.sink is not None else len(k.ast.toposort())
 
-@deep_recursion()
+@deep_recursion
 def lower(ast: UOp, renderer: Renderer, opts: Optional[list[Opt]] = None) -> Program:
   """ast: SINK(STORE(DEFINE_GLOBAL out, value)): the value is stored contiguously in its shape.
   opts: the optimization actions to apply (None: the heuristics choose, or with NOOPT=1 `noopt_opts`).
