@@ -40,7 +40,7 @@ def _disk(sub: str, name: str, holds: str, owner: str) -> Cache:
 
 def caches() -> list[Cache]:
   """The caches, in the order data flows (tensor graph -> schedule -> kernels -> binaries); memoized functions last."""
-  memos = [pm for pm in PatternMatcher.instances]
+  memos = list(PatternMatcher.instances)
   return [
     Cache("constants", "(value, dtype, device, shape) -> the constant's uop", "tinyweb.tensor._const_cache",
           lambda: len(tensor._const_cache), tensor._const_cache.clear),

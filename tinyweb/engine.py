@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib, contextvars, os, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from tinyweb.device import Device
-from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GlobalCounters, at_fork, deep_recursion
+from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GlobalCounters, at_fork
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.program import Program, CompiledKernel
 from tinyweb.codegen.lower import lower
@@ -118,7 +118,6 @@ def compile_ahead(items: list[ScheduleItem]):
       dev.compiler.store(src, lib)
       cache_kernel(device, ast, prog, src, dev.get_program(prog.name, src))
 
-@deep_recursion
 def run_schedule(items: list[ScheduleItem]):
   st = time.perf_counter()
   compile_ahead(items)

@@ -184,16 +184,20 @@ SPLIT_MIN = 1 << 16        # a sum of at least this many elements per output...
 SPLIT_MAX_OUTPUTS = 64     # ...into at most this many outputs is done in two kernels (split_sum)
 SPLIT_CHUNKS = 256         # at most this many partial sums per output and vector lane
 
+def _is_big_sum(u: UOp) -> bool:
+  if u.op is not Ops.REDUCE_AXIS or u.arg[0] is not Ops.ADD or not u.arg[1]: return False
+  shape, axes = u.src[0].shape, u.arg[1]
+  return prod(shape[a] for a in axes) >= SPLIT_MIN and prod(s for i, s in enumerate(shape) if i not in axes) <= SPLIT_MAX_OUTPUTS
+
 def split_sum(u: UOp) -> Optional[UOp]:
   """A sum of many elements into few outputs (a full sum, a norm's statistics), in two kernels: one loop over all of
   them would run on one core, one add after the other. The outermost reduced axis is split into A chunks (the first
   kernel's partial sums, split across the cores) and the innermost into V neighbours in memory (summed in vector
   registers); the first kernel sums over the rest into A x V partials, the second sums those. (The order of the
   additions differs from one loop's.) None where `u` is not such a sum."""
-  x, (op, axes) = u.src[0], u.arg
+  if not _is_big_sum(u): return None
+  x, (_, axes) = u.src[0], u.arg
   shape = x.shape
-  if op is not Ops.ADD or not axes or prod(shape[a] for a in axes) < SPLIT_MIN or \
-     prod(s for i, s in enumerate(shape) if i not in axes) > SPLIT_MAX_OUTPUTS: return None
   keep = [i for i in range(len(shape)) if i not in axes]
   red = [shape[i] for i in axes]
   v = largest_divisor(red[-1], 16)
@@ -209,13 +213,13 @@ def split_sum(u: UOp) -> Optional[UOp]:
 def _create_schedule(targets: list[UOp], sink: UOp, graph: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp], dict[UOp, UOp]]:
   orig_targets = list(targets)
   # the graph as the kernels compute it: CUSTOM_GRAD's plain value (only autograd needs its rule), and big sums split
-  if any(u.op is Ops.CUSTOM_GRAD or (u.op is Ops.REDUCE_AXIS and split_sum(u) is not None) for u in graph):
+  if any(u.op is Ops.CUSTOM_GRAD or _is_big_sum(u) for u in graph):
     done: dict[UOp, UOp] = {}
     for u in graph:
       if u.op is Ops.CUSTOM_GRAD: done[u] = done[u.src[0]]
       else:
         nu = u.replace(src=tuple(done[s] for s in u.src)) if u.src else u
-        done[u] = (split_sum(nu) or nu) if nu.op is Ops.REDUCE_AXIS else nu
+        done[u] = split_sum(nu) or nu
     sink = done[sink]
     targets, graph = list(sink.src), sink.toposort()
   consumers: dict[UOp, list[UOp]] = defaultdict(list)
