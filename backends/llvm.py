@@ -66,5 +66,8 @@ class LLVMDevice(Compiled):
   def __init__(self, name: str = "LLVM"):
     compiler = LLVMCompiler()
     self.llvm = compiler.llvm
-    self.jit = self.llvm.create_lljit_compiler()
+    # JITLink places each object's sections in one block; llvmlite's default linker (RuntimeDyld) maps code and constants
+    # separately and aborts the process when a fragmented address space puts them over 2 GiB apart
+    # (tests/test_llvm.py::test_kernel_code_and_constants_far_apart_in_memory)
+    self.jit = self.llvm.create_lljit_compiler(use_jit_link=True)
     super().__init__(name, CPUAllocator(), LLVMRenderer(fused_multiply_add=host_has_fma()), compiler, LLVMProgram)

@@ -127,6 +127,46 @@ def test_disk_cache_serves_a_second_process(tmp_path):
   np.testing.assert_allclose(eval(first.stdout), exp, rtol=1e-6)
   assert sorted(os.listdir(tmp_path / "kernels")) == files
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux mmap (MAP_NORESERVE, MAP_FIXED_NOREPLACE)")
+def test_kernel_code_and_constants_far_apart_in_memory():
+  """A long-running process's address space fragments: a kernel's code and its constants may be given pages GBs apart.
+  The JIT must link them anyway (with RuntimeDyld, the default of llvmlite's LLJIT, a 32-bit PC-relative reference to a
+  constant overflowed and LLVM aborted the whole process). Here the free pages are made 4 GiB apart on purpose: holes
+  of one page under 4 GiB reservations, every other gap filled."""
+  script = textwrap.dedent("""
+    import ctypes, mmap, numpy as np
+    from tinyweb import Tensor
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    PAGE, FAR, MAP_NORESERVE, MAP_FIXED_NOREPLACE = mmap.PAGESIZE, 4 << 30, 0x4000, 0x100000
+    def reserve(n, at=None):   # address space only: PROT_NONE, nothing committed
+      flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE | (MAP_FIXED_NOREPLACE if at else 0)
+      p = libc.mmap(at, n, 0, flags, -1, 0)
+      assert p != ctypes.c_void_p(-1).value, ctypes.get_errno()
+      return p
+    x = Tensor(np.linspace(-3, 3, 37, dtype=np.float32), device="LLVM")
+    (x + 1).numpy()   # the device and its JIT are up
+    holes = []
+    for _ in range(20):
+      block = reserve(FAR + 2 * PAGE)
+      libc.munmap(block + FAR, PAGE)
+      holes.append(block + FAR)
+    spans = [[int(a, 16) for a in line.split()[0].split("-")] for line in open("/proc/self/maps")]
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+      if 0 < start - end < (1 << 30) and end not in holes: reserve(start - end, end)
+    for i in range(5):   # kernels with a constant pool (.rodata) and libm calls
+      c = np.float32(1.25 + i)
+      got = ((x * c + 0.5).sin() * 3.25).exp2().numpy()
+      xs = x.numpy()
+      np.testing.assert_allclose(got, np.exp2(np.sin(xs * c + np.float32(0.5)) * np.float32(3.25)), rtol=2e-6)
+    print("linked")
+  """)
+  out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "DISABLE_COMPILER_CACHE": "1"})
+  assert out.returncode == 0 and "linked" in out.stdout, out.stdout + out.stderr[-3000:]
+
 def test_missing_llvmlite_is_named_and_cpu_stays_default():
   script = textwrap.dedent("""
     import sys
