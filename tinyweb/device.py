@@ -109,6 +109,10 @@ class Compiled:
       with self.lock:
         if (p := self.programs.get(src)) is None: p = self.programs[src] = self.program_cls(self, name, lib)
     return p
+  def check_dtype(self, dt: DType, what: str = ""):
+    """TypeError naming this device where it cannot hold or compute dt (WEBGPU: no 64-bit types). Its code generator
+    declares what it refuses (Renderer.unsupported); buffers and tensors ask the device."""
+    self.renderer.check_dtype(dt, what)
   def synchronize(self): pass
   def flush(self):
     """Start the work launched so far. A device that records launches into one command batch (WEBGPU) submits it here;
@@ -117,7 +121,7 @@ class Compiled:
 class Buffer:
   """`size` elements of `dtype` on a device. Memory is allocated on first use and returned to the pool when freed."""
   def __init__(self, device: str, size: int, dtype: DType):
-    Device[device].renderer.check_dtype(dtype, "buffer")
+    Device[device].check_dtype(dtype, "buffer")
     self.device, self.size, self.dtype = device, size, dtype
     self._handle = None
     self.writes = self.stores = 0   # see mark_written

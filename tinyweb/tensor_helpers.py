@@ -47,7 +47,7 @@ def _py_scalar(op: str, v) -> Union[bool, int, float]:
 
 def _check_device_dtype(dt: DType, device: str, what: str) -> None:
   """TypeError naming the device where it refuses dt (WEBGPU: no 64-bit types), before anything is built with it."""
-  Device[device].renderer.check_dtype(dt, what)
+  Device[device].check_dtype(dt, what)
 
 def _int_dtype(op: str, lo: int, hi: int, device: str) -> DType:
   """The dtype for ints in [lo, hi] given without one: int32, or int64 (PyTorch's default int) past int32's range,
