@@ -33,6 +33,8 @@ def rows(quick: bool) -> list[dict]:
           dict(key="conv", label="conv2d 3x3 pad 1", desc=f"x{'x'.join(map(str, cx))} w64x64x3x3", size={"x": cx, "w": (64, 64, 3, 3)},
                work=(2 * n * 64 * h * w * c * 9, "GFLOP/s")),
           dict(key="softmax", label="softmax(-1)", desc=f"{sx[0]}x{sx[1]} f32", size={"x": sx}, work=(8 * sx[0] * sx[1], "GB/s")),
+          *[dict(key="gather", label=f"gather {k} rows", desc="x[idx], 60000x784 f32 table", size={"rows": k},
+                 work=(2 * 4 * 784 * k, "GB/s")) for k in (128, 4096)],
           dict(key="mlp", label="MLP train step", desc="784-128-10 SGD bs128", size={"bs": 128}, work=None),
           dict(key="cnn", label="CNN train step", desc="2conv-pool-fc Adam bs64", size={"bs": 64}, work=None),
           dict(key="cnn_cold", label="CNN step cold start", desc="first 2 jitted calls", size={"bs": 64}, work=None)]

@@ -10,6 +10,8 @@ import numpy as np
 
 rng = np.random.default_rng(0)
 def rand(*shape) -> np.ndarray: return rng.random(shape, dtype=np.float32)
+GATHER_TABLE = (60000, 784)   # an MNIST-sized training set, sampled by row the way tinygrad scripts take batches
+def random_rows(k: int) -> np.ndarray: return rng.integers(0, GATHER_TABLE[0], k, dtype=np.int32)
 def batches(n: int, shape: tuple, k: int = 4) -> list:   # k random (images, labels) batches, cycled through
   return [(rand(n, *shape), rng.integers(0, 10, n, dtype=np.int32)) for _ in range(k)]
 
@@ -57,6 +59,10 @@ def make_tiny(fw: Tiny, key: str, size: dict):
     return inputs(rand(*size["x"])), lambda: fw.read(io["x"][0].conv2d(w, padding=1)), 2
   if key == "softmax":
     return inputs(rand(*size["x"])), lambda: fw.read(io["x"][0].softmax(-1)), 2
+  if key == "gather":   # the table once; fresh random rows each run
+    (table,) = fw.fresh(rand(*GATHER_TABLE))
+    def prep(): io["x"] = fw.fresh(random_rows(size["rows"]))
+    return prep, lambda: fw.read(table[io["x"][0]]), 2
   # training steps: jitted, fresh batches each call
   T.manual_seed(0)
   nn = fw.nn
@@ -106,6 +112,10 @@ def make_torch(key: str, size: dict):
   if key == "softmax":
     x = t(rand(*size["x"]))
     return noop, lambda: x.softmax(-1), 2
+  if key == "gather":
+    table, io = t(rand(*GATHER_TABLE)), {}
+    def prep(): io["i"] = t(random_rows(size["rows"])).long()
+    return prep, lambda: table[io["i"]], 2
   nn = torch.nn
   if key == "mlp":
     model, data = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10)), batches(size["bs"], (784,))
@@ -148,6 +158,10 @@ def make_numpy(key: str, size: dict):
   if key == "conv":
     x, w = rand(*size["x"]), rand(*size["w"]) - 0.5
     return noop, lambda: conv_np(x, w), 2
+  if key == "gather":
+    table, io = rand(*GATHER_TABLE), {}
+    def prep(): io["i"] = random_rows(size["rows"])
+    return prep, lambda: table[io["i"]], 2
   if key == "softmax":
     x = rand(*size["x"])
     def softmax():

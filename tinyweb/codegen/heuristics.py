@@ -6,7 +6,7 @@ from typing import Optional
 from tinyweb.dtype import dtypes
 from tinyweb.helpers import prod, largest_divisor, TILES
 from tinyweb.uop import UOp, Ops
-from tinyweb.codegen.lowering import load_axes, read_strides
+from tinyweb.codegen.lowering import load_axes, read_strides, loop_reduces
 from tinyweb.codegen.opts import Opt, OptError, apply_opts, reduce_loops
 from tinyweb.codegen.tensor_cores import contraction
 
@@ -15,7 +15,7 @@ def choose_upcasts(value: UOp, lanes: int = 0) -> dict[int, int]:
   own accumulator, so loads are reused across them and the C compiler can vectorize along the last axis (its stores are
   contiguous). `lanes`: the renderer's float32 vectors (CStyleRenderer.vector_groups). Returns {output axis: how many
   outputs along it}."""
-  if not any(u.op is Ops.REDUCE_AXIS for u in value.toposort()): return {}
+  if not loop_reduces(value): return {}
   shape, out = value.shape, {}
   axes = [i for i, n in enumerate(shape) if n > 1]
   if not axes: return {}
@@ -60,12 +60,11 @@ def group_size(value: UOp, renderer) -> int:
   Worth it when there are few outputs with big reductions (a sum, a norm's statistics): one thread per output would leave
   the GPU idle. It also keeps each thread's loops short: lavapipe (llvmpipe) silently stops a shader invocation's loops
   after 65535 iterations in all (see `max_loop_iterations`), so a reduction longer than that is always shared."""
-  reds = [u for u in value.toposort() if u.op is Ops.REDUCE_AXIS]
-  if not reds: return 0
-  nested = {v for u in reds for v in u.src[0].toposort() if v.op is Ops.REDUCE_AXIS and v is not u}
+  if not (reds := loop_reduces(value)): return 0
+  nested = {v for u in reds for v in loop_reduces(u.src[0]) if v is not u}
   def size(u: UOp) -> int: return prod(u.src[0].shape[a] for a in u.arg[1])
   # the work of one output: a top-level reduction's size times that of the reductions nested in it (loops inside its loop)
-  n = max(size(u) * prod(size(v) for v in u.src[0].toposort() if v.op is Ops.REDUCE_AXIS) for u in reds if u not in nested)
+  n = max(size(u) * prod(size(v) for v in loop_reduces(u.src[0])) for u in reds if u not in nested)
   if n < GROUP_MIN: return 0
   limit = renderer.max_loop_iterations
   if prod(value.shape) >= GROUP_MAX_OUTPUTS and (limit is None or n <= limit // 2): return 0
@@ -82,7 +81,7 @@ def choose_tiles(value: UOp, renderer, upcasts: dict[int, int]) -> list[Opt]:
   staged through workgroup memory (stage_loads). Only where the renderer says it pays (`workgroup_tiles`: a real GPU;
   on CPU-emulated GPUs the barriers cost more than the loads) or TILES=1 forces it."""
   if TILES.value == 0 or (TILES.value < 0 and not renderer.workgroup_tiles): return []
-  if not any(u.op is Ops.REDUCE_AXIS for u in value.toposort()): return []
+  if not loop_reduces(value): return []
   iters = {a: n // upcasts.get(a, 1) for a, n in enumerate(value.shape)}
   axes = [a for a, n in iters.items() if n > 1][-2:]
   if not any(any(a not in deps for a in axes) for deps in load_axes(value)): return []   # no load is shared

@@ -12,7 +12,7 @@ import functools, itertools
 from typing import Optional
 from tinyweb.dtype import dtypes, DType
 from tinyweb.helpers import prod
-from tinyweb.uop import UOp, UPat, Ops, PatternMatcher, ELEMENTWISE, graph_rewrite
+from tinyweb.uop import UOp, UPat, Ops, PatternMatcher, ELEMENTWISE, MOVEMENT, graph_rewrite, substitute
 from tinyweb.codegen.symbolic import symbolic
 
 IDX = dtypes.int32
@@ -92,9 +92,57 @@ def _pad(ctx, x: UOp):
   if valid is None: return at(src, gate, new_idx)
   return valid.where(at(src, valid if gate is TRUE else gate.logical_and(valid), new_idx), UOp.const(u.dtype, 0))
 
+def _conjuncts(c: UOp) -> list[UOp]: return _conjuncts(c.src[0]) + _conjuncts(c.src[1]) if c.op is Ops.AND else [c]
+
+def select_reduce(ctx: Lowerer, u: UOp, gate: UOp, idx) -> Optional[UOp]:
+  """A sum that selects one position, sum over k of where(e == k, x[k], 0) with e not depending on k (how tensor
+  indexing, gather and one_hot products are built), is x[e] where 0 <= e < n and 0 elsewhere: one gated read instead of
+  a loop over every k (a row gather reads its rows, not the table). The value of REDUCE_AXIS `u` at `idx` in that form,
+  or None where `u` is not such a sum (each reduced axis needs its own `e == k` among the condition's conjuncts)."""
+  src, (rop, axes) = u.src[0], u.arg
+  cast = src.dtype if src.op is Ops.CAST else None
+  if cast is not None: src = src.src[0]
+  if rop is not Ops.ADD or src.op is not Ops.WHERE or src.src[0].dtype != dtypes.bool: return None
+  zero = src.src[2]
+  while zero.op in MOVEMENT: zero = zero.src[0]
+  if zero.op is not Ops.CONST or zero.arg != 0 or not any(a.op is Ops.ARANGE for a in src.src[0].toposort()): return None
+  if any(src.shape[a] == 0 for a in axes): return None
+  first_range = ctx.range_id
+  ks = {a: ctx.new_range(src.shape[a]) for a in axes if src.shape[a] != 1}
+  inner = [ks.get(a, UOp.const(IDX, 0)) if a in axes else i for a, i in enumerate(idx)]
+  cond = _conjuncts(graph_rewrite(graph_rewrite(at(src.src[0], gate, inner), lowering, ctx=ctx), symbolic))
+  picked: dict[UOp, UOp] = {}   # k -> e
+  rest = []                     # the other conjuncts
+  for c in cond:
+    for k, e in ((c.src, c.src[::-1]) if c.op is Ops.CMPEQ else ()):
+      if k in ks.values() and k not in picked and e.dtype == IDX and not any(r in ks.values() for r in e.toposort()):
+        picked[k] = e
+        break
+    else: rest.append(c)
+  if len(picked) != len(ks):
+    ctx.range_id = first_range   # (the trial's loops are not used: the kernel's loop numbering stays as without it)
+    return None
+  valid = functools.reduce(UOp.logical_and, [substitute(c, picked) for c in rest] +
+                           [(e >= 0).logical_and(e < k.src[0].arg) for k, e in picked.items()])
+  # the read is not gated: its index is clamped into the table, so it stays in bounds where e does not (a gated read is
+  # a branch per element; an ungated one vectorizes along the selected row)
+  at_e = {k: e.clamp(0, k.src[0].arg - 1) for k, e in picked.items()}
+  val = valid.where(at(src.src[1], gate, [at_e.get(i, i) for i in inner]), UOp.const(src.dtype, 0))
+  return val.cast(cast) if cast is not None else val
+
+def selects(u: UOp) -> bool:
+  """Whether REDUCE_AXIS `u` is a sum that selects one position (`select_reduce`): it lowers to a read, not a loop."""
+  lw = Lowerer()
+  return select_reduce(lw, u, TRUE, [lw.new_range(n) if n != 1 else UOp.const(IDX, 0) for n in u.shape]) is not None
+
+def loop_reduces(value: UOp) -> list[UOp]:
+  """The REDUCE_AXIS nodes of a kernel value that lower to loops (all but the selecting sums), in toposort order."""
+  return [u for u in value.toposort() if u.op is Ops.REDUCE_AXIS and not selects(u)]
+
 def _reduce(ctx: Lowerer, x: UOp):
   u, gate, idx = x.src[0], x.src[1], x.src[2:]
   src, (rop, axes) = u.src[0], u.arg
+  if not any(k[0] is u for k in ctx.blocks) and (sel := select_reduce(ctx, u, gate, idx)) is not None: return sel
   # the copies of one reduction made by upcasting differ only in constant offsets: they share loops. A copy reached
   # inside another loop nest (its index uses other loops) gets loops of its own.
   key = (u, frozenset(r for i in idx for r in i.toposort() if r.op is Ops.RANGE))

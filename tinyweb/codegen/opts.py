@@ -7,6 +7,7 @@ from typing import Optional
 from tinyweb.helpers import prod
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.tensor_cores import contraction
+from tinyweb.codegen.lowering import loop_reduces
 
 @dataclass(frozen=True)
 class Opt:
@@ -40,8 +41,9 @@ class OptError(ValueError):
   """An optimization action that does not apply to a kernel (BEAM search drops such candidates)."""
 
 def reduce_loops(value: UOp) -> list[tuple[UOp, int]]:
-  """The reduction loops of a kernel, as (REDUCE_AXIS, axis) in a fixed order: what UNROLL's axis numbers."""
-  return [(u, a) for u in value.toposort() if u.op is Ops.REDUCE_AXIS for a in u.arg[1] if u.src[0].shape[a] != 1]
+  """The reduction loops of a kernel, as (REDUCE_AXIS, axis) in a fixed order: what UNROLL's axis numbers. A sum that
+  selects one position (a gather) is a read, not a loop."""
+  return [(u, a) for u in loop_reduces(value) for a in u.arg[1] if u.src[0].shape[a] != 1]
 
 @dataclass
 class AppliedOpts:

@@ -209,8 +209,10 @@ InstanceNorm1d = InstanceNorm2d = InstanceNorm3d = InstanceNorm
 # embedding and recurrent cells
 
 class Embedding:
-  """weight[idx] for integer idx of any shape, weight (vocab_size, embed_size) ~ N(0, 1). The lookup is a one-hot
-  matmul, so it is differentiable w.r.t. the weight. Indices outside [0, vocab_size) give zero vectors."""
+  """weight[idx] for integer idx of any shape, weight (vocab_size, embed_size) ~ N(0, 1). The lookup is a sum over
+  one-hot positions, which the code generator turns into a read of the selected rows (codegen/lowering.select_reduce);
+  its gradient w.r.t. the weight adds each position's gradient into its row. Indices outside [0, vocab_size) give zero
+  vectors."""
   def __init__(self, vocab_size: int, embed_size: int, device=None):
     self.vocab_size, self.embed_size = vocab_size, embed_size
     self.weight = Tensor.randn(vocab_size, embed_size, device=device, requires_grad=True)
@@ -218,8 +220,8 @@ class Embedding:
   def __call__(self, idx: Tensor) -> Tensor:
     if not isinstance(idx, Tensor) or idx.dtype.is_float:
       raise TypeError(f"Embedding: indices must be an integer Tensor, got {getattr(idx, 'dtype', type(idx).__name__)}")
-    onehot = idx.unsqueeze(-1) == Tensor.arange(self.vocab_size, device=self.weight.device)
-    return onehot.cast(self.weight.dtype) @ self.weight
+    onehot = (idx.unsqueeze(-1) == Tensor.arange(self.vocab_size, device=self.weight.device)).unsqueeze(-1)
+    return onehot.where(self.weight, 0).sum(-2)
 
 class LSTMCell:
   """One LSTM step, like torch.nn.LSTMCell: `h, c = cell(x, (h, c))` (zeros when hc is None). Gates i, f, g, o."""
