@@ -2,7 +2,7 @@
 import from tinygrad.helpers (progress bars, timers, colors, fetch, cpu_profile)."""
 from __future__ import annotations
 import os, functools, operator, math, platform, contextvars, inspect, sys, threading, weakref, contextlib, time, shutil, decimal
-import atexit, gzip, hashlib, json, pathlib, tempfile
+import atexit, tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
@@ -307,6 +307,7 @@ def cpu_profile(name, device: str = "TINY", display: bool = True, profile_key: O
       cpu_events.append(event)
 
 def _write_profile():
+  import json
   tids = {d: i for i, d in enumerate(dict.fromkeys(e.device for e in cpu_events))}
   events = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": i, "args": {"name": d}} for d, i in tids.items()]
   events += [{"name": str(e.name), "cat": "cpu", "ph": "X", "pid": 0, "tid": tids[e.device], "ts": float(e.st),
@@ -322,7 +323,7 @@ def download(url: str, dest: str | os.PathLike, timeout: float = FETCH_TIMEOUT, 
   """Download `url` (http, https, file://) to `dest` atomically, with a progress bar on stderr: into a temporary file
   beside it, renamed when complete. gunzip: store the decompressed contents. sha256: the hex digest the stored data
   must have. An incomplete download or a digest mismatch raises OSError and leaves nothing behind."""
-  import urllib.request
+  import gzip, hashlib, urllib.request   # (here: importing tinyweb does not pay for them)
   os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
   req = urllib.request.Request(url, headers={"User-Agent": "tinyweb", **(headers or {})})
   with urllib.request.urlopen(req, timeout=timeout) as r:
@@ -344,6 +345,7 @@ def download(url: str, dest: str | os.PathLike, timeout: float = FETCH_TIMEOUT, 
       if os.path.exists(tmp): os.unlink(tmp)
 
 def _sha256_of(path: pathlib.Path) -> str:
+  import hashlib
   h = hashlib.sha256()
   with open(path, "rb") as f:
     while chunk := f.read(1 << 20): h.update(chunk)
@@ -357,6 +359,7 @@ def fetch(url: str, name: Optional[pathlib.Path | str] = None, subdir: Optional[
   `name` if it is a Path or has a '/'. A cached file is used unless allow_caching is false (DISABLE_HTTP_CACHE=1) or it
   does not have the given sha256. A url starting with '/' or '.' is a local path, returned as is. gunzip: keep the
   decompressed contents. extract: unpack the (tar) archive into '<file>.extract' beside it and return that folder."""
+  import hashlib, pathlib
   if url.startswith(("/", ".")): return pathlib.Path(url)
   if name is not None and (isinstance(name, pathlib.Path) or "/" in name): path = pathlib.Path(name)
   else:
