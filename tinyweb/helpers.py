@@ -2,7 +2,7 @@
 import from tinygrad.helpers (progress bars, timers, colors, fetch, cpu_profile)."""
 from __future__ import annotations
 import os, functools, operator, math, platform, contextvars, inspect, sys, threading, weakref, contextlib, time, shutil, decimal
-import atexit, tempfile
+import atexit, gzip, hashlib, json, pathlib, tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
@@ -59,7 +59,6 @@ NO_GRAD = ContextVar("NO_GRAD", 0)
 JIT = ContextVar("JIT", 1)           # 0: TinyJit runs its function eagerly on every call
 GRAPH = ContextVar("GRAPH", 0)       # 1: each realize writes its schedule as a Graphviz graph (tinyweb/graph.py)
 PROFILE = ContextVar("PROFILE", 0)   # 1: cpu_profile records its blocks, written as a Chrome trace at exit
-NO_COLOR = ContextVar("NO_COLOR", 0)
 
 # the `with Context(...)` blocks open in this thread or task, innermost last: (manager, the values it replaced). Kept
 # here, not on the manager: one manager (a decorator's, Tensor.no_grad) may be open in several threads and nested
@@ -178,8 +177,8 @@ _COLORS = ("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"
 
 def colored(st, color: Optional[str], background: bool = False) -> str:
   """`st` in an ANSI terminal color (black, red, green, yellow, blue, magenta, cyan, white; in upper case the bright
-  variant), as the foreground or the background; `st` unchanged when color is None or NO_COLOR is set."""
-  if color is None or NO_COLOR: return st
+  variant), as the foreground or the background; `st` unchanged when color is None or $NO_COLOR is set (to anything)."""
+  if color is None or os.getenv("NO_COLOR"): return st
   if color.lower() not in _COLORS: raise ValueError(f"colored: unknown color {color!r}; valid: {', '.join(_COLORS)} (upper case: bright)")
   return f"\x1b[{30 + 10 * bool(background) + 60 * color.isupper() + _COLORS.index(color.lower())}m{st}\x1b[0m"
 
@@ -307,7 +306,6 @@ def cpu_profile(name, device: str = "TINY", display: bool = True, profile_key: O
       cpu_events.append(event)
 
 def _write_profile():
-  import json
   tids = {d: i for i, d in enumerate(dict.fromkeys(e.device for e in cpu_events))}
   events = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": i, "args": {"name": d}} for d, i in tids.items()]
   events += [{"name": str(e.name), "cat": "cpu", "ph": "X", "pid": 0, "tid": tids[e.device], "ts": float(e.st),
@@ -323,7 +321,7 @@ def download(url: str, dest: str | os.PathLike, timeout: float = FETCH_TIMEOUT, 
   """Download `url` (http, https, file://) to `dest` atomically, with a progress bar on stderr: into a temporary file
   beside it, renamed when complete. gunzip: store the decompressed contents. sha256: the hex digest the stored data
   must have. An incomplete download or a digest mismatch raises OSError and leaves nothing behind."""
-  import gzip, hashlib, urllib.request   # (here: importing tinyweb does not pay for them)
+  import urllib.request   # (here: importing tinyweb does not pay for it)
   os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
   req = urllib.request.Request(url, headers={"User-Agent": "tinyweb", **(headers or {})})
   with urllib.request.urlopen(req, timeout=timeout) as r:
@@ -345,7 +343,6 @@ def download(url: str, dest: str | os.PathLike, timeout: float = FETCH_TIMEOUT, 
       if os.path.exists(tmp): os.unlink(tmp)
 
 def _sha256_of(path: pathlib.Path) -> str:
-  import hashlib
   h = hashlib.sha256()
   with open(path, "rb") as f:
     while chunk := f.read(1 << 20): h.update(chunk)
@@ -359,7 +356,6 @@ def fetch(url: str, name: Optional[pathlib.Path | str] = None, subdir: Optional[
   `name` if it is a Path or has a '/'. A cached file is used unless allow_caching is false (DISABLE_HTTP_CACHE=1) or it
   does not have the given sha256. A url starting with '/' or '.' is a local path, returned as is. gunzip: keep the
   decompressed contents. extract: unpack the (tar) archive into '<file>.extract' beside it and return that folder."""
-  import hashlib, pathlib
   if url.startswith(("/", ".")): return pathlib.Path(url)
   if name is not None and (isinstance(name, pathlib.Path) or "/" in name): path = pathlib.Path(name)
   else:

@@ -1,7 +1,7 @@
 """Optimizers (SGD, Adam, AdamW, LAMB, LARS, Muon, OptimizerGroup) and learning-rate schedules (StepLR, CosineAnnealingLR,
 OneCycleLR), with tinygrad's signatures.
 
-The updates follow torch.optim's formulas. Everything an optimizer keeps is a Tensor attribute (lr, step count t,
+SGD, Adam and AdamW follow torch.optim's formulas; LAMB, LARS and Muon their papers', as tinygrad writes them. Everything an optimizer keeps is a Tensor attribute (lr, step count t,
 momentum buffers b, moments m and v), so `tinyweb.nn.state.get_state_dict(opt)` saves and loads it, and a step is
 pure tensor work: `step()` builds the new values of the parameters and the state as lazy assigns and realizes them,
 together with the gradients they were computed from, in one `Tensor.realize_all` (one schedule). New values are
