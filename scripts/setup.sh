@@ -4,6 +4,7 @@
 #        mesa-vulkan-drivers libvulkan1 (lavapipe: the WEBGPU device runs on Vulkan on the CPU when there is no GPU)
 #        pocl-opencl-icd ocl-icd-libopencl1 ocl-icd-opencl-dev (PoCL: the CL device runs OpenCL on the CPU)
 #        chromium (the e2e tests run tinyweb in headless Chromium on WebGPU)
+#        graphviz (`dot`: GRAPH=1 renders each realize's graph to SVG)
 #   pip: tinyweb itself (editable) with the test, demo, webgpu, opencl, bench and web extras (pytest, numpy, torch==2.13.0 CPU,
 #        hypothesis, safetensors; tqdm; wgpu==0.32.0; the benchmarks' peer tinygrad==0.14.0; pyopencl; playwright==1.65.2)
 #   npm: the site's build tools and Pyodide (package-lock.json), with `npm ci` when node_modules is missing or stale
@@ -14,6 +15,7 @@ missing_apt=()
 command -v clang >/dev/null 2>&1 || missing_apt+=(clang)
 [ -d /usr/share/datasets/fashion-mnist ] || missing_apt+=(dataset-fashion-mnist)   # real data for the demo and its test
 [ -x /usr/lib/chromium/chromium ] || missing_apt+=(chromium)   # the e2e tests' browser (never `playwright install`)
+command -v dot >/dev/null 2>&1 || missing_apt+=(graphviz)       # GRAPH=1's SVGs
 for pkg in mesa-vulkan-drivers libvulkan1; do   # the WEBGPU device (wgpu-py) on lavapipe
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing_apt+=("$pkg")
 done

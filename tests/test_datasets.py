@@ -81,7 +81,7 @@ def fill_of(split) -> int: return split[0][0, 0, 0, 0].item()
 
 def test_mnist_shapes_and_values(tmp_path):
   write_mnist(tmp_path / "m", 40, n=(3, 2))
-  X, Y, Xt, Yt = mnist(str(tmp_path / "m"))
+  X, Y, Xt, Yt = mnist(folder=str(tmp_path / "m"))
   assert (X.shape, Y.shape, Xt.shape, Yt.shape) == ((3, 1, 28, 28), (3,), (2, 1, 28, 28), (2,))
   assert X.dtype == Y.dtype == Xt.dtype == Yt.dtype == dtypes.uint8
   assert X.numpy().reshape(3, -1).max(1).tolist() == [40, 41, 42] and Y.tolist() == [0, 1, 2] and Yt.tolist() == [0, 1]
@@ -95,9 +95,9 @@ def test_lookup_order(tmp_path, monkeypatch):
   (tmp_path / "partial").mkdir()
   (tmp_path / "partial" / IDX_FILES[0]).write_bytes(b"never read")
   monkeypatch.setenv("TINYWEB_MNIST_DIR", str(tmp_path / "env"))
-  assert fill_of(mnist(str(tmp_path / "arg"))) == 10                  # folder argument first
+  assert fill_of(mnist(folder=str(tmp_path / "arg"))) == 10                  # folder argument first
   assert fill_of(mnist()) == 20                                       # then the environment variable
-  assert fill_of(mnist(str(tmp_path / "partial"))) == 20              # an incomplete folder is passed over
+  assert fill_of(mnist(folder=str(tmp_path / "partial"))) == 20              # an incomplete folder is passed over
   monkeypatch.delenv("TINYWEB_MNIST_DIR")
   assert fill_of(mnist()) == 30                                       # then the cache
   monkeypatch.setattr(datasets, "FASHION_MNIST_SYSTEM_DIRS", [str(tmp_path / "nothing"), str(tmp_path / "system")])
@@ -110,10 +110,10 @@ def test_lookup_order(tmp_path, monkeypatch):
 def test_mnist_wrong_contents(tmp_path):
   write_mnist(tmp_path / "m", 0)
   (tmp_path / "m" / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(idx_bytes([1, 2, 3], (3,))))
-  with pytest.raises(FormatError, match="2 images but 3 labels"): mnist(str(tmp_path / "m"))
+  with pytest.raises(FormatError, match="2 images but 3 labels"): mnist(folder=str(tmp_path / "m"))
   (tmp_path / "m" / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(idx_bytes([0] * 12, (3, 2, 2))))
   with pytest.raises(FormatError, match=r"train-images-idx3-ubyte.gz: expected uint8 images of shape \(N, 28, 28\), got uint8 of shape \(3, 2, 2\)"):
-    mnist(str(tmp_path / "m"))
+    mnist(folder=str(tmp_path / "m"))
 
 def test_download_to_cache(tmp_path, monkeypatch, capsys):
   write_mnist(tmp_path / "mirror", 70)
@@ -122,7 +122,7 @@ def test_download_to_cache(tmp_path, monkeypatch, capsys):
   assert fill_of(mnist()) == 70
   cache = tmp_path / "cache" / "datasets" / "mnist"
   assert sorted(os.listdir(cache)) == sorted(s + ".gz" for s in IDX_FILES)   # complete files only, no temporaries
-  assert "MB" in capsys.readouterr().err or "tqdm" in sys.modules             # a progress line
+  assert "train-images-idx3-ubyte.gz: 100%|" in capsys.readouterr().err      # a progress bar
   monkeypatch.setattr(datasets, "MNIST_URLS", [])
   assert fill_of(mnist()) == 70                                            # now from the cache
 
@@ -134,7 +134,7 @@ def test_offline_error(tmp_path, monkeypatch, loader, name, urls, env):
   monkeypatch.setattr(datasets, urls, mirrors)
   monkeypatch.setattr(datasets, "DOWNLOAD_TIMEOUT", 0.5)
   (tmp_path / "empty").mkdir()
-  with pytest.raises(RuntimeError) as e: loader(str(tmp_path / "empty"))
+  with pytest.raises(RuntimeError) as e: loader(folder=str(tmp_path / "empty"))
   msg = str(e.value)
   assert "could not find or download train-images-idx3-ubyte.gz" in msg
   assert f"the folder argument {tmp_path / 'empty'}: missing train-images-idx3-ubyte" in msg and f"${env}: not set" in msg

@@ -325,7 +325,7 @@ def test_mnist_loader_raises_format_error_naming_the_file(tmp_path):
   d = tmp_path / "m"
   d.mkdir()
   for stem in datasets.IDX_FILES: (d / (stem + ".gz")).write_bytes(zero_bomb())
-  refused(lambda p: datasets.mnist(str(p.parent), device="CPU"), d / (datasets.IDX_FILES[0] + ".gz"), "unknown IDX element type")
+  refused(lambda p: datasets.mnist(device="CPU", folder=str(p.parent)), d / (datasets.IDX_FILES[0] + ".gz"), "unknown IDX element type")
 
 # ---------------------------------------------------------------------------------------------------------------
 # safetensors and checkpoints

@@ -19,9 +19,9 @@ _bind_this_checkouts_backends()
 from tinyweb.tensor import Tensor
 from tinyweb.dtype import dtypes, DType
 from tinyweb.device import Device
-from tinyweb.helpers import Context, GlobalCounters, getenv
+from tinyweb.helpers import Context, GlobalCounters, getenv, fetch
 from tinyweb.uop import UOp, Ops
 from tinyweb.jit import TinyJit
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "Context", "GlobalCounters", "getenv", "UOp", "Ops", "TinyJit"]
+__all__ = ["Tensor", "dtypes", "DType", "Device", "Context", "GlobalCounters", "getenv", "fetch", "UOp", "Ops", "TinyJit"]   # (and `from tinyweb import nn`, a subpackage: imported when asked for)
 __version__ = "0.1.0"

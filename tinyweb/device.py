@@ -7,7 +7,8 @@ A runtime (one module in `tinyweb.backends`) provides a `Compiled` device made o
 - a `Compiler`: compile(source) -> bytes (results cached by the base class on disk and in memory);
 - a program class: Program(device, name, lib) and program(*buffers, global_size=..., wait=bool) -> seconds or None;
 - optionally flush(): start launches recorded so far (called at the end of each realize and TinyJit replay).
-Register a new device with `Device.register("NAME", "module.path:ClassName")` or `Device["NAME"] = instance`.
+Register a new device with `Device.register("NAME", "module.path:ClassName")`, `Device["NAME"] = DeviceClass` (created
+with its name on first use, like the built-in devices) or `Device["NAME"] = instance`.
 A device with `is_fallback = True` (PYTHON, the interpreter) is the default only where no other device works.
 
 Threads: each device has a re-entrant `lock`; a runtime whose queue or command state is not safe to share between
@@ -198,7 +199,7 @@ def gpu_present() -> bool:
 class _DeviceRegistry:
   """`Device["CPU"]` gives the device object (created on first use); `Device.DEFAULT` is the default device's name."""
   def __init__(self):
-    self._specs: dict[str, str] = {}
+    self._specs: dict[str, Any] = {}   # name -> 'module.path:ClassName', or the Compiled subclass itself
     self._gpu_runtimes: set[str] = set()
     self._instances: dict[str, Compiled] = {}
     self._failures: dict[str, str] = {}
@@ -210,7 +211,16 @@ class _DeviceRegistry:
     tried first for Device.DEFAULT where the machine shows a GPU."""
     self._specs[name.upper()] = spec
     if gpu: self._gpu_runtimes.add(name.upper())
-  def __setitem__(self, name: str, dev: Compiled): self._instances[name.upper()] = dev
+  def __setitem__(self, name: str, dev):
+    """`Device["NAME"] = MyDevice` (a Compiled subclass: created as MyDevice("NAME") on first use) or a device instance."""
+    name = name.upper()
+    if isinstance(dev, type) and issubclass(dev, Compiled):
+      self._specs[name] = dev
+      self._instances.pop(name, None)
+      self._failures.pop(name, None)
+    elif isinstance(dev, Compiled): self._instances[name] = dev
+    else: raise TypeError(f"Device[{name!r}] = ...: expected a subclass of tinyweb.device.Compiled (created with the name on first use) "
+                          f"or an instance of one, got {dev!r}")
   def canonicalize(self, name: Optional[str]) -> str:
     if name is None: return self.DEFAULT
     n = str(name).upper().split(":")[0]
@@ -232,8 +242,12 @@ class _DeviceRegistry:
       if name in self._instances: return True, ""
       if name in self._failures: return False, self._failures[name]
       if name not in self._specs: return False, f"unknown device; known: {self.known()}"
-      mod, cls = self._specs[name].split(":")
-      try: self._instances[name] = getattr(importlib.import_module(mod), cls)(name)
+      spec = self._specs[name]
+      try:
+        if isinstance(spec, str):
+          mod, cls = spec.split(":")
+          spec = getattr(importlib.import_module(mod), cls)
+        self._instances[name] = spec(name)
       except Exception as e:
         self._failures[name] = f"{type(e).__name__}: {e}"
         return False, self._failures[name]

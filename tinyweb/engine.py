@@ -1,12 +1,12 @@
 """Runs a schedule: lowers each kernel AST, renders and compiles it (all cached), launches it, and reports.
 
 DEBUG=1 prints a summary per realize, DEBUG=2 one line per kernel (time, GFLOP/s, GB/s), DEBUG=3 adds the kernel's
-lowered loop structure, DEBUG=4 prints the generated source."""
+lowered loop structure, DEBUG=4 prints the generated source. GRAPH=1 writes each realize's schedule as a graph (graph.py)."""
 from __future__ import annotations
 import contextlib, contextvars, os, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from tinyweb.device import Device
-from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GlobalCounters, at_fork
+from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GRAPH, GlobalCounters, at_fork
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.program import Program, CompiledKernel
 from tinyweb.codegen.lower import lower
@@ -120,6 +120,9 @@ def compile_ahead(items: list[ScheduleItem]):
 
 def run_schedule(items: list[ScheduleItem]):
   st = time.perf_counter()
+  if GRAPH and items:
+    from tinyweb.graph import write_graph
+    write_graph(items)
   compile_ahead(items)
   devices, records = set(), capturing.get()
   for it in items:

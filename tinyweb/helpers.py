@@ -1,18 +1,28 @@
-"""Small shared utilities: environment/context variables, counters, and a few pure functions."""
+"""Small shared utilities: environment/context variables, counters, a few pure functions, and what tinygrad scripts
+import from tinygrad.helpers (progress bars, timers, colors, fetch, cpu_profile)."""
 from __future__ import annotations
-import os, functools, operator, math, platform, contextvars, inspect, sys, threading, weakref
-from typing import Any, Iterable, Sequence
+import os, functools, operator, math, platform, contextvars, inspect, sys, threading, weakref, contextlib, time, shutil, decimal
+import atexit, gzip, hashlib, json, pathlib, tempfile
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
-def prod(xs: Iterable[int]) -> int: return functools.reduce(operator.mul, xs, 1)
+def prod(x: Iterable[int]) -> int: return functools.reduce(operator.mul, x, 1)
 def largest_divisor(n: int, most: int) -> int:
   """The largest divisor of n that is at most `most` (1 at least)."""
   return max(d for d in range(1, max(1, min(n, most)) + 1) if n % d == 0)
-def flatten(xss: Iterable[Iterable[Any]]) -> list: return [x for xs in xss for x in xs]
-def argsort(xs: Sequence) -> list[int]: return sorted(range(len(xs)), key=xs.__getitem__)
-def all_same(xs: Sequence) -> bool: return all(x == xs[0] for x in xs)
-def round_up(x: int, m: int) -> int: return (x + m - 1) // m * m
-def dedup(xs: Iterable) -> list: return list(dict.fromkeys(xs))
-def ceildiv(a: int, b: int) -> int: return -(-a // b)
+def flatten(l: Iterable[Iterable[Any]]) -> list: return [x for xs in l for x in xs]
+def argsort(x: Sequence) -> list[int]: return sorted(range(len(x)), key=x.__getitem__)
+def all_same(items: Sequence) -> bool: return all(x == items[0] for x in items)
+def round_up(num: int, amt: int) -> int: return (num + amt - 1) // amt * amt
+def dedup(x: Iterable) -> list: return list(dict.fromkeys(x))
+def ceildiv(num: int, amt: int) -> int: return -(-num // amt)
+def make_tuple(x: int | Sequence[int], cnt: int) -> tuple[int, ...]: return (x,) * cnt if isinstance(x, int) else tuple(x)
+def partition(itr: Iterable, fxn: Callable[[Any], bool]) -> tuple[list, list]:
+  """(the items for which fxn is true, the others), each in order."""
+  yes: list = []
+  no: list = []
+  for x in itr: (yes if fxn(x) else no).append(x)
+  return yes, no
 
 @functools.cache
 def getenv(key: str, default: Any = 0) -> Any: return type(default)(os.getenv(key, default))
@@ -46,6 +56,9 @@ NOOPT = ContextVar("NOOPT", 0)
 TILES = ContextVar("TILES", -1)   # GPU workgroup tiles by default (Opt TILE): -1 where the device is a real GPU, 1 always, 0 never
 TRAINING = ContextVar("TRAINING", 0)
 NO_GRAD = ContextVar("NO_GRAD", 0)
+JIT = ContextVar("JIT", 1)           # 0: TinyJit runs its function eagerly on every call
+GRAPH = ContextVar("GRAPH", 0)       # 1: each realize writes its schedule as a Graphviz graph (tinyweb/graph.py)
+PROFILE = ContextVar("PROFILE", 0)   # 1: cpu_profile records its blocks, written as a Chrome trace at exit
 
 # the `with Context(...)` blocks open in this thread or task, innermost last: (manager, the values it replaced). Kept
 # here, not on the manager: one manager (a decorator's, Tensor.no_grad) may be open in several threads and nested
@@ -156,3 +169,208 @@ def to_python_scalar(x: Any) -> Any:
   raise TypeError(f"expected a Python number, got {type(x).__name__}")
 
 def is_nan(x) -> bool: return isinstance(x, float) and math.isnan(x)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# what scripts import from tinygrad.helpers: colors, timers, a progress bar, cpu_profile, fetch
+
+_COLORS = ("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white")
+
+def colored(st, color: Optional[str], background: bool = False) -> str:
+  """`st` in an ANSI terminal color (black, red, green, yellow, blue, magenta, cyan, white; in upper case the bright
+  variant), as the foreground or the background; `st` unchanged when color is None or $NO_COLOR is set (to anything)."""
+  if color is None or os.getenv("NO_COLOR"): return st
+  if color.lower() not in _COLORS: raise ValueError(f"colored: unknown color {color!r}; valid: {', '.join(_COLORS)} (upper case: bright)")
+  return f"\x1b[{30 + 10 * bool(background) + 60 * color.isupper() + _COLORS.index(color.lower())}m{st}\x1b[0m"
+
+class Timing(contextlib.ContextDecorator):
+  """`with Timing("step: "):` (or as a decorator) prints the block's wall time, "step:  12.34 ms", followed by
+  on_exit(nanoseconds) when given; `enabled=False` prints nothing. The time is kept in `.et` (ns)."""
+  def __init__(self, prefix: str = "", on_exit: Optional[Callable[[int], str]] = None, enabled: bool = True):
+    self.prefix, self.on_exit, self.enabled = prefix, on_exit, enabled
+  def __enter__(self):
+    self.st = time.perf_counter_ns()
+    return self
+  def __exit__(self, *exc):
+    self.et = time.perf_counter_ns() - self.st
+    if self.enabled: print(f"{self.prefix}{self.et * 1e-6:6.2f} ms" + (self.on_exit(self.et) if self.on_exit else ""))
+
+class Profiling(contextlib.ContextDecorator):
+  """`with Profiling():` (or as a decorator) runs the block under cProfile and prints the first `frac` of the functions
+  by `sort` (a pstats key: 'cumtime', 'tottime', 'ncalls', ...): calls, own time and total time in ms (divided by
+  `ts`), and the caller that spent most in it. fn: also save the raw stats there (for pstats or snakeviz)."""
+  def __init__(self, enabled: bool = True, sort: str = "cumtime", frac: float = 0.2, fn: Optional[str] = None, ts: float = 1):
+    self.enabled, self.sort, self.frac, self.fn, self.scale = enabled, sort, frac, fn, 1e3 / ts
+  def __enter__(self):
+    import cProfile
+    self.pr = cProfile.Profile()
+    if self.enabled: self.pr.enable()
+    return self
+  def __exit__(self, *exc):
+    if not self.enabled: return
+    self.pr.disable()
+    if self.fn: self.pr.dump_stats(self.fn)
+    import pstats
+    stats = pstats.Stats(self.pr).strip_dirs().sort_stats(self.sort)
+    def where(f) -> str: return f"{f[0]}:{f[1]}:{f[2]}"
+    for f in stats.fcn_list[:int(len(stats.fcn_list) * self.frac)]:   # (fcn_list: the order sort_stats made)
+      _, calls, own, total, callers = stats.stats[f]
+      top = max(callers.items(), key=lambda c: c[1][3], default=None)   # the caller with the most cumulative time in f
+      print(f"n:{calls:8d}  tm:{own * self.scale:7.2f}ms  tot:{total * self.scale:7.2f}ms", colored(where(f).ljust(50), "yellow"),
+            colored(f"<- {top[1][3] / total * 100 if total else 0:3.0f}% {where(top[0])}", "BLACK") if top else "")
+
+def _si(x: float) -> str:
+  """x with an SI prefix, 3 significant digits: 26421856 -> '26.4M'."""
+  for p in ("", "k", "M", "G", "T", "P"):
+    if abs(x) < 999.5 or p == "P": return f"{x:.3g}{p}"
+    x /= 1000
+  raise AssertionError("unreachable")
+
+def _hms(t: float) -> str:
+  m, s = divmod(int(t), 60)
+  return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m:02d}:{s:02d}"
+
+class tqdm:
+  """A progress bar on stderr (tinygrad's small one, the common subset of the tqdm package): `for x in tqdm(xs):` counts
+  the items, `with tqdm(total=n) as bar: bar.update(k)` counts by hand; `set_description(s)` (or `.desc`) labels it.
+  total defaults to len(iterable); without one the bar shows the count and the rate only. unit_scale: counts with SI
+  prefixes (26.4MB). disable=None: draw only where stderr is a terminal. Redraws at most `rate` times a second."""
+  def __init__(self, iterable: Optional[Iterable] = None, desc: str = "", disable: Optional[bool] = False, unit: str = "it",
+               unit_scale: bool = False, total: Optional[int] = None, rate: int = 100):
+    self.iterable, self.unit, self.unit_scale, self.rate = iterable, unit, unit_scale, rate
+    self.disable = not sys.stderr.isatty() if disable is None else disable
+    self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)   # type: ignore[arg-type]
+    self.n, self.st, self.drawn = 0, time.perf_counter(), -math.inf
+    self.set_description(desc)
+    self.update(0)
+  def __iter__(self) -> Iterator:
+    if self.iterable is None: raise TypeError("tqdm: made without an iterable, so it cannot be iterated; use update(n)")
+    for x in self.iterable:
+      yield x
+      self.update(1)
+    self.close()
+  def __enter__(self): return self
+  def __exit__(self, *exc): self.close()
+  def set_description(self, desc: str): self.desc = f"{desc}: " if desc else ""
+  def close(self): self.update(close=True)
+  def update(self, n: int = 0, close: bool = False):
+    """Count n more; redraw (always when close, which ends the line)."""
+    self.n += n
+    now = time.perf_counter()
+    if self.disable or (not close and now - self.drawn < 1 / self.rate): return
+    self.drawn, elapsed = now, now - self.st
+    count = _si if self.unit_scale else str
+    speed = (_si(self.n / elapsed) if self.unit_scale else f"{self.n / elapsed:5.2f}") if self.n and elapsed else "?"
+    speed += f"{self.unit}/s"
+    if self.total:
+      left = _hms(elapsed / self.n * (self.total - self.n)) if self.n else "?"
+      suffix = f"{count(self.n)}/{count(self.total)} [{_hms(elapsed)}<{left}, {speed}]"
+      frac = min(self.n / self.total, 1.0)
+      width = max(shutil.get_terminal_size().columns - len(self.desc) - len(suffix) - 9, 1)
+      cells = frac * width
+      bar = ("█" * int(cells) + (" ▏▎▍▌▋▊▉"[int(8 * cells) % 8] if cells < width else "")).ljust(width)
+      line = f"{self.desc}{100 * frac:3.0f}%|{bar}| {suffix}"
+    else: line = f"{self.desc}{count(self.n)}{self.unit} [{_hms(elapsed)}, {speed}]"
+    print("\r" + line, end="\n" if close else "", file=sys.stderr, flush=True)
+  @classmethod
+  def write(cls, s: str): print(f"\r\x1b[K{s}", file=sys.stderr, flush=True)
+
+def trange(n: int, **kwargs) -> tqdm:
+  """tqdm(range(n)): a progress bar over 0..n-1."""
+  return tqdm(range(n), total=n, **kwargs)
+
+@dataclass
+class ProfileRangeEvent:
+  """A timed block of cpu_profile: start and end in microseconds (time.perf_counter)."""
+  device: str
+  name: Any
+  st: decimal.Decimal
+  en: Optional[decimal.Decimal] = None
+  profile_key: Optional[bytes] = None
+
+cpu_events: list[ProfileRangeEvent] = []   # what cpu_profile recorded while PROFILE was on
+
+def _now_us() -> decimal.Decimal: return decimal.Decimal(time.perf_counter_ns()) / 1000
+
+@contextlib.contextmanager
+def cpu_profile(name, device: str = "TINY", display: bool = True, profile_key: Optional[bytes] = None) -> Iterator[ProfileRangeEvent]:
+  """`with cpu_profile("load"):` times the block as a ProfileRangeEvent (yielded; its `en` is set at the end, also when
+  the block raises). With PROFILE=1 (or Context(PROFILE=1)) and display, the event is kept in `cpu_events`, and at exit
+  all of them are written as a Chrome trace (open it in https://ui.perfetto.dev or chrome://tracing) to $PROFILE_PATH,
+  default <tempdir>/tinyweb-profile-<pid>.json; the path is printed."""
+  event = ProfileRangeEvent(device, name, _now_us(), profile_key=profile_key)
+  try: yield event
+  finally:
+    event.en = _now_us()
+    if PROFILE and display:
+      if not cpu_events: atexit.register(_write_profile)
+      cpu_events.append(event)
+
+def _write_profile():
+  tids = {d: i for i, d in enumerate(dict.fromkeys(e.device for e in cpu_events))}
+  events = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": i, "args": {"name": d}} for d, i in tids.items()]
+  events += [{"name": str(e.name), "cat": "cpu", "ph": "X", "pid": 0, "tid": tids[e.device], "ts": float(e.st),
+              "dur": float((e.en or e.st) - e.st)} for e in cpu_events]
+  path = os.getenv("PROFILE_PATH") or os.path.join(tempfile.gettempdir(), f"tinyweb-profile-{os.getpid()}.json")
+  with open(path, "w") as f: json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
+  print(f"PROFILE: {len(cpu_events)} cpu_profile events written to {path} (open in https://ui.perfetto.dev)")
+
+FETCH_TIMEOUT = 30.0   # seconds a server may stay silent before fetch gives up
+
+def download(url: str, dest: str | os.PathLike, timeout: float = FETCH_TIMEOUT, gunzip: bool = False, sha256: Optional[str] = None,
+             headers: Optional[dict[str, str]] = None) -> None:
+  """Download `url` (http, https, file://) to `dest` atomically, with a progress bar on stderr: into a temporary file
+  beside it, renamed when complete. gunzip: store the decompressed contents. sha256: the hex digest the stored data
+  must have. An incomplete download or a digest mismatch raises OSError and leaves nothing behind."""
+  import urllib.request   # (here: importing tinyweb does not pay for it)
+  os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+  req = urllib.request.Request(url, headers={"User-Agent": "tinyweb", **(headers or {})})
+  with urllib.request.urlopen(req, timeout=timeout) as r:
+    length = int(r.headers.get("Content-Length") or 0)
+    src = gzip.GzipFile(fileobj=r) if gunzip else r
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(dest)), prefix=os.path.basename(dest) + ".", suffix=".part")
+    h, got = hashlib.sha256(), 0
+    try:
+      with os.fdopen(fd, "wb") as f, tqdm(total=None if gunzip else length or None, unit="B", unit_scale=True, desc=os.path.basename(dest)) as bar:
+        while chunk := src.read(1 << 20):
+          f.write(chunk)
+          h.update(chunk)
+          got += len(chunk)
+          bar.update(len(chunk))
+      if length and not gunzip and got != length: raise OSError(f"fetch: incomplete download of {url}: {got} of {length} bytes")
+      if sha256 and h.hexdigest() != sha256.lower(): raise OSError(f"fetch: {url} has sha256 {h.hexdigest()}, expected {sha256}")
+      os.replace(tmp, dest)
+    finally:
+      if os.path.exists(tmp): os.unlink(tmp)
+
+def _sha256_of(path: pathlib.Path) -> str:
+  h = hashlib.sha256()
+  with open(path, "rb") as f:
+    while chunk := f.read(1 << 20): h.update(chunk)
+  return h.hexdigest()
+
+def fetch(url: str, name: Optional[pathlib.Path | str] = None, subdir: Optional[str] = None, gunzip: bool = False,
+          allow_caching: bool = not getenv("DISABLE_HTTP_CACHE"), headers: Optional[dict[str, str]] = None,
+          sha256: Optional[str] = None, extract: bool = False) -> pathlib.Path:
+  """The path of `url`'s contents (http, https or file://), downloaded once into the cache: <cache>/downloads/[subdir/]
+  name, where name defaults to the md5 of the url (plus one of the headers, and '.gunzip' when gunzip), or to the path
+  `name` if it is a Path or has a '/'. A cached file is used unless allow_caching is false (DISABLE_HTTP_CACHE=1) or it
+  does not have the given sha256. A url starting with '/' or '.' is a local path, returned as is. gunzip: keep the
+  decompressed contents. extract: unpack the (tar) archive into '<file>.extract' beside it and return that folder."""
+  if url.startswith(("/", ".")): return pathlib.Path(url)
+  if name is not None and (isinstance(name, pathlib.Path) or "/" in name): path = pathlib.Path(name)
+  else:
+    tag = "_" + hashlib.md5("\n".join(f"{k.strip()}:{v.strip()}" for k, v in sorted(headers.items())).encode()).hexdigest() if headers else ""
+    path = pathlib.Path(cache_dir()) / "downloads" / (subdir or "") / ((name or hashlib.md5(url.encode()).hexdigest()) + tag + (".gunzip" if gunzip else ""))
+  if not path.is_file() or not allow_caching or (sha256 and _sha256_of(path) != sha256.lower()):
+    download(url, path, gunzip=gunzip, sha256=sha256, headers=headers)
+  if not extract: return path
+  folder = path.parent / f"{path.name}.extract"
+  if not folder.is_dir() or not allow_caching:
+    from tinyweb.nn.datasets import safe_extract   # (checks every member; here to keep helpers free of tensor imports)
+    tmp = pathlib.Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.extract."))
+    try:
+      safe_extract(str(path), str(tmp))
+      shutil.rmtree(folder, ignore_errors=True)
+      os.replace(tmp, folder)
+    finally: shutil.rmtree(tmp, ignore_errors=True)
+  return folder

@@ -3,7 +3,8 @@
 Call 1 runs the function normally (so every kernel gets compiled). Call 2 runs it again while recording every kernel
 launch and copy, with the cache of computed values turned off so that everything the function computes is really
 launched (and so recorded). From call 3 on, the recorded launches run again with the new inputs' buffers in place
-of the recorded inputs' buffers; nothing is scheduled, lowered or compiled.
+of the recorded inputs' buffers; nothing is scheduled, lowered or compiled. With JIT=0 (or `Context(JIT=0)`) every call
+runs the function as it is and realizes what it returns, as in tinygrad; such calls do not count towards capturing.
 
 Rules, as in tinygrad: inputs are the Tensor arguments (positional and keyword); each call must pass tensors of the
 same shapes, dtypes and devices (a mismatch raises a ValueError naming the argument; make a new TinyJit for another
@@ -19,7 +20,7 @@ from tinyweb.uop import Ops
 from tinyweb.device import Buffer, Device
 from tinyweb.schedule import realized_cache, apply_realized, is_contiguous_buffer, substitute, buffer_uop
 import tinyweb.engine as engine
-from tinyweb.helpers import DEBUG, GlobalCounters, fork_safe_lock
+from tinyweb.helpers import DEBUG, JIT, GlobalCounters, fork_safe_lock
 
 def _tensors_in(x: Any) -> list[Tensor]:
   if isinstance(x, Tensor): return [x]
@@ -61,6 +62,10 @@ class TinyJit:
     finally: self.busy.release()
 
   def _call(self, *args, **kwargs):
+    if not JIT:
+      ret = self.fn(*args, **kwargs)
+      Tensor.realize_all(*_tensors_in(ret))
+      return ret
     inputs = _tensors_in(args) + _tensors_in(kwargs)
     bufs = [_input_buffer(t) for t in inputs]
     sig = [(t.shape, t.dtype, t.device) for t in inputs]

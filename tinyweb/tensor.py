@@ -77,6 +77,10 @@ def _pack_values(op: str, vals: list, dt: Optional[DType], device: str) -> tuple
   try: return dt, _pack(vals, dt)
   except OverflowError: raise scalar_range_error(op, next(v for v in vals if not scalar_fits(v, dt)), dt) from None   # (huge ints)
 
+def _no_multi_device(op: str, devices):
+  raise NotImplementedError(f"{op}: {tuple(devices)} is several devices; tinyweb tensors live on one device (tinygrad's multi-device "
+                            "tensors are tinyweb issue 18): pass one device, or move the parts yourself with .to()")
+
 _NP_NAMES = {"bool": dtypes.bool, "int8": dtypes.int8, "uint8": dtypes.uint8, "int16": dtypes.int16, "uint16": dtypes.uint16,
              "int32": dtypes.int32, "uint32": dtypes.uint32, "int64": dtypes.int64, "uint64": dtypes.uint64,
              "float16": dtypes.float16, "float32": dtypes.float32, "float64": dtypes.float64}
@@ -259,6 +263,34 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, MathMixin, IndexMixin, N
     if dev == self.device: return self
     return self._wrap(UOp(Ops.COPY, self.dtype, (self.uop,), dev))
   def cpu(self) -> Tensor: return self.to("CPU")
+  def to_(self, device: Optional[str]) -> Tensor:
+    """Move this tensor (and its gradient) to `device` in place. (A tuple of devices, tinygrad's multi-device tensors: not yet.)"""
+    if isinstance(device, (tuple, list)): _no_multi_device("to_", device)
+    self.uop, self.grad = self.to(device).uop, None if self.grad is None else self.grad.to(device)
+    if self.requires_grad: self._make_grad_leaf()
+    return self
+
+  # tinygrad's multi-device API (one device works; several: tinyweb issue 18) and its hardware-specific ops
+  def shard(self, devices: tuple[str, ...], axis: Optional[int] = None) -> Tensor:
+    """This tensor on `devices`: one device is `to(device)`; split over several (tinygrad's multi-device tensors): not yet."""
+    if len(devices) != 1: _no_multi_device("shard", devices)
+    return self.to(devices[0])
+  def shard_(self, devices: tuple[str, ...], axis: Optional[int] = None) -> Tensor:
+    """shard in place."""
+    if len(devices) != 1: _no_multi_device("shard_", devices)
+    return self.to_(devices[0])
+  def shard_like(self, y: Tensor) -> Tensor:
+    """This tensor on y's device (tinygrad: sharded like y; tinyweb tensors are on one device)."""
+    return self.to(y.device)
+  def image_dot(self, w: Tensor, dtype=None) -> Tensor:
+    """tinygrad's matmul through Qualcomm GPU image textures: not in tinyweb (use dot or matmul)."""
+    raise NotImplementedError("image_dot: tinygrad's image-texture path for Qualcomm GPUs (IMAGE=1) does not exist in tinyweb; use dot")
+  def image_conv2d(self, weight: Tensor, bias: Optional[Tensor] = None, groups=1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
+    """tinygrad's conv2d through Qualcomm GPU image textures: not in tinyweb (use conv2d)."""
+    raise NotImplementedError("image_conv2d: tinygrad's image-texture path for Qualcomm GPUs (IMAGE=1) does not exist in tinyweb; use conv2d")
+  def decode_hevc_frame(self, frame_pos, shape: tuple[int, ...], state: Tensor, ref_frames: Optional[list[Tensor]] = None) -> Tensor:
+    """tinygrad's HEVC decode on NVIDIA's video decoder (NVDEC): not in tinyweb."""
+    raise NotImplementedError("decode_hevc_frame: tinygrad decodes HEVC on NVIDIA's hardware video decoder (NVDEC); tinyweb has no video decoding")
   def clone(self) -> Tensor: return self._wrap(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), unique_id()))
   def contiguous(self) -> Tensor:
     return self if is_contiguous_buffer(self.uop) else self._wrap(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))

@@ -4,7 +4,8 @@ Parameters are named like PyTorch's (`weight`, `bias`, `running_mean`, `weight_i
 state dicts use torch's keys, and are initialized from the same distributions as torch's defaults. Every layer takes
 an optional `device`. Parameters are created with requires_grad=True, buffers (running statistics) without.
 
-The optimizers are in `tinyweb.nn.optim`; state dicts and checkpoints in `tinyweb.nn.state` (import it explicitly)."""
+The optimizers are in `tinyweb.nn.optim`, state dicts and checkpoints in `tinyweb.nn.state`, datasets in
+`tinyweb.nn.datasets`: all three are attributes of this module, as in tinygrad (`nn.state.get_parameters(model)`)."""
 from __future__ import annotations
 import math
 from typing import Optional, Sequence, Union
@@ -161,6 +162,12 @@ class LayerNorm:
     if self.weight is not None: y = y * self.weight
     return y if self.bias is None else y + self.bias
 
+class LayerNorm2d(LayerNorm):
+  """LayerNorm over the channels of (N, C, H, W) inputs, at each position (tinygrad's; normalized_shape is C)."""
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim != 4: raise ValueError(f"LayerNorm2d: input must be (N, C, H, W), got {x.shape}")
+    return super().__call__(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
 class RMSNorm:
   """x / sqrt(mean(x^2) + eps) * weight over the last len(dim) dims (torch.nn.RMSNorm; its eps default is the dtype's
   machine epsilon, here 1e-6 like tinygrad)."""
@@ -244,8 +251,8 @@ class LSTMCell:
     c = f.sigmoid() * c + i.sigmoid() * g.tanh()
     return o.sigmoid() * c.tanh(), c
 
-from tinyweb.nn import optim  # noqa: E402  (optim only needs Tensor; state and datasets are imported explicitly)
+from tinyweb.nn import optim, state, datasets  # noqa: E402  (they need Tensor, not the layers)
 
 __all__ = ["Linear", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "BatchNorm", "BatchNorm1d", "BatchNorm2d",
-           "BatchNorm3d", "LayerNorm", "RMSNorm", "GroupNorm", "InstanceNorm", "InstanceNorm1d", "InstanceNorm2d",
-           "InstanceNorm3d", "Embedding", "LSTMCell", "optim"]
+           "BatchNorm3d", "LayerNorm", "LayerNorm2d", "RMSNorm", "GroupNorm", "InstanceNorm", "InstanceNorm1d", "InstanceNorm2d",
+           "InstanceNorm3d", "Embedding", "LSTMCell", "optim", "state", "datasets"]

@@ -3,6 +3,8 @@
 Each loader returns `(X_train, Y_train, X_test, Y_test)`, like tinygrad's:
   mnist, fashion_mnist:  X uint8 (N, 1, 28, 28), pixels 0..255;      Y uint8 (N,), classes 0..9;  N = 60000 / 10000
   cifar10:               X uint8 (N, 3, 32, 32), channels R, G, B;   Y int32 (N,), classes 0..9;  N = 50000 / 10000
+  cifar:                 cifar10 with Y uint8, as tinygrad's cifar
+`mnist(device=None, fashion=False)` and `cifar(device=None)` have tinygrad's signatures (the folder is a keyword there).
 
 The files are looked for, in order, in: the `folder` argument; a folder named by an environment variable
 (TINYWEB_MNIST_DIR, TINYWEB_FASHION_MNIST_DIR, TINYWEB_CIFAR10_DIR); for Fashion-MNIST the folder of the Debian package
@@ -19,11 +21,11 @@ within a small multiple of the file's size; a gzipped IDX file is decompressed a
 the size its header declares.
 """
 from __future__ import annotations
-import os, shutil, struct, sys, tarfile, tempfile, urllib.request, zlib
+import os, shutil, struct, sys, tarfile, tempfile, zlib
 from typing import Optional
 from tinyweb.tensor import Tensor
 from tinyweb.dtype import DType, dtypes
-from tinyweb.helpers import cache_dir, prod
+from tinyweb.helpers import cache_dir, prod, download
 from tinyweb.nn.state import FormatError, unpickle, _Reducer, _Record, _Marker, _encode, _brief
 
 MNIST_URLS = ["https://storage.googleapis.com/cvdf-datasets/mnist/", "https://ossci-datasets.s3.amazonaws.com/mnist/"]
@@ -115,49 +117,17 @@ def load_idx(path: str, device: Optional[str] = None) -> Tensor:
 # ---------------------------------------------------------------------------------------------------------------------
 # finding and downloading files
 
-class _Progress:
-  """A download progress bar: tqdm if installed, else one stderr line that is rewritten."""
-  def __init__(self, total: int, desc: str):
-    self.total, self.desc, self.done = total, desc, 0
-    try:
-      from tqdm import tqdm
-      self.bar = tqdm(total=total or None, unit="B", unit_scale=True, desc=desc)
-    except ImportError: self.bar = None
-  def update(self, n: int):
-    self.done += n
-    if self.bar is not None: self.bar.update(n)
-    else: print(f"\r{self.desc}: {self.done / 1e6:.1f}" + (f"/{self.total / 1e6:.1f}" if self.total else "") + " MB",
-                end="", file=sys.stderr, flush=True)
-  def close(self):
-    if self.bar is not None: self.bar.close()
-    elif self.done: print(file=sys.stderr)
-
-def _fetch(url: str, dest: str):
-  """Download `url` to `dest` atomically: into a temporary file next to it, renamed when complete."""
-  with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as r:
-    total = int(r.headers.get("Content-Length") or 0)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=os.path.basename(dest) + ".", suffix=".part")
-    bar = _Progress(total, os.path.basename(dest))
-    try:
-      with os.fdopen(fd, "wb") as f:
-        while chunk := r.read(1 << 20): f.write(chunk); bar.update(len(chunk))
-      if total and bar.done != total: raise OSError(f"incomplete download: {bar.done} of {total} bytes")
-      os.replace(tmp, dest)
-    finally:
-      bar.close()
-      if os.path.exists(tmp): os.unlink(tmp)
-
-def _download(name: str, urls: list[str], dest: str, looked: list[str]) -> str:
+def _download(name: str, urls: list[str], dest: str, looked: list[str], files: str = "the files") -> str:
   os.makedirs(os.path.dirname(dest), exist_ok=True)
   errors = []
   for url in urls:
     try:
-      _fetch(url, dest)
+      download(url, dest, timeout=DOWNLOAD_TIMEOUT)
       return dest
     except Exception as e: errors.append(f"  {url}: {type(e).__name__}: {e}")
   raise RuntimeError(f"{name}: could not find or download {os.path.basename(dest)}.\nLooked in:\n" + "\n".join(looked)
                      + "\nTried to download:\n" + ("\n".join(errors) or "  (no mirrors configured)")
-                     + "\nPut the files in one of these folders (or pass folder=...), or check the network.")
+                     + f"\nPut {files} in one of these folders (or pass folder=...), or check the network.")
 
 def _places(folder, env: str, system=()) -> list[tuple[str, Optional[str]]]:
   return [("the folder argument", folder), (f"${env}", os.getenv(env)), *(("system folder", d) for d in system)]
@@ -189,8 +159,10 @@ def _idx_dataset(name: str, folder, env: str, urls: list[str], device, system=()
     if x.shape[0] != y.shape[0]: raise FormatError(f"{name}: {x.shape[0]} images but {y.shape[0]} labels")
   return tuple(out)
 
-def mnist(folder: Optional[str] = None, device: Optional[str] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-  """MNIST digits: X uint8 (N, 1, 28, 28), Y uint8 (N,); 60000 train, 10000 test. Env: TINYWEB_MNIST_DIR."""
+def mnist(device: Optional[str] = None, fashion: bool = False, *, folder: Optional[str] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+  """MNIST digits (tinygrad's signature; fashion=True: Fashion-MNIST, as fashion_mnist): X uint8 (N, 1, 28, 28), Y uint8
+  (N,); 60000 train, 10000 test. Env: TINYWEB_MNIST_DIR."""
+  if fashion: return fashion_mnist(folder, device)
   return _idx_dataset("mnist", folder, "TINYWEB_MNIST_DIR", MNIST_URLS, device)
 
 def fashion_mnist(folder: Optional[str] = None, device: Optional[str] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -323,10 +295,19 @@ def safe_extract(tar_path: str, dest: str, max_bytes: int = 1 << 30, max_members
       os.replace(os.path.join(tmp, entry), old)
   finally: shutil.rmtree(tmp, ignore_errors=True)
 
+CIFAR10_FILES = "the CIFAR-10 batches (cifar-10-batches-py: data_batch_1..5 and test_batch, or cifar-10-batches-bin: the same with .bin)"
+
 def cifar10(folder: Optional[str] = None, device: Optional[str] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
   """CIFAR-10: X uint8 (N, 3, 32, 32), Y int32 (N,); 50000 train, 10000 test. Reads the python version
   (cifar-10-batches-py: data_batch_1..5, test_batch) or the binary one (data_batch_1..5.bin, test_batch.bin), in a
   folder or its cifar-10-batches-py/-bin subfolder. Env: TINYWEB_CIFAR10_DIR."""
+  return _cifar10(folder, device, dtypes.int32)
+
+def cifar(device: Optional[str] = None, *, folder: Optional[str] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+  """CIFAR-10 with tinygrad's signature and dtypes: X uint8 (N, 3, 32, 32), Y uint8 (N,); found as cifar10 finds it."""
+  return _cifar10(folder, device, dtypes.uint8)
+
+def _cifar10(folder: Optional[str], device: Optional[str], label_dtype: DType) -> tuple[Tensor, Tensor, Tensor, Tensor]:
   looked, found = [], None
   for what, d in _places(folder, "TINYWEB_CIFAR10_DIR"):
     if d and (found := _cifar_dir(d)): break
@@ -335,7 +316,7 @@ def cifar10(folder: Optional[str] = None, device: Optional[str] = None) -> tuple
     cache = os.path.join(cache_dir(), "datasets", "cifar10")
     if not (found := _cifar_dir(cache)):
       looked.append(f"  the cache {cache}")
-      tar = _download("cifar10", CIFAR10_URLS, os.path.join(cache, "cifar-10-python.tar.gz"), looked)
+      tar = _download("cifar10", CIFAR10_URLS, os.path.join(cache, "cifar-10-python.tar.gz"), looked, CIFAR10_FILES)
       safe_extract(tar, cache, max_bytes=CIFAR10_EXTRACTED_MAX)
       os.unlink(tar)
       if not (found := _cifar_dir(cache)): raise RuntimeError(f"cifar10: {tar} did not hold the CIFAR-10 batches")
@@ -346,5 +327,5 @@ def cifar10(folder: Optional[str] = None, device: Optional[str] = None) -> tuple
     xs, ys = zip(*(load(os.path.join(d, b + ("" if kind == "py" else ".bin"))) for b in batches))
     x, y = bytearray().join(xs), [label for batch in ys for label in batch]
     out += [Tensor.frombuffer(x, dtypes.uint8, (len(y), 3, 32, 32), device),
-            Tensor.frombuffer(bytearray(struct.pack(f"={len(y)}i", *y)), dtypes.int32, (len(y),), device)]
+            Tensor.frombuffer(bytearray(struct.pack(f"={len(y)}{label_dtype.fmt}", *y)), label_dtype, (len(y),), device)]
   return tuple(out)

@@ -1,6 +1,7 @@
-"""Optimizers (SGD, Adam, AdamW, LAMB) and learning-rate schedules (StepLR, CosineAnnealingLR, OneCycleLR).
+"""Optimizers (SGD, Adam, AdamW, LAMB, LARS, Muon, OptimizerGroup) and learning-rate schedules (StepLR, CosineAnnealingLR,
+OneCycleLR), with tinygrad's signatures.
 
-The updates follow torch.optim's formulas. Everything an optimizer keeps is a Tensor attribute (lr, step count t,
+SGD, Adam and AdamW follow torch.optim's formulas; LAMB, LARS and Muon their papers', as tinygrad writes them. Everything an optimizer keeps is a Tensor attribute (lr, step count t,
 momentum buffers b, moments m and v), so `tinyweb.nn.state.get_state_dict(opt)` saves and loads it, and a step is
 pure tensor work: `step()` builds the new values of the parameters and the state as lazy assigns and realizes them,
 together with the gradients they were computed from, in one `Tensor.realize_all` (one schedule). New values are
@@ -13,8 +14,9 @@ Lazy values read buffers when they are computed: realize anything computed from 
 before or with the step: `Tensor.realize_all(loss, *opt.schedule_step())`."""
 from __future__ import annotations
 import math, weakref
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 from tinyweb.tensor import Tensor
+from tinyweb.device import Device
 
 # Tensors assigned lazily by a layer (BatchNorm's running statistics) that the next optimizer step realizes in its own
 # schedule. They must be computed before the step writes the parameters they were computed from: a lazy value reads
@@ -30,22 +32,34 @@ def _take_pending() -> list[Tensor]:
   return out
 
 class Optimizer:
-  def __init__(self, params: Iterable[Tensor], lr: float):
+  """The parameters are the tensors of `params` that can be trained (float, requires_grad not False; requires_grad None
+  becomes True); the others (BatchNorm's running statistics) are `buffers`, realized with every step. device: where
+  the optimizer keeps its state (learning rate, step count, moments); by default each parameter's state is on the
+  parameter's device (and the learning rate on the first one's). A parameter elsewhere gets its gradient moved to the
+  state's device and its update moved back. fused: tinygrad's flag to update all parameters as one concatenated
+  tensor; accepted, and the result is the same here (each parameter's update is scheduled on its own)."""
+  def __init__(self, params: Iterable[Tensor], lr: float, device: Optional[str] = None, fused: bool = False):
     unique: dict[int, Tensor] = {}
+    buffers: dict[int, Tensor] = {}
     for p in params:
       if not isinstance(p, Tensor): raise TypeError(f"{type(self).__name__}: params must be Tensors, got {type(p).__name__}")
-      if p.requires_grad is False or not p.dtype.is_float: continue   # buffers (e.g. BatchNorm statistics) are not trained
+      if p.requires_grad is False or not p.dtype.is_float: buffers.setdefault(id(p), p); continue   # not trained, but realized
       if p.requires_grad is None: p.requires_grad_(True)
       unique.setdefault(id(p), p)
     self.params: list[Tensor] = list(unique.values())
+    self.buffers: list[Tensor] = list(buffers.values())
     if not self.params: raise ValueError(f"{type(self).__name__}: got no parameters that require gradients")
     if lr < 0: raise ValueError(f"{type(self).__name__}: invalid learning rate {lr}")
-    self.device = self.params[0].device
+    self.state_device = Device.canonicalize(device) if device is not None else None
+    self.device = self.state_device or self.params[0].device
+    self.fused = fused
     self.lr = Tensor([float(lr)], device=self.device).reshape(())   # a realized buffer, written by schedulers
     self.initial_lr = float(lr)   # what a schedule starts from (torch: param_group['initial_lr'])
 
+  def _dev(self, p: Tensor) -> str: return self.state_device or p.device
+
   def _zeros_like_params(self) -> list[Tensor]:
-    return [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device).clone() for p in self.params]   # clone: storage of its own
+    return [Tensor.zeros(*p.shape, dtype=p.dtype, device=self._dev(p)).clone() for p in self.params]   # clone: storage of its own
 
   def _state(self) -> list[Tensor]:
     """Every Tensor held by the optimizer (lr, step count, buffers), params first."""
@@ -58,41 +72,103 @@ class Optimizer:
   def _realize_state(self): Tensor.realize_all(*self._state())
 
   def zero_grad(self):
+    """Forget the parameters' gradients (set them to None)."""
     for p in self.params: p.grad = None
 
   def schedule_step(self) -> list[Tensor]:
     """Assign the new values (lazily) and return the tensors to realize: params, their gradients, the optimizer's state,
-    and lazily updated layer buffers (BatchNorm running statistics). Params without a gradient are left as they are."""
+    its buffers and lazily updated layer buffers (BatchNorm running statistics). Params without a gradient are left as they are."""
     todo = [(i, p, p.grad) for i, p in enumerate(self.params) if p.grad is not None]
     with Tensor.no_grad():
-      if todo: self._update(todo)
+      shared = self._begin_step() if todo else None
+      for i, p, g in todo:
+        dev = self._dev(p)
+        new = self._new_value(i, _on(p, dev), _on(g, dev), _on(self.lr, dev), shared)
+        p.assign(_on(new, p.device))
     return [*self._state(), *[g for _, _, g in todo], *_take_pending()]
 
-  def step(self) -> None: Tensor.realize_all(*self.schedule_step())
+  def step(self) -> None:
+    """Update the parameters from their gradients (one schedule: see schedule_step)."""
+    Tensor.realize_all(*self.schedule_step())
 
-  def _lr_for(self, p: Tensor) -> Tensor: return self.lr if p.device == self.lr.device else self.lr.to(p.device)
+  def _begin_step(self) -> Any: return None   # what all parameters' updates share (Adam: the bias corrections)
+  def _new_value(self, i: int, p: Tensor, g: Tensor, lr: Tensor, shared: Any) -> Tensor:
+    """The i-th parameter's new value from its value p and gradient g, all on its state's device."""
+    raise NotImplementedError
 
-  def _update(self, todo: list[tuple[int, Tensor, Tensor]]) -> None: raise NotImplementedError
+def _on(t: Tensor, device: str) -> Tensor: return t if t.device == device else t.to(device)
 
-class SGD(Optimizer):
-  """torch.optim.SGD with dampening 0: g += weight_decay * p; b = momentum * b + g (b = g on the first step);
-  g = g + momentum * b (nesterov) or b; p -= lr * g."""
-  def __init__(self, params, lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
-    super().__init__(params, lr)
-    if momentum < 0 or weight_decay < 0: raise ValueError(f"SGD: invalid momentum {momentum} or weight_decay {weight_decay}")
-    if nesterov and momentum == 0: raise ValueError("SGD: nesterov momentum needs momentum > 0")
-    self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
+class OptimizerGroup(Optimizer):
+  """Several optimizers stepped as one (e.g. Muon for the matrices, Adam for the rest): one schedule for all."""
+  def __init__(self, *optimizers: Optimizer):   # (no Optimizer.__init__: the members hold the parameters and state)
+    self.optimizers = optimizers
+    self.params = [p for o in optimizers for p in o.params]
+    self.buffers = [b for o in optimizers for b in o.buffers]
+  def __getitem__(self, i: int) -> Optimizer: return self.optimizers[i]
+  def zero_grad(self):
+    for o in self.optimizers: o.zero_grad()
+  def schedule_step(self) -> list[Tensor]: return [t for o in self.optimizers for t in o.schedule_step()]
+
+def _newton_schulz(g: Tensor, steps: int, coefficients: tuple[float, ...], eps: float = 1e-7) -> Tensor:
+  """Muon's orthogonalization of a matrix: G = g / (|g| + eps), then `steps` times G = sum_k c_k (G G^T)^k G (on the
+  transpose when g has more rows than columns)."""
+  if g.shape[-2] > g.shape[-1]: return _newton_schulz(g.transpose(-2, -1), steps, coefficients, eps).transpose(-2, -1)
+  x = g / (g.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
+  for _ in range(steps):
+    term, out, gram = x, None, x @ x.transpose(-2, -1)
+    for k, c in enumerate(coefficients):
+      if k: term = gram @ term
+      out = c * term if out is None else out + c * term
+    x = out
+  return x
+
+class LARS(Optimizer):
+  """LARS (You et al. 2017), tinygrad's formulation, which SGD and Muon are cases of. Per parameter, with the trust ratio
+  r = tcoef * |p| / (|g| + weight_decay * |p|) (1 if either norm is 0; r = 1 when tcoef is 0):
+  pre_wd: g += weight_decay * p; classic: g *= r * lr before the momentum, else after it; momentum:
+  b = momentum * b + g, g = g + momentum * b (nesterov) or b; ns_coefficients: g = Newton-Schulz(g as a matrix, ns_steps);
+  not pre_wd: g += weight_decay * lr * p after everything; then p -= g."""
+  def __init__(self, params, lr=0.001, momentum=0.9, weight_decay=1e-4, ns_steps=0, ns_coefficients=None, nesterov=False,
+               classic=True, pre_wd=True, tcoef=0.001, device=None, fused=False):
+    super().__init__(params, lr, device, fused)
+    if momentum < 0 or weight_decay < 0: raise ValueError(f"{type(self).__name__}: invalid momentum {momentum} or weight_decay {weight_decay}")
+    self.momentum, self.weight_decay, self.ns_steps, self.ns_coefficients = momentum, weight_decay, ns_steps, ns_coefficients
+    self.nesterov, self.classic, self.pre_wd, self.tcoef = nesterov, classic, pre_wd, tcoef
     self.b = self._zeros_like_params() if momentum else []   # zeros: momentum * 0 + g is the first step's g
     self._realize_state()
 
-  def _update(self, todo):
-    for i, p, g in todo:
-      if self.weight_decay: g = g + self.weight_decay * p
-      if self.momentum:
-        b = self.momentum * self.b[i] + g
-        self.b[i].assign(b)
-        g = g + self.momentum * b if self.nesterov else b
-      p.assign(p - self._lr_for(p) * g)
+  def _new_value(self, i, p, g, lr, shared):
+    r: Tensor | float = 1.0
+    if self.tcoef:
+      pn, gn = p.square().sum().sqrt(), g.square().sum().sqrt()
+      r = ((pn > 0) & (gn > 0)).where(self.tcoef * pn / (gn + self.weight_decay * pn), 1.0)
+    scale = lr if isinstance(r, float) else r * lr
+    if self.pre_wd and self.weight_decay: g = g + self.weight_decay * p
+    if self.classic: g = g * scale
+    if self.momentum:
+      b = self.momentum * self.b[i] + g
+      self.b[i].assign(b)
+      g = g + self.momentum * b if self.nesterov else b
+    if self.ns_coefficients: g = _newton_schulz(g.reshape(g.shape[0], -1), self.ns_steps, tuple(self.ns_coefficients)).reshape(g.shape)
+    if not self.classic: g = g * scale
+    if not self.pre_wd and self.weight_decay: g = g + self.weight_decay * lr * p
+    return p - g.cast(p.dtype)
+
+class SGD(LARS):
+  """torch.optim.SGD with dampening 0: g += weight_decay * p; b = momentum * b + g (b = g on the first step);
+  g = g + momentum * b (nesterov) or b; p -= lr * g. classic=True (tinygrad's): the momentum accumulates lr * g instead."""
+  def __init__(self, params, lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+               classic: bool = False, device: Optional[str] = None, fused: bool = False):
+    if nesterov and momentum == 0: raise ValueError("SGD: nesterov momentum needs momentum > 0")
+    super().__init__(params, lr, momentum, weight_decay, 0, None, nesterov, classic, True, 0.0, device, fused)
+
+class Muon(LARS):
+  """Muon (Jordan et al. 2024): SGD with nesterov momentum whose update is orthogonalized by ns_steps Newton-Schulz
+  iterations (each parameter as a matrix of its first dim by the rest), then weight decay weight_decay * lr * p."""
+  def __init__(self, params, lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1, ns_steps: int = 5,
+               ns_coefficients: tuple[float, ...] = (3.4445, -4.775, 2.0315), nesterov: bool = True, device: Optional[str] = None,
+               fused: bool = False):
+    super().__init__(params, lr, momentum, weight_decay, ns_steps, ns_coefficients, nesterov, False, False, 0.0, device, fused)
 
 def _one_minus_pow(b: float, t: Tensor) -> Tensor:
   """1 - b**t for 0 < b < 1 in float32 without the cancellation of 1 - 0.999**t: -expm1(t ln b), with expm1 by
@@ -105,8 +181,8 @@ def _one_minus_pow(b: float, t: Tensor) -> Tensor:
 
 class _AdamBase(Optimizer):
   """First and second moments with a bias correction from the step count t (shared by Adam, AdamW, LAMB)."""
-  def __init__(self, params, lr: float, b1: float, b2: float, eps: float, weight_decay: float):
-    super().__init__(params, lr)
+  def __init__(self, params, lr: float, b1: float, b2: float, eps: float, weight_decay: float, device, fused):
+    super().__init__(params, lr, device, fused)
     if not (0 <= b1 < 1 and 0 <= b2 < 1): raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {(b1, b2)}")
     if eps < 0 or weight_decay < 0: raise ValueError(f"{type(self).__name__}: invalid eps {eps} or weight_decay {weight_decay}")
     self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
@@ -114,56 +190,55 @@ class _AdamBase(Optimizer):
     self.m, self.v = self._zeros_like_params(), self._zeros_like_params()
     self._realize_state()
 
-  def _update(self, todo):
+  def _begin_step(self) -> tuple[Tensor, Tensor]:
     t = self.t + 1
     self.t.assign(t)
-    bc1, bc2 = _one_minus_pow(self.b1, t), _one_minus_pow(self.b2, t)
-    for i, p, g in todo:
-      if p.device != t.device: bc1, bc2 = bc1.to(p.device), bc2.to(p.device)
-      self._param_update(i, p, g, self._lr_for(p), bc1, bc2)
+    return _one_minus_pow(self.b1, t), _one_minus_pow(self.b2, t)
 
-  def _moments(self, i: int, g: Tensor) -> tuple[Tensor, Tensor]:
+  def _new_value(self, i, p, g, lr, shared):
+    bc1, bc2 = (_on(bc, p.device) for bc in shared)
     m, v = self.m[i] * self.b1 + g * (1 - self.b1), self.v[i] * self.b2 + g * g * (1 - self.b2)
     self.m[i].assign(m)
     self.v[i].assign(v)
-    return m, v
+    return self._param_update(p, g, m, v, lr, bc1, bc2)
 
-  def _param_update(self, i, p, g, lr, bc1, bc2): raise NotImplementedError
+  def _param_update(self, p, g, m, v, lr, bc1, bc2) -> Tensor: raise NotImplementedError
 
 class Adam(_AdamBase):
-  """torch.optim.Adam: weight decay is L2 (added to the gradient); p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)."""
-  def __init__(self, params, lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0):
-    super().__init__(params, lr, b1, b2, eps, weight_decay)
+  """torch.optim.Adam: p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps). weight_decay (torch's, not tinygrad's): L2,
+  added to the gradient."""
+  def __init__(self, params, lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, device: Optional[str] = None,
+               fused: bool = False, weight_decay: float = 0.0):
+    super().__init__(params, lr, b1, b2, eps, weight_decay, device, fused)
 
-  def _param_update(self, i, p, g, lr, bc1, bc2):
-    if self.weight_decay: g = g + self.weight_decay * p
-    m, v = self._moments(i, g)
-    p.assign(p - (lr / bc1) * (m / (v.sqrt() / bc2.sqrt() + self.eps)))
+  def _new_value(self, i, p, g, lr, shared):
+    return super()._new_value(i, p, g + self.weight_decay * p if self.weight_decay else g, lr, shared)
+
+  def _param_update(self, p, g, m, v, lr, bc1, bc2): return p - (lr / bc1) * (m / (v.sqrt() / bc2.sqrt() + self.eps))
 
 class AdamW(_AdamBase):
   """torch.optim.AdamW: decoupled weight decay, p *= 1 - lr * weight_decay before the Adam update."""
-  def __init__(self, params, lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01):
-    super().__init__(params, lr, b1, b2, eps, weight_decay)
+  def __init__(self, params, lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01,
+               device: Optional[str] = None, fused: bool = False):
+    super().__init__(params, lr, b1, b2, eps, weight_decay, device, fused)
 
-  def _param_update(self, i, p, g, lr, bc1, bc2):
-    m, v = self._moments(i, g)
-    p.assign(p * (1 - lr * self.weight_decay) - (lr / bc1) * (m / (v.sqrt() / bc2.sqrt() + self.eps)))
+  def _param_update(self, p, g, m, v, lr, bc1, bc2):
+    return p * (1 - lr * self.weight_decay) - (lr / bc1) * (m / (v.sqrt() / bc2.sqrt() + self.eps))
 
 class LAMB(_AdamBase):
   """LAMB (You et al. 2019): u = m_hat / (sqrt(v_hat) + eps) + weight_decay * p, p -= lr * r * u with the trust ratio
   r = ||p|| / ||u|| per parameter tensor (1 when either norm is 0). adam=True: r = 1 (Adam with decoupled decay)."""
   def __init__(self, params, lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6, weight_decay: float = 0.0,
-               adam: bool = False):
+               adam: bool = False, device: Optional[str] = None, fused: bool = False):
     self.adam = adam
-    super().__init__(params, lr, b1, b2, eps, weight_decay)
+    super().__init__(params, lr, b1, b2, eps, weight_decay, device, fused)
 
-  def _param_update(self, i, p, g, lr, bc1, bc2):
-    m, v = self._moments(i, g)
+  def _param_update(self, p, g, m, v, lr, bc1, bc2):
     up = (m / bc1) / ((v / bc2).sqrt() + self.eps) + self.weight_decay * p
     if not self.adam:
       r1, r2 = p.square().sum().sqrt(), up.square().sum().sqrt()
       up = up * ((r1 > 0) & (r2 > 0)).where(r1 / r2, 1.0)
-    p.assign(p - lr * up)
+    return p - lr * up
 
 # ---------------------------------------------------------------------------------------------------------------
 # learning-rate schedules

@@ -8,6 +8,9 @@
   storages and plain containers; any other global in the pickle is refused, never imported or called.
 - `save_checkpoint` / `load_checkpoint`: a model (or state dict) to and from a safetensors file, written atomically;
   a save also removes the temporary files that saves of the same file killed midway left behind.
+- tinygrad's names: `zip_extract` / `tar_extract` (an archive's files as uint8 tensors), `TensorIO` (a uint8 tensor as a
+  binary file), `accept_filename`, `safe_dtypes` / `inverse_safe_dtypes`. Every loader takes a path, bytes, or (as in
+  tinygrad) a 1-D uint8 Tensor of the file's contents.
 
 Every malformed file (safetensors, PyTorch checkpoint, and in `tinyweb.nn.datasets` IDX and CIFAR-10 files) raises
 `FormatError`, a ValueError whose message names the file and the problem; so does a file that asks for more than its
@@ -16,30 +19,31 @@ interpreter of the pickle opcodes that builds only plain values and calls only t
 memory stays within a small multiple of the file's size (gzip and zip members: of their declared sizes).
 """
 from __future__ import annotations
-import codecs, collections, contextlib, io, json, os, re, reprlib, struct, types, zipfile, zlib
+import codecs, collections, contextlib, functools, io, json, os, re, reprlib, struct, tarfile, types, zipfile, zlib
 from typing import Any, Callable, Optional, Union
 from tinyweb.tensor import Tensor
 from tinyweb.dtype import DType, dtypes
 from tinyweb.helpers import prod
 
-Source = Union[str, os.PathLike, bytes, bytearray, memoryview]
+Source = Union[str, os.PathLike, bytes, bytearray, memoryview, Tensor]
 
 # ---------------------------------------------------------------------------------------------------------------
 # walking objects for their tensors
 
 _NOT_CONTAINERS = (type, types.ModuleType, types.FunctionType, types.MethodType, types.BuiltinFunctionType, str, bytes)
 
-def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
-  """Every Tensor reachable from `obj` through attributes, list/tuple items and dict values, keyed by its path
-  ("layers.0.weight"), each key starting with `prefix`. A tensor reachable by two paths appears under both."""
+def get_state_dict(obj: Any, prefix: str = "", tensor_type=Tensor) -> dict[str, Tensor]:
+  """Every Tensor (every instance of tensor_type) reachable from `obj` through attributes, list/tuple items and dict
+  values, keyed by its path ("layers.0.weight"), each key starting with `prefix`. A tensor reachable by two paths
+  appears under both."""
   out: dict[str, Tensor] = {}
-  _walk(obj, "", prefix, out, set())
+  _walk(obj, "", prefix, out, set(), tensor_type)
   return out
 
-def _walk(x: Any, key: str, prefix: str, out: dict, on_path: set):
+def _walk(x: Any, key: str, prefix: str, out: dict, on_path: set, tensor_type=Tensor):
   """Add the tensors reachable from `x` to `out`; `on_path` guards against cycles (a child that refers back to its
   parent). (Not a closure: a recursive closure is a reference cycle, keeping `out` alive until garbage collection.)"""
-  if isinstance(x, Tensor):
+  if isinstance(x, tensor_type):
     out[prefix + key] = x
     return
   if id(x) in on_path or isinstance(x, _NOT_CONTAINERS): return
@@ -49,7 +53,7 @@ def _walk(x: Any, key: str, prefix: str, out: dict, on_path: set):
   elif hasattr(x, "__dict__"): items = vars(x).items()
   else: return
   on_path.add(id(x))
-  for k, v in list(items): _walk(v, f"{key}.{k}" if key else str(k), prefix, out, on_path)
+  for k, v in list(items): _walk(v, f"{key}.{k}" if key else str(k), prefix, out, on_path, tensor_type)
   on_path.discard(id(x))
 
 def get_parameters(obj: Any) -> list[Tensor]:
@@ -64,11 +68,13 @@ class StateDictError(KeyError, ValueError):
   """A state dict does not fit a model. Both a KeyError and a ValueError; the message lists every problem."""
   def __str__(self): return str(self.args[0]) if self.args else ""
 
-def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False) -> tuple[list[str], list[str]]:
+def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False, consume: bool = False,
+                    realize: bool = True) -> tuple[list[str], list[str]]:
   """Copy each tensor of `state_dict` into the model tensor with the same key (cast to its dtype, moved to its
   device). strict=True: raise StateDictError listing all missing keys, unexpected keys and shape mismatches,
   loading nothing. strict=False: load every key that fits and return (missing, unexpected); a key whose shape does
-  not match is not loaded and is counted as missing."""
+  not match is not loaded and is counted as missing. consume: delete the loaded keys from state_dict (so their
+  source tensors can be freed). realize=False: leave the copies lazy (computed when the model is next realized)."""
   model_sd = get_state_dict(model)
   missing = [k for k in model_sd if k not in state_dict]
   unexpected = [k for k in state_dict if k not in model_sd]
@@ -89,7 +95,8 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     v = (v if isinstance(v, Tensor) else Tensor(v, device=t.device)).detach().cast(t.dtype).to(t.device)   # (cast first: the target device may lack the source dtype)
     t.assign(v)   # in place when t owns a buffer, otherwise t takes the new value
     targets.append(t)
-  if targets: Tensor.realize_all(*targets)
+    if consume: del state_dict[k]
+  if targets and realize: Tensor.realize_all(*targets)
   if verbose:
     print(f"load_state_dict: loaded {len(targets)} of {len(model_sd)} tensors")
     for k, want, got in mismatched: print(f"  skipped {k}: model has {want}, state dict has {got}")
@@ -105,6 +112,7 @@ class FormatError(ValueError):
   more memory than its size justifies). A ValueError; the message names the file and the problem."""
 
 def _describe(src) -> str:
+  if isinstance(src, Tensor): return f"<Tensor of {src.nbytes()} bytes>"
   return os.fspath(src) if isinstance(src, (str, os.PathLike)) else f"<{type(src).__name__} of {memoryview(src).nbytes} bytes>"
 
 @contextlib.contextmanager
@@ -130,11 +138,15 @@ def _map_file(path) -> memoryview:
     return memoryview(buf)
 
 def _as_memory(src: Source) -> memoryview:
-  """A writable memoryview of a source: a path is mapped, a writable memoryview is used as is, bytes are copied once."""
+  """A writable memoryview of a source: a path is mapped, a writable memoryview is used as is, bytes (and a uint8
+  tensor's contents) are copied once."""
   if isinstance(src, (str, os.PathLike)): return _map_file(src)
+  if isinstance(src, Tensor):
+    if src.dtype != dtypes.uint8 or src.ndim != 1: raise TypeError(f"expected a file's contents as a 1-D uint8 Tensor, got {src.dtype.name} of shape {src.shape}")
+    return memoryview(bytearray(_tensor_bytes(src)))
   if isinstance(src, memoryview) and not src.readonly: return src.cast("B")
   if isinstance(src, (bytes, bytearray, memoryview)): return memoryview(bytearray(src))
-  raise TypeError(f"expected a path, bytes, bytearray or memoryview, got {type(src).__name__}")
+  raise TypeError(f"expected a path, bytes, bytearray, memoryview or uint8 Tensor, got {type(src).__name__}")
 
 def _pid_alive(pid: int) -> bool:
   try: os.kill(pid, 0)
@@ -257,18 +269,20 @@ def _parse_header(head: bytes, data_len: int) -> tuple[dict[str, tuple[DType, tu
   if pos != data_len: raise FormatError(f"the tensors cover {pos} bytes but the data is {data_len} bytes (trailing bytes)")
   return {name: (dt, shape, begin, end) for begin, end, name, dt, shape in entries}, meta
 
-def safe_load(src: Source, device: Optional[str] = None) -> dict[str, Tensor]:
-  """Read a safetensors file (path, bytes or memoryview). From a path on the CPU the tensors use the mapped file
-  without a copy (copy-on-write: writing to them never changes the file); bytes are copied once. A malformed file
+def safe_load(fn: Source, device: Optional[str] = None) -> dict[str, Tensor]:
+  """Read a safetensors file (path, bytes, memoryview or uint8 Tensor). From a path on the CPU the tensors use the mapped
+  file without a copy (copy-on-write: writing to them never changes the file); bytes are copied once. A malformed file
   raises FormatError."""
-  mem = _as_memory(src)
+  mem, src = _as_memory(fn), fn
   with _naming(src, "safetensors"):
     n = _header_length(bytes(mem[:8]), mem.nbytes)
     entries, _ = _parse_header(bytes(mem[8:8 + n]), mem.nbytes - 8 - n)
   return {name: _frombuffer(mem, 8 + n + b, 8 + n + e, dt, shape, device) for name, (dt, shape, b, e) in entries.items()}
 
-def safe_load_metadata(src: Source) -> dict[str, str]:
-  """The `__metadata__` of a safetensors file (empty if none), after validating the header; tensor data is not read."""
+def safe_load_metadata(t: Source) -> dict[str, str]:
+  """The `__metadata__` of a safetensors file (empty if none), after validating the header; tensor data is not read.
+  (tinygrad's returns the source tensor, the data's offset and the whole header instead.)"""
+  src = t
   with _naming(src, "safetensors"):
     if isinstance(src, (str, os.PathLike)):
       with open(src, "rb") as f:
@@ -276,13 +290,13 @@ def safe_load_metadata(src: Source) -> dict[str, str]:
         n = _header_length(f.read(8), total)
         head = f.read(n)
     else:
-      mem = memoryview(src).cast("B")
+      mem = _as_memory(src) if isinstance(src, Tensor) else memoryview(src).cast("B")
       total = mem.nbytes
       n = _header_length(bytes(mem[:8]), total)
       head = bytes(mem[8:8 + n])
     return _parse_header(head, total - 8 - n)[1]
 
-def safe_save(tensors: dict[str, Tensor], path, metadata: Optional[dict[str, str]] = None) -> None:
+def safe_save(tensors: dict[str, Tensor], fn, metadata: Optional[dict[str, str]] = None) -> None:
   """Write `tensors` as a safetensors file, atomically. Like the reference writer, data is ordered by decreasing
   element size, then name (so every tensor is aligned), and the header is padded with spaces to 8 bytes."""
   if metadata is not None and not (isinstance(metadata, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
@@ -304,7 +318,7 @@ def safe_save(tensors: dict[str, Tensor], path, metadata: Optional[dict[str, str
     f.write(len(head).to_bytes(8, "little"))
     f.write(head)
     for k in order: f.write(_tensor_bytes(tensors[k]))
-  _atomic_write(path, write)
+  _atomic_write(fn, write)
 
 # ---------------------------------------------------------------------------------------------------------------
 # pickles, without pickle.Unpickler: `unpickle` interprets the opcodes itself and builds only plain values (None, bools,
@@ -632,13 +646,13 @@ def _member(zf: zipfile.ZipFile, name: str, mem: Optional[memoryview]) -> tuple[
     return info, memoryview(bytearray(mem[start:start + info.file_size])), 0   # aligned once here, not once per tensor
   return info, memoryview(bytearray(_zip_read(zf, info))), 0
 
-def torch_load(src: Source, device: Optional[str] = None) -> Any:
+def torch_load(t: Source, device: Optional[str] = None) -> Any:
   """Load a `torch.save` checkpoint (zip format) without torch: the pickled structure (dicts, OrderedDicts, lists,
   numbers) with tinyweb Tensors in place of torch tensors. Storages are used in place where possible (mmap of a
   path). A malformed checkpoint, or a pickle that names any other global, raises FormatError."""
-  mem = _as_memory(src)
+  mem, src = _as_memory(t), t
   with _naming(src, "torch_load"):
-    try: zf = zipfile.ZipFile(os.fspath(src) if isinstance(src, (str, os.PathLike)) else io.BytesIO(src))
+    try: zf = zipfile.ZipFile(os.fspath(src) if isinstance(src, (str, os.PathLike)) else io.BytesIO(mem))
     except (zipfile.BadZipFile, ValueError, EOFError):
       if bytes(mem[:2]) == b"\x80\x02":
         raise FormatError("this is the legacy (non-zip) torch.save format, which is not supported; "
@@ -685,3 +699,78 @@ def save_checkpoint(obj: Any, path, metadata: Optional[dict[str, str]] = None) -
 def load_checkpoint(path, obj: Any, strict: bool = True, verbose: bool = False) -> tuple[list[str], list[str]]:
   """Load a checkpoint written by `save_checkpoint` into `obj` (see load_state_dict)."""
   return load_state_dict(obj, safe_load(path), strict=strict, verbose=verbose)
+
+# ---------------------------------------------------------------------------------------------------------------
+# tinygrad's names: archives as tensors, a tensor as a file, the safetensors dtype tables
+
+safe_dtypes = SAFETENSORS_DTYPES                        # safetensors dtype name -> DType
+inverse_safe_dtypes = {v: k for k, v in safe_dtypes.items()}   # DType -> safetensors dtype name
+
+class TensorIO(io.RawIOBase):
+  """A 1-D uint8 Tensor as a read-only binary file (seekable; its bytes are read from the device once, at the first read)."""
+  def __init__(self, t: Tensor):
+    if not isinstance(t, Tensor) or t.dtype != dtypes.uint8 or t.ndim != 1:
+      raise ValueError(f"TensorIO: needs a 1-D uint8 Tensor, got {getattr(t, 'dtype', type(t).__name__)} of shape {getattr(t, 'shape', None)}")
+    super().__init__()
+    self._tensor, self._position, self._mem = t, 0, None
+  def readable(self) -> bool: return True
+  def seekable(self) -> bool: return True
+  def readinto(self, buffer) -> int:
+    if self._mem is None: self._mem = _tensor_bytes(self._tensor)
+    data = self._mem[self._position:self._position + len(buffer)]
+    buffer[:len(data)] = data
+    self._position += len(data)
+    return len(data)
+  def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+    """Like a file's: past the end is allowed (reads give nothing there), before the start is not."""
+    if (pos := (0, self._position, len(self._tensor))[whence] + offset) < 0: raise ValueError(f"TensorIO: negative seek position {pos}")
+    self._position = pos
+    return pos
+  def tell(self) -> int: return self._position
+
+def accept_filename(func: Callable[[Tensor], Any]) -> Callable[..., Any]:
+  """Decorator: a function of a file's contents as a 1-D uint8 Tensor also takes a path (read into such a tensor: on
+  the CPU over the mapped file, without a copy)."""
+  @functools.wraps(func)
+  def wrapper(fn):
+    return func(fn if isinstance(fn, Tensor) else Tensor.frombuffer(_map_file(fn), dtypes.uint8))
+  return wrapper
+
+def _archive_tensor(mem: memoryview, start: int, size: int, device: Optional[str]) -> Tensor:
+  return Tensor.frombuffer(mem[start:start + size], dtypes.uint8, (size,), device)
+
+def zip_extract(t: Source) -> dict[str, Tensor]:
+  """The files of a zip archive (path, bytes or uint8 Tensor) as 1-D uint8 tensors, by name: a stored member is a view of
+  the archive's bytes, a deflated one is decompressed (to at most its declared size). Malformed: FormatError."""
+  mem, device = _as_memory(t), t.device if isinstance(t, Tensor) else None
+  with _naming(t, "zip_extract"):
+    try: zf = zipfile.ZipFile(io.BytesIO(mem))
+    except (zipfile.BadZipFile, ValueError, EOFError) as e: raise FormatError(f"not a zip archive ({e})") from None
+    with zf:
+      out = {}
+      for info in zf.infolist():
+        if info.is_dir(): continue
+        _, data, start = _member(zf, info.filename, mem)
+        out[info.filename] = _archive_tensor(data, start, info.file_size, device)
+      return out
+
+def tar_extract(t: Source) -> dict[str, Tensor]:
+  """The regular files of an (uncompressed) tar archive (path, bytes or uint8 Tensor) as 1-D uint8 tensors over its
+  bytes, by name. Malformed, truncated or compressed: FormatError."""
+  mem, device = _as_memory(t), t.device if isinstance(t, Tensor) else None
+  with _naming(t, "tar_extract"):
+    if bytes(mem[:2]) == b"\x1f\x8b": raise FormatError("a gzip-compressed archive: decompress it first (e.g. fetch(url, gunzip=True))")
+    try:
+      with tarfile.open(fileobj=io.BytesIO(mem), mode="r:") as tf: members = [m for m in tf if m.isreg()]
+    except (tarfile.TarError, EOFError) as e: raise FormatError(f"not a tar archive, or a truncated one ({e})") from None
+    return {m.name: _archive_tensor(mem, m.offset_data, m.size, device) for m in members}
+
+def _no_tinyfs(name: str):
+  raise NotImplementedError(f"{name}: tinyfs (tinygrad's content-addressed store on its tinyfs devices) does not exist in tinyweb; "
+                            "save tensors with safe_save / save_checkpoint instead")
+def fs_store(t: Tensor) -> Tensor:
+  """tinygrad's tinyfs store: not in tinyweb (raises NotImplementedError)."""
+  _no_tinyfs("fs_store")
+def fs_load(t: Tensor, size: int) -> Tensor:
+  """tinygrad's tinyfs load: not in tinyweb (raises NotImplementedError)."""
+  _no_tinyfs("fs_load")
