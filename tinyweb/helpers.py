@@ -2,7 +2,7 @@
 import from tinygrad.helpers (progress bars, timers, colors, fetch, cpu_profile)."""
 from __future__ import annotations
 import os, functools, operator, math, platform, contextvars, inspect, sys, threading, weakref, contextlib, time, shutil, decimal
-import atexit, gzip, hashlib, json, pathlib, tempfile
+import atexit, gzip, hashlib, json, pathlib, tarfile, tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
@@ -348,6 +348,37 @@ def _sha256_of(path: pathlib.Path) -> str:
     while chunk := f.read(1 << 20): h.update(chunk)
   return h.hexdigest()
 
+class FormatError(ValueError):
+  """A file that is malformed, or that asks for what a loader refuses (a global other than tensors and containers,
+  more memory than its size justifies). A ValueError; the message names the file and the problem."""
+
+def safe_extract(tar_path: str, dest: str, max_bytes: int = 1 << 30, max_members: int = 10_000):
+  """Extract the regular files and folders of a tar archive into `dest`. Refuses (FormatError, a ValueError) links,
+  devices, names that would land outside `dest`, and archives whose members add up to more than `max_bytes` or
+  number more than `max_members` (a small gzip of zeros must not fill the disk). Extracts into a temporary folder
+  first, then moves the top-level entries."""
+  os.makedirs(dest, exist_ok=True)
+  tmp = tempfile.mkdtemp(dir=dest, prefix=".extract.")
+  total = 0
+  try:
+    with tarfile.open(tar_path, "r:*") as tf:
+      for count, m in enumerate(tf, 1):
+        parts = [p for p in m.name.replace("\\", "/").split("/") if p not in ("", ".")]
+        if m.name.startswith(("/", "\\")) or ".." in parts or ":" in m.name or not (m.isfile() or m.isdir()):
+          raise FormatError(f"{tar_path}: refusing unsafe archive member {m.name!r}")
+        if count > max_members or (total := total + m.size) > max_bytes:   # (tar headers declare each member's size)
+          raise FormatError(f"{tar_path}: the archive holds more than {max_members} members or {max_bytes} bytes: refused")
+        if not parts: continue
+        target = os.path.join(tmp, *parts)
+        if m.isdir(): os.makedirs(target, exist_ok=True); continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with tf.extractfile(m) as src, open(target, "wb") as dst: shutil.copyfileobj(src, dst)
+    for entry in os.listdir(tmp):
+      old = os.path.join(dest, entry)
+      if os.path.isdir(old) and not os.path.islink(old): shutil.rmtree(old)
+      os.replace(os.path.join(tmp, entry), old)
+  finally: shutil.rmtree(tmp, ignore_errors=True)
+
 def fetch(url: str, name: Optional[pathlib.Path | str] = None, subdir: Optional[str] = None, gunzip: bool = False,
           allow_caching: bool = not getenv("DISABLE_HTTP_CACHE"), headers: Optional[dict[str, str]] = None,
           sha256: Optional[str] = None, extract: bool = False) -> pathlib.Path:
@@ -366,7 +397,6 @@ def fetch(url: str, name: Optional[pathlib.Path | str] = None, subdir: Optional[
   if not extract: return path
   folder = path.parent / f"{path.name}.extract"
   if not folder.is_dir() or not allow_caching:
-    from tinyweb.nn.datasets import safe_extract   # (checks every member; here to keep helpers free of tensor imports)
     tmp = pathlib.Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.extract."))
     try:
       safe_extract(str(path), str(tmp))

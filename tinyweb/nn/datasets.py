@@ -21,11 +21,11 @@ within a small multiple of the file's size; a gzipped IDX file is decompressed a
 the size its header declares.
 """
 from __future__ import annotations
-import os, shutil, struct, sys, tarfile, tempfile, zlib
+import os, struct, sys, zlib
 from typing import Optional
 from tinyweb.tensor import Tensor
 from tinyweb.dtype import DType, dtypes
-from tinyweb.helpers import cache_dir, prod, download
+from tinyweb.helpers import cache_dir, prod, download, safe_extract
 from tinyweb.nn.state import FormatError, unpickle, _Reducer, _Record, _Marker, _encode, _brief
 
 MNIST_URLS = ["https://storage.googleapis.com/cvdf-datasets/mnist/", "https://ossci-datasets.s3.amazonaws.com/mnist/"]
@@ -267,33 +267,6 @@ def _cifar_dir(d: str) -> Optional[tuple[str, str]]:
   return None
 
 CIFAR10_EXTRACTED_MAX = 256 << 20   # the CIFAR-10 python archive holds ~178 MB
-
-def safe_extract(tar_path: str, dest: str, max_bytes: int = 1 << 30, max_members: int = 10_000):
-  """Extract the regular files and folders of a tar archive into `dest`. Refuses (FormatError, a ValueError) links,
-  devices, names that would land outside `dest`, and archives whose members add up to more than `max_bytes` or
-  number more than `max_members` (a small gzip of zeros must not fill the disk). Extracts into a temporary folder
-  first, then moves the top-level entries."""
-  os.makedirs(dest, exist_ok=True)
-  tmp = tempfile.mkdtemp(dir=dest, prefix=".extract.")
-  total = 0
-  try:
-    with tarfile.open(tar_path, "r:*") as tf:
-      for count, m in enumerate(tf, 1):
-        parts = [p for p in m.name.replace("\\", "/").split("/") if p not in ("", ".")]
-        if m.name.startswith(("/", "\\")) or ".." in parts or ":" in m.name or not (m.isfile() or m.isdir()):
-          raise FormatError(f"{tar_path}: refusing unsafe archive member {m.name!r}")
-        if count > max_members or (total := total + m.size) > max_bytes:   # (tar headers declare each member's size)
-          raise FormatError(f"{tar_path}: the archive holds more than {max_members} members or {max_bytes} bytes: refused")
-        if not parts: continue
-        target = os.path.join(tmp, *parts)
-        if m.isdir(): os.makedirs(target, exist_ok=True); continue
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with tf.extractfile(m) as src, open(target, "wb") as dst: shutil.copyfileobj(src, dst)
-    for entry in os.listdir(tmp):
-      old = os.path.join(dest, entry)
-      if os.path.isdir(old) and not os.path.islink(old): shutil.rmtree(old)
-      os.replace(os.path.join(tmp, entry), old)
-  finally: shutil.rmtree(tmp, ignore_errors=True)
 
 CIFAR10_FILES = "the CIFAR-10 batches (cifar-10-batches-py: data_batch_1..5 and test_batch, or cifar-10-batches-bin: the same with .bin)"
 

@@ -23,7 +23,7 @@ import codecs, collections, contextlib, functools, io, json, os, re, reprlib, st
 from typing import Any, Callable, Optional, Union
 from tinyweb.tensor import Tensor
 from tinyweb.dtype import DType, dtypes
-from tinyweb.helpers import prod
+from tinyweb.helpers import prod, FormatError
 
 Source = Union[str, os.PathLike, bytes, bytearray, memoryview, Tensor]
 
@@ -106,10 +106,6 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
 
 # ---------------------------------------------------------------------------------------------------------------
 # malformed files, reading sources and writing files atomically
-
-class FormatError(ValueError):
-  """A file that is malformed, or that asks for what a loader refuses (a global other than tensors and containers,
-  more memory than its size justifies). A ValueError; the message names the file and the problem."""
 
 def _describe(src) -> str:
   if isinstance(src, Tensor): return f"<Tensor of {src.nbytes()} bytes>"
