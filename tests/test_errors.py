@@ -592,3 +592,9 @@ def test_bce_logits_pos_weight_cannot_require_grad(device):
   with pytest.raises(RuntimeError, match=r"binary_crossentropy_logits: pos_weight cannot require a gradient"):
     x.binary_crossentropy_logits(y, pos_weight=Tensor(rnd((4,), 2), device=device, requires_grad=True))
   still_works((rnd((4,), 2), pw))
+
+def test_a_setting_of_the_wrong_type_in_the_environment_is_named():
+  import subprocess, sys, os
+  out = subprocess.run([sys.executable, "-c", "import tinyweb"], capture_output=True, text=True,
+                       env={**os.environ, "DEBUG": "yes"}, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  assert out.returncode != 0 and "environment variable DEBUG='yes': expected int" in out.stderr, out.stderr[-2000:]

@@ -25,7 +25,11 @@ def partition(itr: Iterable, fxn: Callable[[Any], bool]) -> tuple[list, list]:
   return yes, no
 
 @functools.cache
-def getenv(key: str, default: Any = 0) -> Any: return type(default)(os.getenv(key, default))
+def getenv(key: str, default: Any = 0) -> Any:
+  """Environment variable `key` converted to the type of `default` (default where it is unset)."""
+  try: return type(default)(os.getenv(key, default))
+  except ValueError:
+    raise ValueError(f"environment variable {key}={os.environ[key]!r}: expected {type(default).__name__} like its default {default!r}") from None
 
 class ContextVar:
   """A setting: its default is read from the environment at start-up and is the same in every thread; `with
