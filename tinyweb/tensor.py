@@ -294,6 +294,9 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, MathMixin, IndexMixin, N
   def clone(self) -> Tensor: return self._wrap(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), unique_id()))
   def contiguous(self) -> Tensor:
     return self if is_contiguous_buffer(self.uop) else self._wrap(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+  def contiguous_backward(self) -> Tensor:
+    """self, unchanged; in the backward pass its gradient is made contiguous (computed into a buffer of its own)."""
+    return self.custom_gradient([self], lambda g: (g.contiguous(),))
   def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
   def requires_grad_(self, requires_grad: bool = True) -> Tensor:
     self.requires_grad = requires_grad
@@ -313,6 +316,13 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, MathMixin, IndexMixin, N
     else:   # no storage of its own (lazy, or a buffer shared with another tensor): the value is replaced instead
       self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (x.uop,), unique_id())
     if x.requires_grad and not NO_GRAD.value: self.requires_grad = True   # (x[i] = v: the result's gradient reaches v)
+    return self
+
+  def replace(self, x: Tensor) -> Tensor:
+    """Make this tensor x's value (its data, dtype and device) instead of its own: the shapes must match (no copy, no cast)."""
+    if not isinstance(x, Tensor): raise TypeError(f"replace: expected a Tensor, got {type(x).__name__}")
+    if x.shape != self.shape: raise ValueError(f"replace: the new value's shape {x.shape} does not match the tensor's {self.shape}")
+    self.uop = x.uop
     return self
 
   def _owns(self, buf: Buffer) -> bool:

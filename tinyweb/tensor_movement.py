@@ -1,7 +1,7 @@
 """Tensor movement ops, views that copy nothing: reshape, expand, permute, flip, shrink, pad, and what is built on them
 (transpose, flatten, squeeze, repeat, cat, stack, split, chunk). A mixin of Tensor (tensor.py)."""
 from __future__ import annotations
-import math
+import functools, math
 from typing import Optional, Self, Sequence
 from tinyweb.dtype import dtypes, least_upper_dtype
 from tinyweb.helpers import prod, flatten
@@ -23,8 +23,8 @@ class MovementMixin:
   # (Tensor, in tensor.py, is built from this mixin and must not be imported here: methods find the class as
   # type(self), often as a local `Tensor = type(self)`; annotations say Self)
 
-  def reshape(self, *shape) -> Self:
-    shape, cur = _shape_args(shape), self.shape
+  def reshape(self, shape, *args) -> Self:
+    shape, cur = _shape_args((shape, *args)), self.shape
     if not all(type(s) is int and s >= 0 for s in shape):   # None (keep that size), -1 (infer it), numpy ints, or invalid
       shape = tuple(cur[i] if s is None and i < len(cur) else _as_int("reshape", "a size", s) for i, s in enumerate(shape))
       if any(s < -1 for s in shape): raise ValueError(f"reshape: invalid shape {shape}: sizes are >= 0, or -1 (once) to infer one")
@@ -37,10 +37,10 @@ class MovementMixin:
     if prod(shape) != (n := prod(cur)):
       raise ValueError(f"reshape: cannot reshape tensor of shape {cur} ({n} elements) to {shape} ({prod(shape)} elements)")
     return self._wrap(UOp(Ops.RESHAPE, self.dtype, (self.uop,), shape), self)
-  def view(self, *shape) -> Self: return self.reshape(*shape)
+  def view(self, shape, *args) -> Self: return self.reshape(shape, *args)
 
-  def expand(self, *shape) -> Self:
-    shape = _shape_args(shape)
+  def expand(self, shape, *args) -> Self:
+    shape = _shape_args((shape, *args))
     if not all(type(s) is int and s >= -1 for s in shape): shape = tuple(_as_int("expand", "a size", s) for s in shape)
     lead = len(shape) - self.ndim
     if lead < 0: raise ValueError(f"expand: target shape {shape} has fewer dimensions than the tensor {self.shape}")
@@ -54,16 +54,16 @@ class MovementMixin:
     if new == x.shape: return x
     return x._wrap(UOp(Ops.EXPAND, self.dtype, (x.uop,), new), x)
 
-  def permute(self, *order) -> Self:
-    given = _shape_args(order)
+  def permute(self, order, *args) -> Self:
+    given = _shape_args((order, *args))
     order = tuple(_normalize_axis("permute", o, self.ndim) for o in given)
     if len(order) != self.ndim or len(set(order)) != len(order):
       raise ValueError(f"permute: order {given} is not a permutation of the {self.ndim} dimensions of shape {self.shape}")
     if order == tuple(range(self.ndim)): return self
     return self._wrap(UOp(Ops.PERMUTE, self.dtype, (self.uop,), order), self)
 
-  def flip(self, *axis) -> Self:
-    axis = _shape_args(axis)
+  def flip(self, axis, *args) -> Self:
+    axis = _shape_args((axis, *args))
     axes = [_normalize_axis("flip", a, self.ndim) for a in axis]
     if len(set(axes)) != len(axes): raise ValueError(f"flip: dims {axis} name a dimension more than once (shape {self.shape})")
     if not axes or self.ndim == 0: return self
@@ -155,8 +155,8 @@ class MovementMixin:
   def unsqueeze(self, dim: int) -> Self:
     d = _normalize_axis("unsqueeze", dim, self.ndim + 1)
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
-  def repeat(self, *repeats) -> Self:
-    repeats = tuple(_as_int("repeat", "a repeat count", r) for r in _shape_args(repeats))
+  def repeat(self, repeats, *args) -> Self:
+    repeats = tuple(_as_int("repeat", "a repeat count", r) for r in _shape_args((repeats, *args)))
     if len(repeats) < self.ndim: raise ValueError(f"repeat: need at least {self.ndim} repeat counts for shape {self.shape}, got {repeats}")
     shape = (1,) * (len(repeats) - self.ndim) + self.shape
     # like torch, a count is refused only where it makes a negative size (a negative count of an empty dim is empty)
@@ -171,6 +171,128 @@ class MovementMixin:
     x = self.flatten() if dim is None else self
     d = 0 if dim is None else _normalize_axis("repeat_interleave", dim, x.ndim)
     return x.unsqueeze(d + 1).expand(*x.shape[:d + 1], repeats, *x.shape[d + 1:]).flatten(d, d + 1)
+
+  def pad_to(self, shape, *args, value=0) -> Self:
+    """Pad the end of each dimension with `value` up to `shape` (None keeps a dimension's size)."""
+    shape = _shape_args((shape, *args))
+    if len(shape) != self.ndim: raise ValueError(f"pad_to: target shape {shape} needs one size (or None) per dimension of {self.shape}")
+    new = tuple(s if ns is None else _as_int("pad_to", "a size", ns) for s, ns in zip(self.shape, shape))
+    if any(ns < s for s, ns in zip(self.shape, new)): raise ValueError(f"pad_to: cannot pad shape {self.shape} to the smaller {shape}")
+    return self.pad(tuple((0, ns - s) for s, ns in zip(self.shape, new)), value=value)
+  def shrink_to(self, shape, *args) -> Self:
+    """The first `shape[i]` elements of each dimension (None keeps a dimension whole)."""
+    shape = _shape_args((shape, *args))
+    if len(shape) != self.ndim: raise ValueError(f"shrink_to: target shape {shape} needs one size (or None) per dimension of {self.shape}")
+    new = tuple(s if ns is None else _as_int("shrink_to", "a size", ns) for s, ns in zip(self.shape, shape))
+    if any(not 0 <= ns <= s for s, ns in zip(self.shape, new)): raise ValueError(f"shrink_to: cannot shrink shape {self.shape} to {shape}")
+    return self.shrink(tuple((0, ns) for ns in new))
+
+  def roll(self, shifts, dims=None) -> Self:
+    """Shift the elements along `dims` by `shifts` (one per dim), circularly; with dims=None, of the flattened tensor."""
+    if dims is None:
+      if isinstance(shifts, (tuple, list)) and len(shifts) != 1: raise ValueError(f"roll: with dims=None shifts must be one int, got {shifts}")
+      return self.flatten().roll(shifts, 0).reshape(self.shape)
+    shifts, dims = (tuple(v) if isinstance(v, (tuple, list)) else (v,) for v in (shifts, dims))
+    if len(shifts) != len(dims): raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+    x = self
+    for s, d in zip(shifts, dims):
+      d, s = _normalize_axis("roll", d, self.ndim), _as_int("roll", "a shift", s)
+      n = x.shape[d] if self.ndim else 0
+      if n == 0 or (s := s % n) == 0: continue   # (a 0-d or empty tensor rolls onto itself)
+      def part(b, e): return x.shrink(tuple((b, e) if i == d else None for i in range(x.ndim)))
+      x = part(n - s, n).cat(part(0, n - s), dim=d)
+    return x
+
+  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Self:
+    """The elements [i, i + offset] of dims dim1 and dim2 (offset > 0: above the main diagonal), as a new last dimension."""
+    a, b, offset = _normalize_axis("diagonal", dim1, self.ndim), _normalize_axis("diagonal", dim2, self.ndim), _as_int("diagonal", "offset", offset)
+    if a == b: raise ValueError(f"diagonal: dim1 {dim1} and dim2 {dim2} must name two different dimensions of {self.shape}")
+    x = self.permute([i for i in range(self.ndim) if i not in (a, b)] + [a, b])
+    (r, c), pre = x.shape[-2:], x.shape[:-2]
+    r0, c0 = min(max(0, -offset), r), min(max(0, offset), c)
+    n = max(0, min(r - r0, c - c0))
+    x = x.shrink((None,) * len(pre) + ((r0, r0 + n), (c0, c0 + n)))
+    # the (n, n) block flattened and padded to n*(n+1): element [i, 0] of the (n, n+1) view is its [i, i]
+    x = x.reshape(*pre, n * n)._pad_zero(((0, 0),) * len(pre) + ((0, n),)).reshape(*pre, n, n + 1)
+    return x.shrink((None,) * len(pre) + (None, (0, 1))).reshape(*pre, n)
+  def diag(self) -> Self:
+    """A 1-D tensor as the diagonal of a square matrix (zeros elsewhere); of a 2-D tensor, its main diagonal (torch.diag)."""
+    if self.ndim == 2: return self.diagonal()
+    if self.ndim != 1: raise ValueError(f"diag: expected a 1-D tensor (a diagonal to make a matrix of) or a 2-D one, got shape {self.shape}")
+    n = self.shape[0]
+    # each value followed by n zeros, the first n*n of them as (n, n): value i lands at [i, i]
+    return self.reshape(n, 1)._pad_zero(((0, 0), (0, n))).reshape(n * (n + 1)).shrink(((0, n * n),)).reshape(n, n)
+
+  def unfold(self, dim: int, size: int, step: int) -> Self:
+    """Windows of `size` elements starting every `step` along `dim`: that dim becomes the windows, a new last dim their elements."""
+    d, size, step = _normalize_axis("unfold", dim, self.ndim), _as_int("unfold", "size", size), _as_int("unfold", "step", step)
+    n = self.shape[d] if self.ndim else 1
+    if size < 0 or step <= 0 or size > n:
+      raise ValueError(f"unfold: size {size} and step {step} are invalid for dimension {d} of size {n} (shape {self.shape}): need 0 <= size <= {n}, step > 0")
+    if self.ndim == 0: return self.reshape(1).shrink(((0, size),))
+    x = self.permute([i for i in range(self.ndim) if i != d] + [d])._pool((size,), (step,), (1,), "unfold")   # (..., windows, size)
+    return x.permute(*range(d), self.ndim - 1, *range(d, self.ndim - 1), self.ndim)
+
+  def meshgrid(self, *args: Self, indexing: str = "ij") -> tuple[Self, ...]:
+    """Grids from 1-D (or 0-d) tensors: each broadcast along the others' dims (indexing "xy" swaps the first two dims)."""
+    ts = _tensors("meshgrid", self, *args)
+    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    if (bad := next((t for t in ts if t.ndim > 1), None)) is not None: raise ValueError(f"meshgrid: expected 0-d or 1-D tensors, got shape {bad.shape}")
+    if (dev := next((t.device for t in ts if t.device != self.device), None)) is not None:
+      raise RuntimeError(f"meshgrid: expected all tensors on the same device, got {self.device} and {dev}")
+    axes = [1, 0, *range(2, len(ts))] if indexing == "xy" and len(ts) > 1 else list(range(len(ts)))   # the output dim of each
+    shape = [0] * len(ts)
+    for a, t in zip(axes, ts): shape[a] = t.numel()
+    return tuple(t.reshape(tuple(s if j == a else 1 for j, s in enumerate(shape))).expand(shape) for a, t in zip(axes, ts))
+
+  def rearrange(self, formula: str, **sizes) -> Self:
+    """Reshape and permute as an einops formula says, e.g. "b c (h w) -> b h w c" with h=4: axis names, (groups) of them
+    (a dimension that is their product), '...' for the dimensions not named, and 1 for a dimension of size 1."""
+    if not isinstance(formula, str) or formula.count("->") != 1: raise ValueError(f"rearrange: the formula must be a string with one '->', got {formula!r}")
+    def fail(why): raise ValueError(f"rearrange: {why}, in {formula!r} for shape {self.shape}")
+    def parse(side: str) -> list:   # the names of each dimension's axes ([]: a dimension of size 1), "..." for the unnamed ones
+      groups, cur = [], None
+      for tok in side.replace("…", "...").replace("(", " ( ").replace(")", " ) ").split():
+        if tok == "(":
+          if cur is not None: fail("nested parentheses")
+          cur = []
+        elif tok == ")":
+          if cur is None: fail("a ')' without its '('")
+          groups.append(cur); cur = None
+        elif tok == "1":
+          if cur is None: groups.append([])
+        elif tok == "..." or tok.isidentifier():
+          if cur is None: groups.append(tok if tok == "..." else [tok])
+          else: cur.append(tok)
+        else: fail(f"invalid axis {tok!r} (valid: names, '...', 1 and parentheses)")
+      if cur is not None: fail("a '(' without its ')'")
+      return groups
+    lhs, rhs = (parse(side) for side in formula.split("->"))
+    names_l, names_r = ([n for g in side for n in ([g] if g == "..." else g)] for side in (lhs, rhs))
+    if len(set(names_l)) != len(names_l) or len(set(names_r)) != len(names_r): fail("an axis is named twice on one side")
+    if set(names_l) != set(names_r): fail(f"axes {sorted(set(names_l) ^ set(names_r))} are on one side only")
+    if (extra := set(sizes) - set(names_l)): fail(f"sizes are given for axes {sorted(extra)} that it does not name")
+    if any(g != "..." and "..." in g for g in lhs): fail("'...' is inside parentheses on the left")
+    n_ell = self.ndim - len(lhs) + 1 if "..." in names_l else 0
+    if n_ell < 0 or ("..." not in names_l and len(lhs) != self.ndim): fail(f"the left side has {len(lhs)} dimensions, the tensor {self.ndim}")
+    ell = [f"...{k}" for k in range(n_ell)]   # the unnamed dims' axes: one dim each where '...' stands alone, else one group
+    def expand(groups):
+      return flatten([[e] for e in ell] if g == "..." else [flatten(ell if n == "..." else [n] for n in g)] for g in groups)
+    lhs, rhs = expand(lhs), expand(rhs)
+    size = {n: _as_int("rearrange", f"the size of axis {n}", v) for n, v in sizes.items()}
+    for g, dim in zip(lhs, self.shape):   # each group's one unknown size is inferred from the dimension's
+      unknown, known = [n for n in g if n not in size], prod(size[n] for n in g if n in size)
+      if len(unknown) > 1: fail(f"axes {unknown} of a dimension of size {dim} need sizes (all but one)")
+      if unknown and (known <= 0 or dim % known): fail(f"sizes {[size[n] for n in g if n in size]} do not divide the dimension of size {dim} of {g}")
+      if unknown: size[unknown[0]] = dim // known
+      elif known != dim: fail(f"axes {g} make a dimension of size {known}, not {dim}")
+    order = [n for g in lhs for n in g]
+    x = self.reshape(tuple(size[n] for n in order)).permute(tuple(order.index(n) for g in rhs for n in g))
+    return x.reshape(tuple(prod(size[n] for n in g) for g in rhs))
+
+  def sequential(self, ll: Sequence) -> Self:
+    """The functions of ll applied in turn: ll[-1](...ll[1](ll[0](self)))."""
+    return functools.reduce(lambda x, f: f(x), ll, self)
 
   def cat(self, *others: Self, dim: int = 0) -> Self:
     ts = _tensors("cat", self, *others)

@@ -202,7 +202,7 @@ class _NpArray(_Record):
     dt = self.npdtype.dtype
     data = bytearray(_to_native(self.data, dt.itemsize, {">": "big", "<": "little"}.get(self.npdtype.byteorder, sys.byteorder)))
     if not self.fortran: return Tensor.frombuffer(data, dt, self.shape, device)
-    return Tensor.frombuffer(data, dt, self.shape[::-1], device).permute(*range(len(self.shape) - 1, -1, -1))
+    return Tensor.frombuffer(data, dt, self.shape[::-1], device).permute(tuple(range(len(self.shape) - 1, -1, -1)))
   def tolist(self) -> list: return self.tensor().tolist()
 
 def _np_array(shape, npdtype, fortran, data) -> tuple:
