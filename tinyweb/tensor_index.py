@@ -4,6 +4,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Optional, Self
 from tinyweb.dtype import dtypes
+from tinyweb.helpers import prod
 from tinyweb.uop import Ops
 from tinyweb.tensor_helpers import _broadcast_shape, _flatten_list, _as_int, _normalize_axis
 
@@ -182,37 +183,100 @@ class IndexMixin:
     out = mask.where(xe, 0).sum(-1, dtype=self.dtype if self.dtype.is_float else None)
     return out.cast(self.dtype)
 
-  def scatter(self, dim: int, index: Self, src, reduce: Optional[str] = None) -> Self:
+  def _scatter_args(self, op: str, dim: int, index: Self, src) -> tuple:
+    """scatter's arguments checked. Returns the dim, the index (negatives wrapped), src (a number made a tensor) cut to the
+    index's shape in self's dtype, mask[..., m at d, ..., k] = (index[..., m, ...] == k), and place(t), which moves a
+    reduction of such a tensor over dim d (keepdim) into self's shape: k into dim d."""
     Tensor = type(self)
-    d = _normalize_axis("scatter", dim, self.ndim)
+    d = _normalize_axis(op, dim, self.ndim)
     if not isinstance(index, Tensor) or not index.dtype.is_int:
-      raise TypeError(f"scatter: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
-    if index.ndim != self.ndim: raise ValueError(f"scatter: index {index.shape} must have as many dims as the input {self.shape}")
-    if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
-    n = self.shape[d]
+      raise TypeError(f"{op}: index must be an integer Tensor, got {getattr(index, 'dtype', type(index).__name__)}")
     src = src if isinstance(src, Tensor) else Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
-    src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
-    idx = self._index_tensor(index, n, d)
-    # mask[..., m at d, ..., k] = index[..., m, ...] == k; reduce over m, then move k into dim d
+    if index.ndim != self.ndim or src.ndim != self.ndim:
+      raise ValueError(f"{op}: index {index.shape} and src {src.shape} must have as many dims as the input {self.shape}")
+    if any(i > s for i, s in zip(index.shape, src.shape)) or any(i > s for j, (i, s) in enumerate(zip(index.shape, self.shape)) if j != d):
+      raise ValueError(f"{op}: index {index.shape} must be no larger than src {src.shape}, nor than the input {self.shape} outside dimension {d}")
+    if src.device != self.device: raise RuntimeError(f"{op}: src is on {src.device}, the input on {self.device}")
+    n = self.shape[d]
+    src, idx = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype), self._index_tensor(index, n, d)
     mask = idx.unsqueeze(-1) == Tensor.arange(n, device=self.device)
-    s = src.unsqueeze(-1)
     full = tuple((0, self.shape[j] - index.shape[j]) if j != d else (0, 0) for j in range(self.ndim))
     def place(t: Self) -> Self: return t.transpose(d, -1).squeeze(-1)._pad_zero(full)
-    hit = place(mask.any(d, keepdim=True))
-    if reduce is None:
-      # where several index entries name one position, the last of them writes it (as torch's CPU loop does); the value
-      # is taken with max against the lowest value, which keeps it exactly (-0.0 too). Gradients as torch's: to src
-      # the output's gradient at each entry's position (duplicates included), to self where nothing was written
-      m = Tensor.arange(index.shape[d], device=self.device).reshape(*[index.shape[d] if j == d else 1 for j in range(self.ndim)], 1)
-      mask = mask & (m == mask.where(m, -1)._reduce(Ops.MAX, d, True, "scatter"))
-      written = place(mask.where(s, self.dtype.min)._reduce(Ops.MAX, d, True, "scatter"))
-      return hit.where(written.detach(), self.detach()).custom_gradient([self, src], lambda g: (hit.where(0.0, g), g.gather(d, idx)))
-    if reduce == "multiply":
-      prodv = place(mask.where(s, 1).prod(d, keepdim=True).cast(self.dtype))
-      return hit.where(self * prodv, self)
-    total = place(mask.where(s, 0).sum(d, keepdim=True, dtype=self.dtype if self.dtype.is_float else None).cast(self.dtype))
-    return self + total   # (reduce == "add")
+    return d, idx, src, mask, place
+
+  def scatter(self, dim: int, index: Self, src, reduce: Optional[str] = None) -> Self:
+    Tensor = type(self)
+    if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+    if reduce is not None: return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")
+    d, idx, src, mask, place = self._scatter_args("scatter", dim, index, src)
+    s, hit = src.unsqueeze(-1), place(mask.any(d, keepdim=True))
+    # where several index entries name one position, the last of them writes it (as torch's CPU loop does); the value
+    # is taken with max against the lowest value, which keeps it exactly (-0.0 too). Gradients as torch's: to src
+    # the output's gradient at each entry's position (duplicates included), to self where nothing was written
+    m = Tensor.arange(index.shape[d], device=self.device).reshape(*[index.shape[d] if j == d else 1 for j in range(self.ndim)], 1)
+    mask = mask & (m == mask.where(m, -1)._reduce(Ops.MAX, d, True, "scatter"))
+    written = place(mask.where(s, self.dtype.min)._reduce(Ops.MAX, d, True, "scatter"))
+    return hit.where(written.detach(), self.detach()).custom_gradient([self, src], lambda g: (hit.where(0.0, g), g.gather(d, idx)))
   def scatter_add(self, dim: int, index: Self, src: Self) -> Self: return self.scatter(dim, index, src, "add")
+
+  def scatter_reduce(self, dim: int, index: Self, src: Self, reduce: str, include_self: bool = True) -> Self:
+    """self with the src values at index along dim combined into it by reduce: sum, prod, mean (integers: floored), amax
+    or amin; include_self=False leaves self's own values out where an index names them. Positions no index names keep self's."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+      raise ValueError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
+    d, _, src, mask, place = self._scatter_args("scatter_reduce", dim, index, src)
+    if src.numel() == 0: return self   # (nothing to write; amax and amin have no value for an empty reduction)
+    s, hit = src.unsqueeze(-1), place(mask.any(d, keepdim=True))
+    def combined(empty, how: str) -> Self: return place(getattr(mask.where(s, empty), how)(d, keepdim=True)).cast(self.dtype)
+    if reduce == "sum": out = combined(0, "sum") + (self if include_self else 0)
+    elif reduce == "prod": out = combined(1, "prod") * (self if include_self else 1)
+    elif reduce == "mean":
+      # (a count of 0, where nothing is written, made 1: an integer division by 0 can trap on the CPU)
+      total, count = combined(0, "sum") + (self if include_self else 0), (place(mask.sum(d, keepdim=True)) + int(include_self)).maximum(1)
+      out = total / count if self.dtype.is_float else total.div(count, rounding_mode="floor").cast(self.dtype)
+    elif reduce == "amax": out = combined(self.dtype.min, "max").maximum(self) if include_self else combined(self.dtype.min, "max")
+    else: out = combined(self.dtype.max, "min").minimum(self) if include_self else combined(self.dtype.max, "min")
+    return hit.where(out, self)
+
+  def _true_positions(self, size: int) -> Self:
+    """For a 1-D bool mask: int32 (size,), the positions of its first `size` True values in order (past its count of
+    Trues, its last position). The k-th True is at the count of positions whose running count of Trues is at most k."""
+    Tensor = type(self)
+    n = self.shape[0]
+    if n == 0: return Tensor.zeros(size, dtype=dtypes.int32, device=self.device)
+    k = Tensor.arange(size, device=self.device).unsqueeze(1)
+    return (self.cast(dtypes.int32).cumsum().unsqueeze(0) <= k).sum(1).minimum(n - 1).cast(dtypes.int32)
+  def _count_or_size(self, op: str, size) -> int:
+    """size checked; without one, the count of True values of this bool tensor, read (one realize)."""
+    if size is None: return int(self.sum().item())
+    if (size := _as_int(op, "size", size)) < 0: raise ValueError(f"{op}: size must be >= 0, got {size}")
+    return size
+
+  def masked_select(self, mask: Self, size: Optional[int] = None, fill_value=0) -> Self:
+    """1-D: the elements where the bool mask (broadcast with self) is True, in row-major order. The output's size depends
+    on the values: without `size` the count of True values is read (one realize, as in tinygrad); with it nothing is read:
+    the first `size` selected elements, then fill_value."""
+    Tensor = type(self)
+    if not isinstance(mask, Tensor) or not mask.dtype.is_bool:
+      raise TypeError(f"masked_select: mask must be a bool Tensor, got {getattr(mask, 'dtype', type(mask).__name__)}")
+    if mask.device != self.device: raise RuntimeError(f"masked_select: mask is on {mask.device}, the tensor on {self.device}")
+    shape = _broadcast_shape("masked_select", self.shape, mask.shape)
+    x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
+    n = m._count_or_size("masked_select", size)
+    if x.numel() == 0: return x.pad(((0, n),), value=fill_value)
+    out = x[m._true_positions(n)]
+    return out if size is None else (Tensor.arange(n, device=self.device) < m.sum()).where(out, fill_value).cast(self.dtype)
+
+  def nonzero(self, size: Optional[int] = None, fill_value=0) -> Self:
+    """int32 (count, ndim): the index of each non-zero element, in row-major order. The count depends on the values:
+    without `size` it is read (one realize, as in tinygrad); with it nothing is read: `size` rows, fill_value after the last."""
+    Tensor = type(self)
+    m = (self != 0).flatten()
+    n = m._count_or_size("nonzero", size)
+    if self.ndim == 0: return Tensor.zeros(n, 0, dtype=dtypes.int32, device=self.device)
+    pos = m._true_positions(n)
+    out = Tensor.stack(*[pos // prod(self.shape[i + 1:]) % s for i, s in enumerate(self.shape)], dim=-1)
+    return out if size is None else (Tensor.arange(n, device=self.device) < m.sum()).unsqueeze(1).where(out, fill_value).cast(dtypes.int32)
 
   def one_hot(self, num_classes: int = -1) -> Self:
     """int32 rows with a 1 at each value's class. num_classes=-1 takes the largest value + 1, which reads the values (one
