@@ -1,7 +1,7 @@
 """Tensor creation: constants (full, zeros, ones, empty, the *_like), ranges (arange, linspace, eye) and random numbers
 (a counter-based hash whose seed and counter live in a device buffer). A mixin of Tensor (tensor.py)."""
 from __future__ import annotations
-import math
+import gzip, math, zlib
 from typing import Any, Optional, Self, Sequence, Union
 from tinyweb.dtype import DType, dtypes, to_dtype, scalar_dtype, scalar_fits, scalar_range_error
 from tinyweb.helpers import prod, fork_safe_lock
@@ -9,6 +9,15 @@ from tinyweb.uop import UOp, Ops, unique_id
 from tinyweb.device import Device, Buffer
 from tinyweb.schedule import buffer_uop
 from tinyweb.tensor_helpers import _py_scalar, _int_dtype, _pack, _shape_args, _as_int, _sizes
+
+def _fetch(op: str, url: str, gunzip: bool) -> bytes:
+  """The bytes at url, read with urllib (no cache), gzip-decompressed if asked."""
+  import urllib.request   # (here: it takes http, email and ssl with it, which importing tinyweb does not need)
+  try:
+    with urllib.request.urlopen(url) as r: data = r.read()
+    return gzip.decompress(data) if gunzip else data
+  except ValueError as e: raise ValueError(f"{op}: cannot open {url!r}: {e}") from None
+  except (OSError, EOFError, zlib.error) as e: raise OSError(f"{op}: cannot read {url!r}{' as gzip data' if gunzip else ''}: {e}") from e
 
 _rng_lock = fork_safe_lock()   # Tensor._random_bits's
 ShapeArg = Union[int, Sequence[int]]
@@ -21,28 +30,55 @@ class CreationMixin:
   _rng_state: dict = {}   # device -> realized uint32 tensor [seed low, seed high, counter], advanced by kernels
 
   @classmethod
-  def full(cls, shape: ShapeArg, fill_value: Any, dtype=None, device=None, requires_grad=None) -> Self:
+  def full(cls, shape: ShapeArg, fill_value: Any, dtype=None, device=None, buffer: bool = True, requires_grad=None) -> Self:
+    """A tensor of shape filled with fill_value. (buffer is tinygrad's: tinyweb's constants are lazy either way, given a
+    buffer where they are realized.)"""
     shape = _sizes("full", shape if isinstance(shape, (tuple, list)) else (shape,))
     fill_value = _py_scalar("full", fill_value)
     dt = to_dtype(dtype) if dtype is not None else scalar_dtype(fill_value)
     return cls(cls._const_uop(fill_value, dt, Device.canonicalize(device), shape, "full"), requires_grad=requires_grad)
   @classmethod
-  def zeros(cls, *shape, dtype=None, device=None, requires_grad=None) -> Self:
-    return cls.full(_sizes("zeros", _shape_args(shape)), 0.0, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
+  def const(cls, b, dtype=None) -> Self:
+    """A 0-d tensor holding the number b, on the default device (dtype: given, or the one PyTorch infers from b)."""
+    b = _py_scalar("const", b)
+    return cls(cls._const_uop(b, to_dtype(dtype) if dtype is not None else scalar_dtype(b), Device.canonicalize(None), (), "const"))
   @classmethod
-  def ones(cls, *shape, dtype=None, device=None, requires_grad=None) -> Self:
-    return cls.full(_sizes("ones", _shape_args(shape)), 1.0, dtype=dtype or dtypes.default_float, device=device, requires_grad=requires_grad)
+  def zeros(cls, *shape, dtype=None, **kwargs) -> Self:
+    return cls.full(_sizes("zeros", _shape_args(shape)), 0.0, dtype=dtype or dtypes.default_float, **kwargs)
+  @classmethod
+  def ones(cls, *shape, dtype=None, **kwargs) -> Self:
+    return cls.full(_sizes("ones", _shape_args(shape)), 1.0, dtype=dtype or dtypes.default_float, **kwargs)
   @classmethod
   def empty(cls, *shape, dtype=None, device=None) -> Self:
     shape = _sizes("empty", _shape_args(shape))
     buf = Buffer(Device.canonicalize(device), prod(shape), to_dtype(dtype or dtypes.default_float))
     return cls(buffer_uop(buf, shape))
-  def full_like(self, fill_value, dtype=None, device=None, requires_grad=None) -> Self:
-    return type(self).full(self.shape, fill_value, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+  def full_like(self, fill_value, dtype=None, device=None, buffer: bool = True, requires_grad=None) -> Self:
+    return type(self).full(self.shape, fill_value, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad, buffer=buffer)
   def zeros_like(self, **kw) -> Self: return self.full_like(0, **kw)
   def ones_like(self, **kw) -> Self: return self.full_like(1, **kw)
   def rand_like(self, **kw) -> Self: return type(self).rand(*self.shape, device=kw.pop("device", self.device), dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), **kw)
-  def randn_like(self, **kw) -> Self: return type(self).randn(*self.shape, device=kw.pop("device", self.device), dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), **kw)
+  def randn_like(self, dtype=None, **kw) -> Self:
+    return type(self).randn(*self.shape, device=kw.pop("device", self.device), dtype=dtype or (self.dtype if self.dtype.is_float else None), **kw)
+  def empty_like(self, dtype=None, device=None) -> Self:
+    """An uninitialized tensor of self's shape, dtype and device (unless given)."""
+    return type(self).empty(*self.shape, dtype=dtype or self.dtype, device=device or self.device)
+
+  @classmethod
+  def from_blob(cls, ptr: int, shape: tuple[int, ...], **kwargs) -> Self:
+    """A tensor over the memory at host address ptr (keywords dtype and device), not copied on the CPU: the memory must
+    outlive the tensor, and writes to either show in the other. Other devices copy it."""
+    import ctypes   # (here: importing tinyweb does not need it)
+    ptr, shape = _as_int("from_blob", "ptr", ptr), _sizes("from_blob", _shape_args((shape,)))
+    if (extra := set(kwargs) - {"dtype", "device"}): raise TypeError(f"from_blob: unexpected keyword arguments {sorted(extra)} (valid: dtype, device)")
+    dt = to_dtype(kwargs.get("dtype") or dtypes.default_float)
+    if ptr <= 0 and (nbytes := prod(shape) * dt.itemsize): raise ValueError(f"from_blob: {ptr:#x} is not an address of {nbytes} bytes")
+    return cls.frombuffer((ctypes.c_uint8 * (prod(shape) * dt.itemsize)).from_address(ptr), dt, shape, kwargs.get("device"))
+  @classmethod
+  def from_url(cls, url: str, gunzip: bool = False, **kwargs) -> Self:
+    """A uint8 tensor of the bytes at url (file://, http://, https://), gzip-decompressed with gunzip=True; the keywords go
+    to Tensor() (a dtype reinterprets the bytes, as tinygrad's disk tensors do)."""
+    return cls(_fetch("from_url", url, gunzip), **kwargs)
 
   @classmethod
   def arange(cls, start, stop=None, step=1, dtype=None, device=None, requires_grad=None) -> Self:
@@ -119,7 +155,8 @@ class CreationMixin:
     if not dt.is_float: raise TypeError(f"{op}: random values need a float dtype, got {dt.name} (randint makes random integers)")
     return dt
   @classmethod
-  def rand(cls, *shape, dtype=None, device=None, requires_grad=None) -> Self:
+  def rand(cls, *shape, dtype=None, device=None, requires_grad=None, contiguous: bool = True) -> Self:
+    """Uniform in [0, 1). (contiguous is tinygrad's: the values are the same either way, computed where they are used.)"""
     shape, dt = _sizes("rand", _shape_args(shape)), cls._random_float_dtype("rand", dtype)
     bits = cls._random_bits(prod(shape), Device.canonicalize(device))
     out = ((bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))).cast(dt).reshape(shape)
@@ -146,6 +183,36 @@ class CreationMixin:
     r = (cls.rand(*shape, device=dev) * (high - low)).floor().cast(ct)
     if high - low > 1 << 24: r = r.minimum(high - low - 1)   # (float32 rounding may reach the range's end there)
     return (r + low).cast(dt)
+  @classmethod
+  def randperm(cls, n: int, device=None, dtype=dtypes.int32, **kwargs) -> Self:
+    """A random permutation of 0..n-1: the ranks of n random numbers (rand's keywords), which takes n*n comparisons."""
+    if (n := _as_int("randperm", "n", n)) < 0: raise ValueError(f"randperm: n must be >= 0, got {n}")
+    return cls.rand(n, device=device, **kwargs)._ranks().cast(dtype)
+  def _ranks(self) -> Self:
+    """int32: the position of each value of the last dim in a descending order of it (ties: the earlier first)."""
+    n, i = self.shape[-1], type(self).arange(self.shape[-1], device=self.device)
+    a, b = self.unsqueeze(-1), self.unsqueeze(-2)
+    return ((b > a) | ((b == a) & (i.reshape(1, n) < i.reshape(n, 1)))).sum(-1).cast(dtypes.int32)
+  def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Self:
+    """int32 indices of categories drawn with probabilities proportional to the weights in self's last dim (1-D: one
+    distribution, 2-D: one per row). The weights are not read (the draw stays lazy): where torch raises (negative, inf or
+    NaN weights, all zero, fewer non-zero than num_samples without replacement) the indices are meaningless."""
+    Tensor, num_samples = type(self), _as_int("multinomial", "num_samples", num_samples)
+    if self.ndim not in (1, 2) or self.shape[-1] == 0:
+      raise ValueError(f"multinomial: expected 1-D or 2-D weights with at least one category, got shape {self.shape}")
+    if num_samples <= 0 or (not replacement and num_samples > self.shape[-1]):
+      raise ValueError(f"multinomial: cannot draw {num_samples} samples from {self.shape[-1]} categories "
+                       f"{'with' if replacement else 'without'} replacement (need 1..{'any' if replacement else self.shape[-1]})")
+    w = (self if self.ndim == 2 else self.unsqueeze(0)).cast(dtypes.float32)
+    rows, n = w.shape
+    if replacement or num_samples == 1:   # inverse CDF: the number of categories whose cumulative probability is <= u
+      cdf = (c := w.cumsum(1)) / c[:, -1:]   # (its last value exactly 1, above every u)
+      out = (cdf.unsqueeze(1) <= Tensor.rand(rows, num_samples, 1, device=self.device)).sum(2)
+    else:   # Efraimidis-Spirakis: the categories of the num_samples largest log(u) / w, in descending order
+      keys = (w > 0).where((1 - Tensor.rand(rows, n, device=self.device)).log() / w, -math.inf)
+      hit = keys._ranks().unsqueeze(1) == Tensor.arange(num_samples, device=self.device).reshape(num_samples, 1)
+      out = hit.where(Tensor.arange(n, device=self.device), 0).sum(2)
+    return (out if self.ndim == 2 else out.squeeze(0)).cast(dtypes.int32)
   @classmethod
   def uniform(cls, *shape, low=0.0, high=1.0, dtype=None, device=None, requires_grad=None) -> Self:
     low, high, dt = _py_scalar("uniform", low), _py_scalar("uniform", high), cls._random_float_dtype("uniform", dtype)
