@@ -370,7 +370,8 @@ def test_from_blob_bad_arguments():
   with pytest.raises(TypeError, match=r"from_blob: unexpected keyword arguments \['requires_grad'\]"): Tensor.from_blob(8, (1,), requires_grad=True)
   with pytest.raises(TypeError, match="from_blob: ptr must be an int"): Tensor.from_blob(1.5, (1,))
 
-def test_from_url(device, tmp_path):
+def test_from_url(device, tmp_path, monkeypatch):
+  monkeypatch.setenv("TINYWEB_CACHE_DIR", str(tmp_path / "cache"))   # (helpers.fetch keeps what it reads there)
   data = np.arange(10, dtype=np.float32).tobytes()
   (tmp_path / "x.bin").write_bytes(data)
   (tmp_path / "x.bin.gz").write_bytes(gzip.compress(data))
@@ -379,6 +380,7 @@ def test_from_url(device, tmp_path):
   assert (t.shape, t.dtype) == ((40,), dtypes.uint8)
   np.testing.assert_array_equal(t.numpy(), np.frombuffer(data, np.uint8))
   np.testing.assert_array_equal(Tensor.from_url(url + ".gz", gunzip=True, dtype=dtypes.float32, device=device).numpy(), np.arange(10, dtype=np.float32))
+  np.testing.assert_array_equal(Tensor.from_url(str(tmp_path / "x.bin"), device=device).numpy(), np.frombuffer(data, np.uint8))   # (a local path)
   with pytest.raises(OSError, match=r"from_url: cannot read '.*x.bin' as gzip data"): Tensor.from_url(url, gunzip=True)
   with pytest.raises(OSError, match=r"from_url: cannot read '.*missing'"): Tensor.from_url((tmp_path / "missing").as_uri())
   with pytest.raises(ValueError, match="from_url: cannot open 'not a url'"): Tensor.from_url("not a url")

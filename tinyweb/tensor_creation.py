@@ -1,23 +1,14 @@
 """Tensor creation: constants (full, zeros, ones, empty, the *_like), ranges (arange, linspace, eye) and random numbers
 (a counter-based hash whose seed and counter live in a device buffer). A mixin of Tensor (tensor.py)."""
 from __future__ import annotations
-import gzip, math, zlib
+import math, zlib
 from typing import Any, Optional, Self, Sequence, Union
 from tinyweb.dtype import DType, dtypes, to_dtype, scalar_dtype, scalar_fits, scalar_range_error
-from tinyweb.helpers import prod, fork_safe_lock
+from tinyweb.helpers import prod, fork_safe_lock, fetch
 from tinyweb.uop import UOp, Ops, unique_id
 from tinyweb.device import Device, Buffer
 from tinyweb.schedule import buffer_uop
 from tinyweb.tensor_helpers import _py_scalar, _int_dtype, _pack, _shape_args, _as_int, _sizes
-
-def _fetch(op: str, url: str, gunzip: bool) -> bytes:
-  """The bytes at url, read with urllib (no cache), gzip-decompressed if asked."""
-  import urllib.request   # (here: it takes http, email and ssl with it, which importing tinyweb does not need)
-  try:
-    with urllib.request.urlopen(url) as r: data = r.read()
-    return gzip.decompress(data) if gunzip else data
-  except ValueError as e: raise ValueError(f"{op}: cannot open {url!r}: {e}") from None
-  except (OSError, EOFError, zlib.error) as e: raise OSError(f"{op}: cannot read {url!r}{' as gzip data' if gunzip else ''}: {e}") from e
 
 _rng_lock = fork_safe_lock()   # Tensor._random_bits's
 ShapeArg = Union[int, Sequence[int]]
@@ -76,9 +67,13 @@ class CreationMixin:
     return cls.frombuffer((ctypes.c_uint8 * (prod(shape) * dt.itemsize)).from_address(ptr), dt, shape, kwargs.get("device"))
   @classmethod
   def from_url(cls, url: str, gunzip: bool = False, **kwargs) -> Self:
-    """A uint8 tensor of the bytes at url (file://, http://, https://), gzip-decompressed with gunzip=True; the keywords go
-    to Tensor() (a dtype reinterprets the bytes, as tinygrad's disk tensors do)."""
-    return cls(_fetch("from_url", url, gunzip), **kwargs)
+    """A uint8 tensor of the bytes at url (http://, https://, file://, a local path), fetched once into the download cache
+    (helpers.fetch) and gzip-decompressed with gunzip=True; the keywords go to Tensor() (a dtype reinterprets the bytes,
+    as tinygrad's disk tensors do). The bytes are read into memory: tinyweb has no disk tensors."""
+    try: data = fetch(url, gunzip=gunzip).read_bytes()
+    except ValueError as e: raise ValueError(f"from_url: cannot open {url!r}: {e}") from None
+    except (OSError, EOFError, zlib.error) as e: raise OSError(f"from_url: cannot read {url!r}{' as gzip data' if gunzip else ''}: {e}") from e
+    return cls(data, **kwargs)
 
   @classmethod
   def arange(cls, start, stop=None, step=1, dtype=None, device=None, requires_grad=None) -> Self:
