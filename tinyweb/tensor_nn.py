@@ -126,12 +126,13 @@ class NNMixin:
   # ------------------------------------------------------------------------------------------------------------ einsum
 
   @staticmethod
-  def einsum(formula: str, *operands):
-    """Tensor.einsum("ij,jk->ik", a, b). Supports '...', implicit output, repeated letters in one operand (diagonals)
+  def einsum(formula: str, *operands, dtype=None):
+    """Tensor.einsum("ij,jk->ik", a, b) (the operands cast to dtype first if given). Supports '...', implicit output, repeated letters in one operand (diagonals)
     and broadcasting of size-1 dims. Like PyTorch (without opt_einsum): letters found in one operand only (and not in
     the output) are summed first, then the operands are contracted left to right, each product summing the letters no
     later operand or the output needs. A product is the operands permuted/reshaped to one letter order and multiplied."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
+    if dtype is not None: operands = tuple(x.cast(dtype) for x in operands)
     lhs, arrow, out = formula.replace(" ", "").partition("->")
     terms = lhs.split(",")
     if len(terms) != len(operands):
@@ -194,8 +195,9 @@ class NNMixin:
       t = "".join(t[i] for i in rest) + c
     return x, t
 
-  def linear(self, weight, bias=None):
-    """x @ weight + bias with weight of shape (in, out) (a 1-D weight multiplies elementwise)."""
+  def linear(self, weight, bias=None, dtype=None):
+    """x @ weight + bias with weight of shape (in, out) (a 1-D weight multiplies elementwise); all cast to dtype if given."""
+    if dtype is not None: return self.cast(dtype).linear(weight.cast(dtype), None if bias is None else bias.cast(dtype))
     if weight.ndim == 1: x = self * weight
     else:
       if self.ndim == 0 or self.shape[-1] != weight.shape[0]:
@@ -232,9 +234,12 @@ class NNMixin:
     # now (..., k1, o1, k2, o2, ...): move the window dims last
     return x.permute(*range(nb), *[nb + 2 * j + 1 for j in range(n)], *[nb + 2 * j for j in range(n)])
 
-  def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
+  def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None):
     """Convolution over any number of spatial dims: input (N, Cin, *spatial), weight (Cout, Cin/groups, *kernel).
-    padding: int, one int per spatial dim, a flat (left, right, top, bottom, ...) tuple, per-dim pairs, 'valid' or 'same'."""
+    padding: int, one int per spatial dim, a flat (left, right, top, bottom, ...) tuple, per-dim pairs, 'valid' or 'same'.
+    dtype: the inputs are cast to it first (so it is the dtype products are summed in)."""
+    if dtype is not None:
+      return self.cast(dtype).conv2d(weight.cast(dtype), None if bias is None else bias.cast(dtype), groups, stride, dilation, padding)
     n, shapes = weight.ndim - 2, f" (input {self.shape}, weight {weight.shape})"
     _check_groups("conv2d", groups, shapes)
     if self.ndim != weight.ndim or n < 1 or self.shape[1] != weight.shape[1] * groups or weight.shape[0] % groups:
@@ -350,24 +355,50 @@ class NNMixin:
     else: ones = padded(Tensor.ones(*sp, device=self.device), all_pads)
     return total / ones._pool(k_, s_, d_).sum(tuple(range(-n, 0)))
 
-  def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False):
-    """Max over windows of the last len(kernel_size) dims; padding counts as -inf."""
+  def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False, return_indices=False):
+    """Max over windows of the last len(kernel_size) dims; padding counts as -inf. return_indices: also each maximum's
+    position, flattened over the pooled dims (what max_unpool2d takes)."""
     k_, s_, d_, _, _, all_pads = self._pool_args("max_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
-    n = len(k_)
+    Tensor, n, K = type(self), len(k_), prod(k_)
     padded = any(p != (0, 0) for p in all_pads)
     x = self.pad((None,) * (self.ndim - n) + all_pads, value=self.dtype.min) if padded else self
     windows = x._pool(k_, s_, d_, "max_pool2d")
     out = windows.detach().max(tuple(range(-n, 0)))
-    def backward(g):   # PyTorch's: a window's gradient all to one input, its first maximum (row-major), or its last NaN
-      Tensor, K = type(self), prod(k_)
+    def winners():   # PyTorch's choice in each window: its first maximum (row-major), or its last NaN
       w, o = windows.detach().reshape(*out.shape, K), out.unsqueeze(-1)
       pos = Tensor.arange(K, device=self.device)
       # the highest score wins: a maximum scores K - pos (the first), a NaN K + 1 + pos (the last; a window holding one
       # has no other maximum), padding never
       score = (w == o).where(K - pos, w.isnan().where(K + 1 + pos, 0))
       if padded: score = Tensor.full(self.shape[-n:], True, device=self.device).pad(all_pads, value=False)._pool(k_, s_, d_).reshape(*out.shape[-n:], K).where(score, 0)
-      return ((score == score.max(-1, keepdim=True)).where(g.unsqueeze(-1), 0.0).reshape(windows.shape),)
-    return out.custom_gradient([windows], backward) if self.dtype.is_float else out
+      return score == score.max(-1, keepdim=True)
+    # the gradient: a window's all to its winner
+    if self.dtype.is_float: out = out.custom_gradient([windows], lambda g: (winners().where(g.unsqueeze(-1), 0.0).reshape(windows.shape),))
+    if not return_indices: return out
+    flat = Tensor.arange(prod(self.shape[-n:]), device=self.device).reshape(self.shape[-n:])
+    flat = flat.pad(all_pads)._pool(k_, s_, d_).reshape(*out.shape[-n:], K)
+    return out, winners().where(flat, 0).sum(-1)
+
+  def max_unpool2d(self, indices, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None):
+    """The inverse of max_pool2d(return_indices=True): each value put at its index (flattened over the last
+    len(kernel_size) dims) in zeros of the pooled input's size (or output_size); where several name one position the
+    last writes it, like PyTorch."""
+    Tensor = type(self)
+    shapes = f" (input {self.shape}, indices {getattr(indices, 'shape', None)})"
+    n = 2 if isinstance(kernel_size, int) else len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 0
+    if n == 0 or self.ndim < n: raise ValueError(f"max_unpool2d: kernel_size must be an int or 1 to {self.ndim} ints, got {kernel_size!r}{shapes}")
+    k_ = _tuple(kernel_size, n, "max_unpool2d", "kernel_size", shapes=shapes)
+    s_ = k_ if stride is None else _tuple(stride, n, "max_unpool2d", "stride", shapes=shapes)
+    d_, pads = _tuple(dilation, n, "max_unpool2d", "dilation", shapes=shapes), _pads(padding, n, "max_unpool2d", shapes)
+    if not isinstance(indices, Tensor) or indices.dtype.is_float or indices.shape != self.shape:
+      raise ValueError(f"max_unpool2d: indices must be an integer tensor of the input's shape{shapes}")
+    if output_size is None: out_ = tuple((i - 1) * s - b - a + d * (k - 1) + 1 for i, s, d, k, (b, a) in zip(self.shape[-n:], s_, d_, k_, pads))
+    else: out_ = tuple(output_size)[-n:]
+    if len(out_) != n or not all(isinstance(o, int) and o > 0 for o in out_):
+      raise ValueError(f"max_unpool2d: output_size {output_size} must end in {n} positive sizes{shapes}")
+    pre, m = self.shape[:-n], prod(self.shape[-n:])
+    zeros = Tensor.zeros(*pre, prod(out_), dtype=self.dtype, device=self.device)
+    return zeros.scatter(-1, indices.reshape(*pre, m), self.reshape(*pre, m)).reshape(*pre, *out_)
 
   def avg_pool1d(self, kernel_size=2, stride=None, dilation=1, padding=0, ceil_mode=False, count_include_pad=True):
     kt = lambda v: (v,) if isinstance(v, int) else v  # noqa: E731
@@ -463,6 +494,10 @@ class NNMixin:
   def rmsnorm(self, axis=-1, eps: float = 1e-6):
     return self * (self.square().mean(axis, keepdim=True) + eps).rsqrt()
 
+  def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12):
+    """self divided by its p-norm along dim (at least eps), like torch F.normalize."""
+    return self / self._vector_norm(p, dim, keepdim=True).clamp(eps)
+
   def batchnorm(self, weight, bias, mean, invstd, axis=1):
     """(x - mean) * invstd * weight + bias, the parameters laid along `axis` (int or tuple); weight/bias may be None."""
     axes = tuple(a % self.ndim for a in ((axis,) if isinstance(axis, int) else axis))
@@ -495,7 +530,7 @@ class NNMixin:
     C = self.shape[cax]
     if weight is not None and tuple(weight.shape) != (C,): raise ValueError(f"{op}: weight shape {weight.shape} must be ({C},)")
     cls = Tensor.arange(C, device=self.device).reshape(C, *(1,) * (self.ndim - 1 - cax))
-    keep = Y != ignore_index
+    keep = Y != ignore_index if ignore_index is not None else Y == Y   # (None: none ignored, tinygrad's default)
     onehot = (Y.unsqueeze(cax) == cls) & keep.unsqueeze(cax)   # an ignored target matches no class
     wc = 1.0 if weight is None else weight.reshape(cls.shape)
     lw = self * wc
@@ -506,13 +541,16 @@ class NNMixin:
     return _reduce_loss(loss, reduction, op, count)
 
   def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100):
-    """Like torch F.cross_entropy: logits (N, C, d1, ...) or (C,); Y integer classes (N, d1, ...) or probabilities (input's shape)."""
+    """Like torch F.cross_entropy: logits (N, C, d1, ...) or (C,); Y integer classes (N, d1, ...), or probabilities or
+    one-hot rows of any dtype in the input's shape (tinygrad's rule: the shape decides)."""
     cax = 1 if self.ndim > 1 else 0
     if self.ndim == 0: raise ValueError(f"cross_entropy: input must have a class dim, got shape {self.shape}")
     if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if not isinstance(Y, type(self)): raise TypeError(f"cross_entropy: target must be a Tensor, got {type(Y).__name__}")
     logp = self.log_softmax(cax)
-    if not Y.dtype.is_float: return logp._nll(Y, cax, None, ignore_index, label_smoothing, reduction, "cross_entropy")
-    if Y.shape != self.shape: raise ValueError(f"cross_entropy: probability targets {Y.shape} must have the input's shape {self.shape}")
+    if Y.shape != self.shape:
+      if Y.dtype.is_float: raise ValueError(f"cross_entropy: probability targets {Y.shape} must have the input's shape {self.shape}")
+      return logp._nll(Y, cax, None, ignore_index, label_smoothing, reduction, "cross_entropy")
     C = self.shape[cax]
     return _reduce_loss(-(logp * (Y * (1 - label_smoothing) + label_smoothing / C)).sum(cax), reduction, "cross_entropy")
 
@@ -521,7 +559,7 @@ class NNMixin:
     if self.ndim == 0: raise ValueError(f"sparse_categorical_crossentropy: input must have a class dim, got shape {self.shape}")
     return self.log_softmax(-1)._nll(Y, self.ndim - 1, None, ignore_index, label_smoothing, reduction, "sparse_categorical_crossentropy")
 
-  def nll_loss(self, Y, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+  def nll_loss(self, Y, weight=None, ignore_index: Optional[int] = -100, reduction: str = "mean"):
     """Like torch F.nll_loss: self is log-probabilities (N, C, d1, ...) or (C,)."""
     if self.ndim == 0: raise ValueError(f"nll_loss: input must have a class dim, got shape {self.shape}")
     return self._nll(Y, 1 if self.ndim > 1 else 0, weight, ignore_index, 0.0, reduction, "nll_loss")
@@ -560,10 +598,17 @@ class NNMixin:
   # -------------------------------------------------------------------------------------------------------- attention
 
   def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False,
-                                   scale: Optional[float] = None):
+                                   scale: Optional[float] = None, enable_gqa: bool = False):
     """softmax(q @ k^T * scale + mask) @ v with q = self (..., L, E), k (..., S, E), v (..., S, Ev).
-    A bool mask keeps positions where True, a float mask is added; is_causal is torch's top-left aligned tril."""
+    A bool mask keeps positions where True, a float mask is added; is_causal is torch's top-left aligned tril.
+    enable_gqa: key and value have fewer heads (dim -3) than the query, each shared by a group of query heads."""
     Tensor = type(self)
+    if enable_gqa and self.ndim >= 3 and key.ndim >= 3 and value.ndim >= 3:
+      hq, hk, hv = self.shape[-3], key.shape[-3], value.shape[-3]
+      if hk == 0 or hv == 0 or hq % hk or hq % hv:
+        raise ValueError(f"scaled_dot_product_attention: with enable_gqa the query's {hq} heads must be a multiple of the key's {hk} "
+                         f"and the value's {hv} (query {self.shape}, key {key.shape}, value {value.shape})")
+      key, value = key.repeat_interleave(hq // hk, dim=-3), value.repeat_interleave(hq // hv, dim=-3)
     if self.ndim < 2 or key.ndim < 2 or value.ndim < 2 or self.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
       raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} do not match: "
                        f"need (..., L, E), (..., S, E), (..., S, Ev)")
