@@ -141,7 +141,7 @@ class MathMixin:
     """self's magnitude with other's sign (its sign bit: -0.0 counts as negative), as a float like PyTorch."""
     a, b = self._broadcasted(other, "copysign")
     a = a._float_input()
-    neg = b._signbit() if b.dtype.is_float else b < 0
+    neg = b.detach()._signbit() if b.dtype.is_float else b < 0
     out = neg.where(-a.detach().abs(), a.detach().abs())
     # PyTorch's gradients: g * out / self (0 where self is 0) and an explicit 0 to other
     ins = [a, b] if b.dtype.is_float else [a]
