@@ -340,11 +340,82 @@ def test_sdpa_enable_gqa(device):
   with pytest.raises(ValueError, match="with enable_gqa the query's 6 heads must be a multiple of the key's 4"):
     Tensor(q, device=device).scaled_dot_product_attention(Tensor(rand_np((2, 4, 5, 4)), device=device), Tensor(v, device=device), enable_gqa=True)
 
+# ----------------------------------------------------------------------------------------------- linear algebra
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 3, 3), (1, 1), (3, 1), (0, 2)])
+def test_qr_like_torch_complete(device, shape):
+  A = rand_np(shape, seed=18)
+  Q, R = Tensor(A, device=device).qr()
+  Qt, Rt = torch.linalg.qr(torch.tensor(A), mode="complete")   # (tinygrad's qr is the complete one: Q (m, m), R (m, n))
+  np.testing.assert_allclose(Q.numpy(), Qt.numpy(), atol=2e-6)   # LAPACK's reflectors: the same signs
+  np.testing.assert_allclose(R.numpy(), Rt.numpy(), atol=2e-6)
+  assert (np.tril(R.numpy(), -1) == 0).all()
+
+def test_qr_sign_convention_and_bad_input(device):
+  # a column already zero below the diagonal gets no reflector (LAPACK's), so a negative diagonal stays
+  A = np.array([[-2.0, 1.0], [0.0, 3.0]], np.float32)
+  Q, R = Tensor(A, device=device).qr()
+  Qt, Rt = torch.linalg.qr(torch.tensor(A), mode="complete")
+  np.testing.assert_allclose(Q.numpy(), Qt.numpy(), atol=1e-6); np.testing.assert_allclose(R.numpy(), Rt.numpy(), atol=1e-6)
+  Q, R = Tensor([[1, 2], [3, 4]], device=device).qr()   # ints are factored as floats
+  assert Q.dtype == R.dtype == dtypes.float32
+  for op in ("qr", "svd"):
+    with pytest.raises(ValueError, match=rf"{op}: input must be a matrix or a batch of matrices \(..., m, n\), got shape \(3,\)"):
+      getattr(Tensor([1.0, 2.0, 3.0], device=device), op)()
+
+def check_svd(device, A, full_matrices=True, tol=3e-6):
+  U, S, Vh = Tensor(A, device=device).svd(full_matrices)
+  Ut, St, Vht = torch.linalg.svd(torch.tensor(A), full_matrices=full_matrices)
+  assert U.shape == tuple(Ut.shape) and S.shape == tuple(St.shape) and Vh.shape == tuple(Vht.shape)
+  u, s, vh = U.numpy().astype(np.float64), S.numpy(), Vh.numpy().astype(np.float64)
+  np.testing.assert_allclose(s, St.numpy(), atol=tol * max(1, St.abs().max().item()), err_msg="singular values (descending)")
+  k = min(A.shape[-2:])
+  # singular vectors are unique only up to sign (LAPACK builds differ too): checked by what defines them
+  np.testing.assert_allclose((u[..., :k] * s[..., None, :]) @ vh[..., :k, :], A, atol=tol * 4, err_msg="U diag(S) Vh")
+  np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ u, np.broadcast_to(np.eye(u.shape[-1]), u.shape[:-2] + (u.shape[-1],) * 2), atol=tol * 4)
+  np.testing.assert_allclose(vh @ np.swapaxes(vh, -1, -2), np.broadcast_to(np.eye(vh.shape[-2]), vh.shape[:-2] + (vh.shape[-2],) * 2), atol=tol * 4)
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 3, 3), (1, 1), (3, 1)])
+@pytest.mark.parametrize("full_matrices", [True, False])
+def test_svd(device, shape, full_matrices):
+  check_svd(device, rand_np(shape, seed=19), full_matrices)
+
+def test_svd_rank_deficient(device):
+  """Singular values of 0: the left singular vectors are still an orthonormal basis (not zero columns)."""
+  rng = np.random.default_rng(20)
+  check_svd(device, (rng.standard_normal((5, 2)) @ rng.standard_normal((2, 4))).astype(np.float32))
+  check_svd(device, np.zeros((3, 3), np.float32))
+  check_svd(device, np.diag([3.0, 0.0, 1.0]).astype(np.float32))
+
+def _ns_reference(x, steps, params, eps=1e-7):
+  """tinygrad's Newton-Schulz iteration in numpy (float64)."""
+  if x.shape[-2] > x.shape[-1]: return np.swapaxes(_ns_reference(np.swapaxes(x, -1, -2), steps, params, eps), -1, -2)
+  g = x / (np.sqrt((x * x).sum((-2, -1), keepdims=True)) + eps)
+  for _ in range(steps):
+    a, term, out = g @ np.swapaxes(g, -1, -2), g, params[0] * g
+    for p in params[1:]:
+      term = a @ term
+      out = out + p * term
+    g = out
+  return g
+
+@pytest.mark.parametrize("shape", [(3, 5), (5, 3), (2, 4, 4)])
+def test_newton_schulz(device, shape):
+  A = rand_np(shape, seed=21)
+  for steps, params in ((5, (3.4445, -4.7750, 2.0315)), (3, (2.0, -1.5, 0.5)), (0, (1.0,))):
+    out = Tensor(A, device=device).newton_schulz(steps, params)
+    np.testing.assert_allclose(out.numpy(), _ns_reference(A.astype(np.float64), steps, params), atol=2e-5, rtol=1e-4)
+  # the cubic iteration converges to the orthogonal polar factor U Vh
+  U, _, Vh = np.linalg.svd(A.astype(np.float64), full_matrices=False)
+  np.testing.assert_allclose(Tensor(A, device=device).newton_schulz(steps=30, params=(1.5, -0.5)).numpy(), U @ Vh, atol=1e-4)
+  with pytest.raises(ValueError, match=r"newton_schulz: input must be a matrix"): Tensor([1.0], device=device).newton_schulz(1, (1.0,))
+  with pytest.raises(ValueError, match="newton_schulz: params must hold at least one coefficient"): Tensor(A, device=device).newton_schulz(1, ())
+
 # ----------------------------------------------------------------------------------------------- signatures
 
 NAMES = ["acos", "asin", "atan", "erf", "copysign", "logaddexp", "is_floating_point", "isclose", "allclose", "softmin", "normalize",
          "short", "const_like", "cummax", "cummin", "sort", "argsort", "topk", "max_pool2d", "max_unpool2d", "gelu", "cross_entropy",
-         "clamp", "clip", "linear", "conv2d", "einsum", "nll_loss", "scaled_dot_product_attention"]
+         "clamp", "clip", "linear", "conv2d", "einsum", "nll_loss", "scaled_dot_product_attention", "qr", "svd", "newton_schulz"]
 # defaults that differ on purpose: PyTorch's (nll_loss ignores -100), more digits (selu's constants are not in this list)
 DEFAULTS_DIFFER = {("nll_loss", "ignore_index")}
 

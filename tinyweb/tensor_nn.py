@@ -1,10 +1,12 @@
-"""NN ops for Tensor (matmul, einsum, linear, convolutions, pooling, interpolation, normalisation, dropout, losses, attention).
+"""NN ops for Tensor (matmul, einsum, linear, convolutions, pooling, interpolation, normalisation, dropout, losses, linear
+algebra (qr, svd, newton_schulz), attention).
 
 Everything here is written with public Tensor methods only, so it adds no gradient rules and no kernels of its own:
 convolutions and pooling are movement-op views (no copies) followed by one multiply-reduce."""
 from __future__ import annotations
 import itertools, math, struct
 from typing import Optional, Self, Sequence
+from tinyweb.dtype import dtypes
 from tinyweb.helpers import prod, ceildiv, dedup, largest_divisor
 from tinyweb.tensor_helpers import _broadcast_shape
 
@@ -594,6 +596,99 @@ class NNMixin:
 
   def mse_loss(self, Y, reduction: str = "mean"):
     return _reduce_loss((self - Y).square(), reduction, "mse_loss")
+
+  # --------------------------------------------------------------------------------------------------- linear algebra
+
+  def _check_matrices(self, op: str):
+    if self.ndim < 2: raise ValueError(f"{op}: input must be a matrix or a batch of matrices (..., m, n), got shape {self.shape}")
+    return self._float_input()
+
+  def qr(self):
+    """Householder QR of (..., m, n): Q (..., m, m) orthogonal and R (..., m, n) upper triangular with Q @ R = self, like
+    torch.linalg.qr(mode="complete"); LAPACK's reflectors (none where a column is already zero below the diagonal), so
+    the same signs."""
+    Tensor, x = type(self), self._check_matrices("qr")
+    *b, m, n = x.shape
+    R, Q = x, Tensor.eye(m, dtype=x.dtype, device=x.device).expand(*b, m, m)
+    rows = Tensor.arange(m, device=x.device)
+    for i in range(min(m - 1, n)):
+      # the reflector I - tau v v^T (v[i] = 1, zero above i) that maps column i from row i down onto beta e_i
+      col = R[..., :, i]
+      below = (rows > i).where(col, 0)
+      alpha, sigma2 = R[..., i, i], below.square().sum(-1)
+      norm = (alpha * alpha + sigma2).sqrt()
+      beta = (alpha < 0).where(norm, -norm)
+      reflect = sigma2 != 0
+      tau = reflect.where((beta - alpha) / beta, 0).unsqueeze(-1)
+      v = (rows == i).where(1.0, below / reflect.where(alpha - beta, 1).unsqueeze(-1))
+      R = (R - (tau * v).unsqueeze(-1) * (v.unsqueeze(-2) @ R)).contiguous()
+      Q = (Q - (Q @ v.unsqueeze(-1)) * (tau * v).unsqueeze(-2)).contiguous()
+    return Q, R.triu()   # (below the diagonal: rounding residue, exactly 0 in LAPACK's)
+
+  def svd(self, full_matrices=True):
+    """U, S, Vh with U @ diag(S) @ Vh = self, S descending (..., min(m, n)), U and Vh orthogonal (U (..., m, m) and
+    Vh (..., n, n), or (..., m, k) and (..., k, n) with k = min(m, n) unless full_matrices), like torch.linalg.svd (the
+    signs of singular vectors may differ, as between LAPACK builds). One-sided Jacobi on the R of a QR: a fixed number of
+    sweeps, enough for float32 precision. No gradient."""
+    x = self._check_matrices("svd").detach()
+    *b, m, n = x.shape
+    if m < n:
+      U, S, Vh = x.transpose(-1, -2).svd(full_matrices)
+      return Vh.transpose(-1, -2), S, U.transpose(-1, -2)
+    Q, R = x.qr()
+    W, V, S = R[..., :n, :n]._jacobi_svd()
+    U = Q[..., :, :n] @ W
+    return (U.cat(Q[..., :, n:], dim=-1) if full_matrices else U), S, V.transpose(-1, -2)
+
+  def _jacobi_svd(self):
+    """(..., n, n) -> (U, V, S), S descending: column pairs of W = self rotated (and of V = I alike) until all columns are
+    orthogonal; then W = U diag(S). Each round rotates n // 2 disjoint pairs at once, the pairs of a round-robin
+    tournament (n - 1 rounds a sweep, every pair met once)."""
+    Tensor, n = type(self), self.shape[-1]
+    W, V = self, Tensor.eye(n, dtype=self.dtype, device=self.device).expand(self.shape)
+    h, k = n // 2, n + n % 2
+    players, order = list(range(k)), list(range(n))   # (order: the column each stored column is; with n odd, player n sits out)
+    for _ in range(max(6, 2 * (n - 1).bit_length()) if n > 1 else 0):
+      for _ in range(k - 1):
+        pairs = [(players[j], players[k - 1 - j]) for j in range(k // 2)]
+        pairs = [p for p in pairs if n not in p]
+        want = [a for a, _ in pairs] + [c for _, c in pairs] + [c for c in range(n) if all(c not in p for p in pairs)]
+        W, V = W[..., [order.index(c) for c in want]], V[..., [order.index(c) for c in want]]
+        order, players = want, [players[0], players[-1]] + players[1:-1]
+        a, c = W[..., :h], W[..., h:2 * h]
+        alpha, beta, gamma = a.square().sum(-2, keepdim=True), c.square().sum(-2, keepdim=True), (a * c).sum(-2, keepdim=True)
+        rot = gamma != 0
+        zeta = (beta - alpha) / (2 * rot.where(gamma, 1))
+        t = rot.where((zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta * zeta).sqrt()), 0)
+        cos = (1 + t * t).rsqrt()
+        sin = cos * t
+        def rotate(M): return (M[..., :h] * cos - M[..., h:2 * h] * sin).cat(M[..., :h] * sin + M[..., h:2 * h] * cos, M[..., 2 * h:], dim=-1)
+        W, V = rotate(W).contiguous(), rotate(V).contiguous()
+    S = W.square().sum(-2).sqrt()
+    S, idx = S.sort(-1, descending=True)
+    cols = idx.unsqueeze(-2).expand(W.shape)
+    U = W.gather(-1, cols) / (S == 0).where(1, S).unsqueeze(-2)
+    # columns of singular values at rounding level (0 for a rank-deficient matrix) hold no direction: they are taken from
+    # the complete Q of U's QR instead, orthogonal to the others (whose span its first columns are)
+    eps = {dtypes.float16: 2.0 ** -10, dtypes.bfloat16: 2.0 ** -7, dtypes.float32: 2.0 ** -23, dtypes.float64: 2.0 ** -52}[self.dtype]
+    small = (S <= S[..., :1] * (n * eps)).unsqueeze(-2)
+    return small.where(U.qr()[0], U), V.gather(-1, cols), S
+
+  def newton_schulz(self, steps: int, params: tuple, eps: float = 1.0e-7):
+    """The Newton-Schulz iteration with an odd polynomial (tinygrad's): self over its Frobenius norm (+ eps) as G, then
+    steps times G = sum_i params[i] (G G^T)^i G, on the transposed matrices where they are taller than wide; with
+    params (1.5, -0.5) it converges to the orthogonal polar factor."""
+    x = self._check_matrices("newton_schulz")
+    if x.shape[-2] > x.shape[-1]: return x.transpose(-1, -2).newton_schulz(steps, params, eps).transpose(-1, -2)
+    if not params: raise ValueError("newton_schulz: params must hold at least one coefficient")
+    G = x / (x.square().sum((-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      A, term, out = G @ G.transpose(-1, -2), G, G * params[0]
+      for p in params[1:]:
+        term = A @ term
+        out = out + term * p
+      G = out.contiguous()   # (stored each step: the graph of a lazy G doubles with every step)
+    return G
 
   # -------------------------------------------------------------------------------------------------------- attention
 
