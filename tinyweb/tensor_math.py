@@ -224,6 +224,7 @@ class MathMixin:
     out = x.detach().sin() / x.detach().cos()
     return out.custom_gradient([x], lambda g: (g * (1 + out * out),))   # torch's (the quotient rule met inf * 0 at x = 0)
   def asin(self) -> Self:
+    """The arcsine (NaN outside [-1, 1]), within a few float32 ulps."""
     x = self._float_input()
     d = x.detach()
     out = d.abs()._asin_abs()
@@ -235,6 +236,7 @@ class MathMixin:
     a = y * _poly(y * y, _ASIN)
     return (self > 0.5).where(math.pi / 2 - 2 * a, a)
   def acos(self) -> Self:
+    """The arccosine (NaN outside [-1, 1]), within a few float32 ulps."""
     x = self._float_input()
     d = x.detach()
     # near +-1 from the half angle, 2 asin(sqrt((1 -+ x) / 2)), which keeps the digits pi/2 - asin(x) would lose
@@ -243,6 +245,7 @@ class MathMixin:
     out = (d > 0.5).where(near1, (d < -0.5).where(math.pi - nearm1, mid))
     return out.custom_gradient([x], lambda g: (-g * (1 - x * x).rsqrt(),))
   def atan(self) -> Self:
+    """The arctangent, within a few float32 ulps."""
     x = self._float_input()
     d = x.detach()
     # |x| > 1 through pi/2 - atan(1/|x|); above tan(pi/8) through pi/4 + atan((r - 1) / (r + 1)); then the series
@@ -255,7 +258,7 @@ class MathMixin:
     out = (a > 1).where(math.pi / 2 - p, p)
     return d._signbit().where(-out, out).custom_gradient([x], lambda g: (g / (1 + x * x),))
   def erf(self) -> Self:
-    """The error function, within about 1e-7 (float32's precision): the series below 1, above it 1 - erfc."""
+    """The error function, within about 1e-7 (float32's precision; float64 gets no more): the series below 1, above it 1 - erfc."""
     x = self._float_input()
     d = x.detach()
     a = d.abs()
@@ -311,8 +314,12 @@ class MathMixin:
   def allclose(self, other: Self, rtol: float = 1e-05, atol: float = 1e-08, equal_nan=False) -> Self:
     """Whether every element isclose: a 0-d bool tensor (like tinygrad's; usable in `if`)."""
     return self.isclose(other, rtol, atol, equal_nan).all()
-  def is_floating_point(self) -> bool: return self.dtype.is_float
-  def short(self) -> Self: return self.cast(dtypes.int16)
+  def is_floating_point(self) -> bool:
+    """Whether the dtype is a float one (a Python bool)."""
+    return self.dtype.is_float
+  def short(self) -> Self:
+    """Cast to int16."""
+    return self.cast(dtypes.int16)
   def const_like(self, b, dtype=None) -> Self:
     """A tensor of self's shape and device filled with b (in dtype, else self's)."""
     return self.full_like(b, dtype=dtype)

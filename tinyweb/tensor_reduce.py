@@ -311,7 +311,9 @@ class ReduceMixin:
     m = x - x.max(axis, keepdim=True).detach() if x.numel() else x   # (empty: nothing to scale, and max refuses an empty axis)
     e = m.exp()
     return e / e.sum(axis, keepdim=True)
-  def softmin(self, axis=-1, dtype=None) -> Self: return (-self).softmax(axis, dtype)
+  def softmin(self, axis=-1, dtype=None) -> Self:
+    """softmax(-self) along axis."""
+    return (-self).softmax(axis, dtype)
   def log_softmax(self, axis=-1, dtype=None) -> Self:
     x = self._float_input() if dtype is None else self.cast(dtype)
     m = x - x.max(axis, keepdim=True).detach() if x.numel() else x
