@@ -706,7 +706,7 @@ op("argmax", "reduce", g_reduce("fib", "single"), R % "argmax", "torch.argmax({0
 op("argmin", "reduce", g_reduce("fib", "single"), R % "argmin", "torch.argmin({0}, dim={ax}, keepdim={kd})", exact=True)
 op("cumsum", "reduce", g_reduce("fib", "int", keepdim=False), "{0}.cumsum({ax})", "torch.cumsum({0}, {ax})")
 op("cumprod", "reduce", g_reduce("fi", "int", keepdim=False), "{0}.cumprod({ax})", "torch.cumprod({0}, {ax})")
-op("cummax", "reduce", g_reduce("fi", "int", keepdim=False), "{0}.cummax({ax})", "torch.cummax({0}, {ax}).values", exact=True)
+op("cummax", "reduce", g_reduce("fi", "int", keepdim=False), "{0}.cummax({ax})[0]", "torch.cummax({0}, {ax}).values", exact=True)
 op("logcumsumexp", "reduce", g_reduce("f", "int", keepdim=False), "{0}.logcumsumexp({ax})", "torch.logcumsumexp({0}, {ax})")
 op("logsumexp", "reduce", g_reduce("f", "multi"), R % "logsumexp", "torch.logsumexp({0}, dim={dims}, keepdim={kd})")
 op("softmax", "reduce", g_reduce("f", "int", keepdim=False), "{0}.softmax({ax})", "torch.softmax({0}, {ax})")

@@ -203,7 +203,7 @@ REDUCE = {
   "argmax": (lambda x: x.argmax(1), None), "argmin": (lambda x: x.argmin(1), None),
   "argmax_all": (lambda x: x[2:3].argmax(), None),
   "cumsum": (lambda x: x.cumsum(1), lambda x: x.cumsum(1)), "cumprod": (lambda x: x.cumprod(1), lambda x: x.cumprod(1)),
-  "cummax": (lambda x: torch.cummax(x, 1)[0], lambda x: x.cummax(1)),
+  "cummax": (lambda x: torch.cummax(x, 1)[0], lambda x: x.cummax(1)[0]),
   "logcumsumexp": (lambda x: torch.logcumsumexp(x, 1), lambda x: x.logcumsumexp(1)),
   "logsumexp": (lambda x: torch.logsumexp(x, 1), lambda x: x.logsumexp(1)),
   "softmax": (lambda x: torch.softmax(x, 1), lambda x: x.softmax(1)), "log_softmax": (lambda x: torch.log_softmax(x, 1), lambda x: x.log_softmax(1)),

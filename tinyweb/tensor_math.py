@@ -7,6 +7,22 @@ from tinyweb.dtype import dtypes, promote, least_upper_dtype, scalar_dtype
 from tinyweb.uop import UOp, Ops
 from tinyweb.tensor_helpers import _broadcast_shape
 
+# Taylor coefficients, lowest power first: asin(y) = y * sum c_k y^2k (|y| <= 0.5: 12 terms, within 1e-9 relative),
+# atan(y) = y * sum (-1)^k y^2k / (2k+1) (|y| <= tan(pi/8): 11 terms), erf(x) = x * 2/sqrt(pi) * sum (-1)^k x^2k / (k! (2k+1))
+# (|x| < 1: 12 terms, within 1e-9)
+_ASIN = tuple(math.comb(2 * k, k) / (4 ** k * (2 * k + 1)) for k in range(12))
+_ATAN = tuple((-1) ** k / (2 * k + 1) for k in range(11))
+_ERF = tuple(2 / math.sqrt(math.pi) * (-1) ** k / (math.factorial(k) * (2 * k + 1)) for k in range(12))
+# erfc(x) = t exp(-x^2 + P(t)), t = 1 / (1 + x/2), for x >= 0 within 1.2e-7 relative: the Chebyshev fit of Numerical
+# Recipes (2nd ed., 6.2), lowest power first
+_ERFC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+
+def _poly(x, coeffs):
+  """sum coeffs[k] x^k (Horner's scheme)."""
+  out = x * coeffs[-1] + coeffs[-2]
+  for c in reversed(coeffs[:-2]): out = out * x + c
+  return out
+
 class MathMixin:
   __slots__ = ()
   # (Tensor, in tensor.py, is built from this mixin and must not be imported here: methods find the class as
@@ -121,6 +137,22 @@ class MathMixin:
     a, b = self._broadcasted(x, "minimum")
     if a.dtype.is_bool: return a & b
     return -((-a).maximum(-b)) if a.dtype.is_float else ~((~a).maximum(~b))
+  def copysign(self, other) -> Self:
+    """self's magnitude with other's sign (its sign bit: -0.0 counts as negative), as a float like PyTorch."""
+    a, b = self._broadcasted(other, "copysign")
+    a = a._float_input()
+    neg = b.detach()._signbit() if b.dtype.is_float else b < 0
+    out = neg.where(-a.detach().abs(), a.detach().abs())
+    # PyTorch's gradients: g * out / self (0 where self is 0) and an explicit 0 to other
+    ins = [a, b] if b.dtype.is_float else [a]
+    return out.custom_gradient(ins, lambda g: ((a == 0).where(0.0, g * (out / a.detach())), g.zeros_like())[:len(ins)])
+  def logaddexp(self, other) -> Self:
+    """log(exp(self) + exp(other)), without overflow: max + log1p(exp(-|self - other|))."""
+    a, b = self._broadcasted(other, "logaddexp")
+    a, b = a._float_input(), b._float_input()
+    ad, bd = a.detach(), b.detach()
+    out = (ad.isinf() & (ad == bd)).where(ad, ad.maximum(bd) + (-(ad - bd).abs()).exp().log1p())   # (two equal infs: inf - inf)
+    return out.custom_gradient([a, b], lambda g: (g / ((bd - ad).exp() + 1), g / ((ad - bd).exp() + 1)))   # PyTorch's
   def where(self, x, y) -> Self:
     """self is the condition: out = x where self else y."""
     Tensor = type(self)
@@ -191,6 +223,49 @@ class MathMixin:
     x = self._float_input()
     out = x.detach().sin() / x.detach().cos()
     return out.custom_gradient([x], lambda g: (g * (1 + out * out),))   # torch's (the quotient rule met inf * 0 at x = 0)
+  def asin(self) -> Self:
+    """The arcsine (NaN outside [-1, 1]), within a few float32 ulps."""
+    x = self._float_input()
+    d = x.detach()
+    out = d.abs()._asin_abs()
+    return d._signbit().where(-out, out).custom_gradient([x], lambda g: (g * (1 - x * x).rsqrt(),))
+  def _asin_abs(self) -> Self:
+    """asin of self in [0, 1] (NaN above): the series up to 0.5, above it pi/2 - 2 asin(sqrt((1 - x) / 2))."""
+    s = ((1 - self) * 0.5).sqrt()
+    y = (self > 0.5).where(s, self)
+    a = y * _poly(y * y, _ASIN)
+    return (self > 0.5).where(math.pi / 2 - 2 * a, a)
+  def acos(self) -> Self:
+    """The arccosine (NaN outside [-1, 1]), within a few float32 ulps."""
+    x = self._float_input()
+    d = x.detach()
+    # near +-1 from the half angle, 2 asin(sqrt((1 -+ x) / 2)), which keeps the digits pi/2 - asin(x) would lose
+    near1, nearm1 = (((1 - d) * 0.5).sqrt()._asin_abs() * 2), (((1 + d) * 0.5).sqrt()._asin_abs() * 2)
+    mid = math.pi / 2 - d.abs()._asin_abs() * d.sign()
+    out = (d > 0.5).where(near1, (d < -0.5).where(math.pi - nearm1, mid))
+    return out.custom_gradient([x], lambda g: (-g * (1 - x * x).rsqrt(),))
+  def atan(self) -> Self:
+    """The arctangent, within a few float32 ulps."""
+    x = self._float_input()
+    d = x.detach()
+    # |x| > 1 through pi/2 - atan(1/|x|); above tan(pi/8) through pi/4 + atan((r - 1) / (r + 1)); then the series
+    a = d.abs()
+    r = (a > 1).where(a.reciprocal(), a)
+    mid = r > math.sqrt(2) - 1
+    y = mid.where((r - 1) / (r + 1), r)
+    p = y * _poly(y * y, _ATAN)
+    p = mid.where(math.pi / 4 + p, p)
+    out = (a > 1).where(math.pi / 2 - p, p)
+    return d._signbit().where(-out, out).custom_gradient([x], lambda g: (g / (1 + x * x),))
+  def erf(self) -> Self:
+    """The error function, within about 1e-7 (float32's precision; float64 gets no more): the series below 1, above it 1 - erfc."""
+    x = self._float_input()
+    d = x.detach()
+    a = d.abs()
+    t = (a * 0.5 + 1).reciprocal()
+    big = 1 - t * (_poly(t, _ERFC) - a * a).exp()
+    out = (a < 1).where(d * _poly(d * d, _ERF), d._signbit().where(-big, big))
+    return out.custom_gradient([x], lambda g: (g * (2 / math.sqrt(math.pi)) * (-x * x).exp(),))
   def square(self) -> Self: return self * self
   def abs(self) -> Self:
     if self.dtype.is_bool or self.dtype.is_unsigned: return self
@@ -226,6 +301,28 @@ class MathMixin:
   def isinf(self, detect_positive=True, detect_negative=True) -> Self:
     return ((self == math.inf) & detect_positive) | ((self == -math.inf) & detect_negative)
   def isfinite(self) -> Self: return (self.isinf() | self.isnan()).logical_not()
+  def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan=False) -> Self:
+    """Whether |self - other| <= atol + rtol * |other| (a finite difference) or the two are equal, elementwise; NaNs
+    count as equal only with equal_nan."""
+    if rtol < 0 or atol < 0: raise ValueError(f"isclose: rtol and atol must be non-negative, got rtol={rtol}, atol={atol}")
+    a, b = self._broadcasted(other, "isclose")
+    close = a == b
+    if a.dtype.is_float and equal_nan: close = close | (a.isnan() & b.isnan())
+    a, b = a._float_input(), b._float_input()
+    diff = (a - b).abs()
+    return close | (diff.isfinite() & (diff <= atol + rtol * b.abs()))
+  def allclose(self, other: Self, rtol: float = 1e-05, atol: float = 1e-08, equal_nan=False) -> Self:
+    """Whether every element isclose: a 0-d bool tensor (like tinygrad's; usable in `if`)."""
+    return self.isclose(other, rtol, atol, equal_nan).all()
+  def is_floating_point(self) -> bool:
+    """Whether the dtype is a float one (a Python bool)."""
+    return self.dtype.is_float
+  def short(self) -> Self:
+    """Cast to int16."""
+    return self.cast(dtypes.int16)
+  def const_like(self, b, dtype=None) -> Self:
+    """A tensor of self's shape and device filled with b (in dtype, else self's)."""
+    return self.full_like(b, dtype=dtype)
   def lerp(self, end: Self, weight) -> Self:
     """PyTorch's formula (from self where |weight| < 0.5, else from end: exact at weight 0 and 1) and its gradients."""
     Tensor = type(self)
@@ -241,8 +338,12 @@ class MathMixin:
     out = (wd.abs() < 0.5).where(near_a, near_b) if isinstance(w, Tensor) else near_a if abs(w) < 0.5 else near_b
     if not isinstance(w, Tensor): return out.custom_gradient([a, b], lambda g: (g * (1 - w), g * w))
     return out.custom_gradient([a, b, w], lambda g: (g * (1 - w), g * w, g * (b - a)))
-  def clip(self, min_=None, max_=None) -> Self:
+  def clamp(self, min_=None, max_=None, *, min=None, max=None) -> Self:  # noqa: A002
+    """Each element limited to [min_, max_] (a bound may be None or a tensor); PyTorch's min=/max= keywords work too."""
     Tensor = type(self)
+    if min is not None or max is not None:
+      if min_ is not None or max_ is not None: raise TypeError("clamp: give the bounds as min_/max_ or as min/max, not both")
+      min_, max_ = min, max
     if min_ is None and max_ is None: raise ValueError("clip: at least one of min and max must be given")
     out = self.detach()
     # as PyTorch: the bound where x passes it or the bound is NaN, else x itself (so -0.0 stays -0.0 against a bound of 0)
@@ -261,7 +362,9 @@ class MathMixin:
       if isinstance(hi, Tensor): grads.append((x > hi if lo is None else (x > hi) | (hi < lo)).where(g, 0.0))
       return tuple(grads)
     return out.custom_gradient([x] + [t for t in (lo, hi) if isinstance(t, Tensor)], backward)
-  def clamp(self, min=None, max=None) -> Self: return self.clip(min, max)  # noqa: A002
+  def clip(self, min_=None, max_=None, *, min=None, max=None) -> Self:  # noqa: A002
+    """Alias of clamp."""
+    return self.clamp(min_, max_, min=min, max=max)
 
   # activations: PyTorch's formulas and gradients (custom where the gradient of the formula would meet inf * 0)
   def relu(self) -> Self: return (self < 0).where(0, self).custom_gradient([self], lambda g: ((self <= 0).where(0.0, g),))
@@ -325,10 +428,15 @@ class MathMixin:
   def elu(self, alpha=1.0) -> Self: return self._elu(alpha, 1.0, 1.0)
   def celu(self, alpha=1.0) -> Self: return self._elu(alpha, 1.0, 1 / alpha)
   def selu(self, alpha=1.6732632423543772, gamma=1.0507009873554805) -> Self: return self._elu(alpha, gamma, 1.0)
-  def gelu(self) -> Self:
-    """The tanh approximation, x * (1 + tanh(z)) / 2 = x * sigmoid(2z), z = sqrt(2/pi) * (x + 0.044715 x^3)."""
+  def gelu(self, approximate: str = "tanh") -> Self:
+    """approximate="tanh" (tinygrad's default): x * (1 + tanh(z)) / 2 = x * sigmoid(2z), z = sqrt(2/pi) * (x + 0.044715 x^3);
+    "none" (PyTorch's default): x * (1 + erf(x / sqrt(2))) / 2."""
+    if approximate not in ("tanh", "none"): raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
     x, k = self._float_input(), math.sqrt(2 / math.pi)
     d = x.detach()
+    if approximate == "none":
+      c = ((d * (1 / math.sqrt(2))).erf() + 1) * 0.5
+      return (d * c).custom_gradient([x], lambda g: (g * (c + d * (k * 0.5) * (d * d * -0.5).exp()),))   # PyTorch's
     s = (d * (2 * k) * (1 + 0.044715 * d * d)).sigmoid()
     # PyTorch's gradient: (1 + tanh(z)) / 2 + x / 2 * (1 - tanh(z)^2) * dz/dx, where 1 + tanh(z) = 2s, 1 - tanh(z)^2 = 4s(1 - s)
     return (d * s).custom_gradient([x], lambda g: (g * (s + 2 * d * s * (1 - s) * (k * (1 + 3 * 0.044715 * d * d))),))

@@ -1,10 +1,12 @@
-"""NN ops for Tensor (matmul, einsum, linear, convolutions, pooling, interpolation, normalisation, dropout, losses, attention).
+"""NN ops for Tensor (matmul, einsum, linear, convolutions, pooling, interpolation, normalisation, dropout, losses, linear
+algebra (qr, svd, newton_schulz), attention).
 
 Everything here is written with public Tensor methods only, so it adds no gradient rules and no kernels of its own:
 convolutions and pooling are movement-op views (no copies) followed by one multiply-reduce."""
 from __future__ import annotations
 import itertools, math, struct
 from typing import Optional, Self, Sequence
+from tinyweb.dtype import dtypes
 from tinyweb.helpers import prod, ceildiv, dedup, largest_divisor
 from tinyweb.tensor_helpers import _broadcast_shape
 
@@ -126,12 +128,13 @@ class NNMixin:
   # ------------------------------------------------------------------------------------------------------------ einsum
 
   @staticmethod
-  def einsum(formula: str, *operands):
-    """Tensor.einsum("ij,jk->ik", a, b). Supports '...', implicit output, repeated letters in one operand (diagonals)
+  def einsum(formula: str, *operands, dtype=None):
+    """Tensor.einsum("ij,jk->ik", a, b) (the operands cast to dtype first if given). Supports '...', implicit output, repeated letters in one operand (diagonals)
     and broadcasting of size-1 dims. Like PyTorch (without opt_einsum): letters found in one operand only (and not in
     the output) are summed first, then the operands are contracted left to right, each product summing the letters no
     later operand or the output needs. A product is the operands permuted/reshaped to one letter order and multiplied."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
+    if dtype is not None: operands = tuple(x.cast(dtype) for x in operands)
     lhs, arrow, out = formula.replace(" ", "").partition("->")
     terms = lhs.split(",")
     if len(terms) != len(operands):
@@ -194,8 +197,9 @@ class NNMixin:
       t = "".join(t[i] for i in rest) + c
     return x, t
 
-  def linear(self, weight, bias=None):
-    """x @ weight + bias with weight of shape (in, out) (a 1-D weight multiplies elementwise)."""
+  def linear(self, weight, bias=None, dtype=None):
+    """x @ weight + bias with weight of shape (in, out) (a 1-D weight multiplies elementwise); all cast to dtype if given."""
+    if dtype is not None: return self.cast(dtype).linear(weight.cast(dtype), None if bias is None else bias.cast(dtype))
     if weight.ndim == 1: x = self * weight
     else:
       if self.ndim == 0 or self.shape[-1] != weight.shape[0]:
@@ -232,9 +236,12 @@ class NNMixin:
     # now (..., k1, o1, k2, o2, ...): move the window dims last
     return x.permute(*range(nb), *[nb + 2 * j + 1 for j in range(n)], *[nb + 2 * j for j in range(n)])
 
-  def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
+  def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None):
     """Convolution over any number of spatial dims: input (N, Cin, *spatial), weight (Cout, Cin/groups, *kernel).
-    padding: int, one int per spatial dim, a flat (left, right, top, bottom, ...) tuple, per-dim pairs, 'valid' or 'same'."""
+    padding: int, one int per spatial dim, a flat (left, right, top, bottom, ...) tuple, per-dim pairs, 'valid' or 'same'.
+    dtype: the inputs are cast to it first (so it is the dtype products are summed in)."""
+    if dtype is not None:
+      return self.cast(dtype).conv2d(weight.cast(dtype), None if bias is None else bias.cast(dtype), groups, stride, dilation, padding)
     n, shapes = weight.ndim - 2, f" (input {self.shape}, weight {weight.shape})"
     _check_groups("conv2d", groups, shapes)
     if self.ndim != weight.ndim or n < 1 or self.shape[1] != weight.shape[1] * groups or weight.shape[0] % groups:
@@ -350,24 +357,50 @@ class NNMixin:
     else: ones = padded(Tensor.ones(*sp, device=self.device), all_pads)
     return total / ones._pool(k_, s_, d_).sum(tuple(range(-n, 0)))
 
-  def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False):
-    """Max over windows of the last len(kernel_size) dims; padding counts as -inf."""
+  def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False, return_indices=False):
+    """Max over windows of the last len(kernel_size) dims; padding counts as -inf. return_indices: also each maximum's
+    position, flattened over the pooled dims (what max_unpool2d takes)."""
     k_, s_, d_, _, _, all_pads = self._pool_args("max_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
-    n = len(k_)
+    Tensor, n, K = type(self), len(k_), prod(k_)
     padded = any(p != (0, 0) for p in all_pads)
     x = self.pad((None,) * (self.ndim - n) + all_pads, value=self.dtype.min) if padded else self
     windows = x._pool(k_, s_, d_, "max_pool2d")
     out = windows.detach().max(tuple(range(-n, 0)))
-    def backward(g):   # PyTorch's: a window's gradient all to one input, its first maximum (row-major), or its last NaN
-      Tensor, K = type(self), prod(k_)
+    def winners():   # PyTorch's choice in each window: its first maximum (row-major), or its last NaN
       w, o = windows.detach().reshape(*out.shape, K), out.unsqueeze(-1)
       pos = Tensor.arange(K, device=self.device)
       # the highest score wins: a maximum scores K - pos (the first), a NaN K + 1 + pos (the last; a window holding one
       # has no other maximum), padding never
       score = (w == o).where(K - pos, w.isnan().where(K + 1 + pos, 0))
       if padded: score = Tensor.full(self.shape[-n:], True, device=self.device).pad(all_pads, value=False)._pool(k_, s_, d_).reshape(*out.shape[-n:], K).where(score, 0)
-      return ((score == score.max(-1, keepdim=True)).where(g.unsqueeze(-1), 0.0).reshape(windows.shape),)
-    return out.custom_gradient([windows], backward) if self.dtype.is_float else out
+      return score == score.max(-1, keepdim=True)
+    # the gradient: a window's all to its winner
+    if self.dtype.is_float: out = out.custom_gradient([windows], lambda g: (winners().where(g.unsqueeze(-1), 0.0).reshape(windows.shape),))
+    if not return_indices: return out
+    flat = Tensor.arange(prod(self.shape[-n:]), device=self.device).reshape(self.shape[-n:])
+    flat = flat.pad(all_pads)._pool(k_, s_, d_).reshape(*out.shape[-n:], K)
+    return out, winners().where(flat, 0).sum(-1)
+
+  def max_unpool2d(self, indices, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None):
+    """The inverse of max_pool2d(return_indices=True): each value put at its index (flattened over the last
+    len(kernel_size) dims) in zeros of the pooled input's size (or output_size); where several name one position the
+    last writes it, like PyTorch."""
+    Tensor = type(self)
+    shapes = f" (input {self.shape}, indices {getattr(indices, 'shape', None)})"
+    n = 2 if isinstance(kernel_size, int) else len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 0
+    if n == 0 or self.ndim < n: raise ValueError(f"max_unpool2d: kernel_size must be an int or 1 to {self.ndim} ints, got {kernel_size!r}{shapes}")
+    k_ = _tuple(kernel_size, n, "max_unpool2d", "kernel_size", shapes=shapes)
+    s_ = k_ if stride is None else _tuple(stride, n, "max_unpool2d", "stride", shapes=shapes)
+    d_, pads = _tuple(dilation, n, "max_unpool2d", "dilation", shapes=shapes), _pads(padding, n, "max_unpool2d", shapes)
+    if not isinstance(indices, Tensor) or indices.dtype.is_float or indices.shape != self.shape:
+      raise ValueError(f"max_unpool2d: indices must be an integer tensor of the input's shape{shapes}")
+    if output_size is None: out_ = tuple((i - 1) * s - b - a + d * (k - 1) + 1 for i, s, d, k, (b, a) in zip(self.shape[-n:], s_, d_, k_, pads))
+    else: out_ = tuple(output_size)[-n:]
+    if len(out_) != n or not all(isinstance(o, int) and o > 0 for o in out_):
+      raise ValueError(f"max_unpool2d: output_size {output_size} must end in {n} positive sizes{shapes}")
+    pre, m = self.shape[:-n], prod(self.shape[-n:])
+    zeros = Tensor.zeros(*pre, prod(out_), dtype=self.dtype, device=self.device)
+    return zeros.scatter(-1, indices.reshape(*pre, m), self.reshape(*pre, m)).reshape(*pre, *out_)
 
   def avg_pool1d(self, kernel_size=2, stride=None, dilation=1, padding=0, ceil_mode=False, count_include_pad=True):
     kt = lambda v: (v,) if isinstance(v, int) else v  # noqa: E731
@@ -463,6 +496,10 @@ class NNMixin:
   def rmsnorm(self, axis=-1, eps: float = 1e-6):
     return self * (self.square().mean(axis, keepdim=True) + eps).rsqrt()
 
+  def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12):
+    """self divided by its p-norm along dim (at least eps), like torch F.normalize."""
+    return self / self._vector_norm(p, dim, keepdim=True).clamp(eps)
+
   def batchnorm(self, weight, bias, mean, invstd, axis=1):
     """(x - mean) * invstd * weight + bias, the parameters laid along `axis` (int or tuple); weight/bias may be None."""
     axes = tuple(a % self.ndim for a in ((axis,) if isinstance(axis, int) else axis))
@@ -495,7 +532,7 @@ class NNMixin:
     C = self.shape[cax]
     if weight is not None and tuple(weight.shape) != (C,): raise ValueError(f"{op}: weight shape {weight.shape} must be ({C},)")
     cls = Tensor.arange(C, device=self.device).reshape(C, *(1,) * (self.ndim - 1 - cax))
-    keep = Y != ignore_index
+    keep = Y != ignore_index if ignore_index is not None else Y == Y   # (None: none ignored, tinygrad's default)
     onehot = (Y.unsqueeze(cax) == cls) & keep.unsqueeze(cax)   # an ignored target matches no class
     wc = 1.0 if weight is None else weight.reshape(cls.shape)
     lw = self * wc
@@ -506,13 +543,16 @@ class NNMixin:
     return _reduce_loss(loss, reduction, op, count)
 
   def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100):
-    """Like torch F.cross_entropy: logits (N, C, d1, ...) or (C,); Y integer classes (N, d1, ...) or probabilities (input's shape)."""
+    """Like torch F.cross_entropy: logits (N, C, d1, ...) or (C,); Y integer classes (N, d1, ...), or probabilities or
+    one-hot rows of any dtype in the input's shape (tinygrad's rule: the shape decides)."""
     cax = 1 if self.ndim > 1 else 0
     if self.ndim == 0: raise ValueError(f"cross_entropy: input must have a class dim, got shape {self.shape}")
     if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if not isinstance(Y, type(self)): raise TypeError(f"cross_entropy: target must be a Tensor, got {type(Y).__name__}")
     logp = self.log_softmax(cax)
-    if not Y.dtype.is_float: return logp._nll(Y, cax, None, ignore_index, label_smoothing, reduction, "cross_entropy")
-    if Y.shape != self.shape: raise ValueError(f"cross_entropy: probability targets {Y.shape} must have the input's shape {self.shape}")
+    if Y.shape != self.shape:
+      if Y.dtype.is_float: raise ValueError(f"cross_entropy: probability targets {Y.shape} must have the input's shape {self.shape}")
+      return logp._nll(Y, cax, None, ignore_index, label_smoothing, reduction, "cross_entropy")
     C = self.shape[cax]
     return _reduce_loss(-(logp * (Y * (1 - label_smoothing) + label_smoothing / C)).sum(cax), reduction, "cross_entropy")
 
@@ -521,7 +561,7 @@ class NNMixin:
     if self.ndim == 0: raise ValueError(f"sparse_categorical_crossentropy: input must have a class dim, got shape {self.shape}")
     return self.log_softmax(-1)._nll(Y, self.ndim - 1, None, ignore_index, label_smoothing, reduction, "sparse_categorical_crossentropy")
 
-  def nll_loss(self, Y, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+  def nll_loss(self, Y, weight=None, ignore_index: Optional[int] = -100, reduction: str = "mean"):
     """Like torch F.nll_loss: self is log-probabilities (N, C, d1, ...) or (C,)."""
     if self.ndim == 0: raise ValueError(f"nll_loss: input must have a class dim, got shape {self.shape}")
     return self._nll(Y, 1 if self.ndim > 1 else 0, weight, ignore_index, 0.0, reduction, "nll_loss")
@@ -557,13 +597,113 @@ class NNMixin:
   def mse_loss(self, Y, reduction: str = "mean"):
     return _reduce_loss((self - Y).square(), reduction, "mse_loss")
 
+  # --------------------------------------------------------------------------------------------------- linear algebra
+
+  def _check_matrices(self, op: str):
+    if self.ndim < 2: raise ValueError(f"{op}: input must be a matrix or a batch of matrices (..., m, n), got shape {self.shape}")
+    return self._float_input()
+
+  def qr(self):
+    """Householder QR of (..., m, n): Q (..., m, m) orthogonal and R (..., m, n) upper triangular with Q @ R = self, like
+    torch.linalg.qr(mode="complete"); LAPACK's reflectors (none where a column is already zero below the diagonal), so
+    the same signs."""
+    Tensor, x = type(self), self._check_matrices("qr")
+    *b, m, n = x.shape
+    R, Q = x, Tensor.eye(m, dtype=x.dtype, device=x.device).expand(*b, m, m)
+    rows = Tensor.arange(m, device=x.device)
+    for i in range(min(m - 1, n)):
+      # the reflector I - tau v v^T (v[i] = 1, zero above i) that maps column i from row i down onto beta e_i
+      col = R[..., :, i]
+      below = (rows > i).where(col, 0)
+      alpha, sigma2 = R[..., i, i], below.square().sum(-1)
+      norm = (alpha * alpha + sigma2).sqrt()
+      beta = (alpha < 0).where(norm, -norm)
+      reflect = sigma2 != 0
+      tau = reflect.where((beta - alpha) / beta, 0).unsqueeze(-1)
+      v = (rows == i).where(1.0, below / reflect.where(alpha - beta, 1).unsqueeze(-1))
+      R = (R - (tau * v).unsqueeze(-1) * (v.unsqueeze(-2) @ R)).contiguous()
+      Q = (Q - (Q @ v.unsqueeze(-1)) * (tau * v).unsqueeze(-2)).contiguous()
+    return Q, R.triu()   # (below the diagonal: rounding residue, exactly 0 in LAPACK's)
+
+  def svd(self, full_matrices=True):
+    """U, S, Vh with U @ diag(S) @ Vh = self, S descending (..., min(m, n)), U and Vh orthogonal (U (..., m, m) and
+    Vh (..., n, n), or (..., m, k) and (..., k, n) with k = min(m, n) unless full_matrices), like torch.linalg.svd (the
+    signs of singular vectors may differ, as between LAPACK builds). One-sided Jacobi on the R of a QR: a fixed number of
+    sweeps, enough for float32 precision. No gradient."""
+    x = self._check_matrices("svd").detach()
+    *b, m, n = x.shape
+    if m < n:
+      U, S, Vh = x.transpose(-1, -2).svd(full_matrices)
+      return Vh.transpose(-1, -2), S, U.transpose(-1, -2)
+    Q, R = x.qr()
+    W, V, S = R[..., :n, :n]._jacobi_svd()
+    U = Q[..., :, :n] @ W
+    return (U.cat(Q[..., :, n:], dim=-1) if full_matrices else U), S, V.transpose(-1, -2)
+
+  def _jacobi_svd(self):
+    """(..., n, n) -> (U, V, S), S descending: column pairs of W = self rotated (and of V = I alike) until all columns are
+    orthogonal; then W = U diag(S). Each round rotates n // 2 disjoint pairs at once, the pairs of a round-robin
+    tournament (n - 1 rounds a sweep, every pair met once)."""
+    Tensor, n = type(self), self.shape[-1]
+    W, V = self, Tensor.eye(n, dtype=self.dtype, device=self.device).expand(self.shape)
+    h, k = n // 2, n + n % 2
+    players, order = list(range(k)), list(range(n))   # (order: the column each stored column is; with n odd, player n sits out)
+    for _ in range(max(6, 2 * (n - 1).bit_length()) if n > 1 else 0):
+      for _ in range(k - 1):
+        pairs = [(players[j], players[k - 1 - j]) for j in range(k // 2)]
+        pairs = [p for p in pairs if n not in p]
+        want = [a for a, _ in pairs] + [c for _, c in pairs] + [c for c in range(n) if all(c not in p for p in pairs)]
+        W, V = W[..., [order.index(c) for c in want]], V[..., [order.index(c) for c in want]]
+        order, players = want, [players[0], players[-1]] + players[1:-1]
+        a, c = W[..., :h], W[..., h:2 * h]
+        alpha, beta, gamma = a.square().sum(-2, keepdim=True), c.square().sum(-2, keepdim=True), (a * c).sum(-2, keepdim=True)
+        rot = gamma != 0
+        zeta = (beta - alpha) / (2 * rot.where(gamma, 1))
+        t = rot.where((zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta * zeta).sqrt()), 0)
+        cos = (1 + t * t).rsqrt()
+        sin = cos * t
+        def rotate(M): return (M[..., :h] * cos - M[..., h:2 * h] * sin).cat(M[..., :h] * sin + M[..., h:2 * h] * cos, M[..., 2 * h:], dim=-1)
+        W, V = rotate(W).contiguous(), rotate(V).contiguous()
+    S = W.square().sum(-2).sqrt()
+    S, idx = S.sort(-1, descending=True)
+    cols = idx.unsqueeze(-2).expand(W.shape)
+    U = W.gather(-1, cols) / (S == 0).where(1, S).unsqueeze(-2)
+    # columns of singular values at rounding level (0 for a rank-deficient matrix) hold no direction: they are taken from
+    # the complete Q of U's QR instead, orthogonal to the others (whose span its first columns are)
+    eps = {dtypes.float16: 2.0 ** -10, dtypes.bfloat16: 2.0 ** -7, dtypes.float32: 2.0 ** -23, dtypes.float64: 2.0 ** -52}[self.dtype]
+    small = (S <= S[..., :1] * (n * eps)).unsqueeze(-2)
+    return small.where(U.qr()[0], U), V.gather(-1, cols), S
+
+  def newton_schulz(self, steps: int, params: tuple, eps: float = 1.0e-7):
+    """The Newton-Schulz iteration with an odd polynomial (tinygrad's): self over its Frobenius norm (+ eps) as G, then
+    steps times G = sum_i params[i] (G G^T)^i G, on the transposed matrices where they are taller than wide; with
+    params (1.5, -0.5) it converges to the orthogonal polar factor."""
+    x = self._check_matrices("newton_schulz")
+    if x.shape[-2] > x.shape[-1]: return x.transpose(-1, -2).newton_schulz(steps, params, eps).transpose(-1, -2)
+    if not params: raise ValueError("newton_schulz: params must hold at least one coefficient")
+    G = x / (x.square().sum((-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      A, term, out = G @ G.transpose(-1, -2), G, G * params[0]
+      for p in params[1:]:
+        term = A @ term
+        out = out + term * p
+      G = out.contiguous()   # (stored each step: the graph of a lazy G doubles with every step)
+    return G
+
   # -------------------------------------------------------------------------------------------------------- attention
 
   def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False,
-                                   scale: Optional[float] = None):
+                                   scale: Optional[float] = None, enable_gqa: bool = False):
     """softmax(q @ k^T * scale + mask) @ v with q = self (..., L, E), k (..., S, E), v (..., S, Ev).
-    A bool mask keeps positions where True, a float mask is added; is_causal is torch's top-left aligned tril."""
+    A bool mask keeps positions where True, a float mask is added; is_causal is torch's top-left aligned tril.
+    enable_gqa: key and value have fewer heads (dim -3) than the query, each shared by a group of query heads."""
     Tensor = type(self)
+    if enable_gqa and self.ndim >= 3 and key.ndim >= 3 and value.ndim >= 3:
+      hq, hk, hv = self.shape[-3], key.shape[-3], value.shape[-3]
+      if hk == 0 or hv == 0 or hq % hk or hq % hv:
+        raise ValueError(f"scaled_dot_product_attention: with enable_gqa the query's {hq} heads must be a multiple of the key's {hk} "
+                         f"and the value's {hv} (query {self.shape}, key {key.shape}, value {value.shape})")
+      key, value = key.repeat_interleave(hq // hk, dim=-3), value.repeat_interleave(hq // hv, dim=-3)
     if self.ndim < 2 or key.ndim < 2 or value.ndim < 2 or self.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
       raise ValueError(f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} do not match: "
                        f"need (..., L, E), (..., S, E), (..., S, Ev)")

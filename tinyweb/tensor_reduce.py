@@ -1,18 +1,24 @@
 """Tensor reductions: sum, prod, max, min, mean, var, std, any, all, argmax, argmin, the scans (cumsum, cumprod, cummax,
-logcumsumexp), softmax, log_softmax and logsumexp. A mixin of Tensor (tensor.py)."""
+cummin, logcumsumexp), sort, argsort, topk, softmax, softmin, log_softmax and logsumexp. A mixin of Tensor (tensor.py)."""
 from __future__ import annotations
 import math
 from typing import Self
 from tinyweb.dtype import DType, dtypes, to_dtype
 from tinyweb.helpers import prod
 from tinyweb.uop import UOp, Ops
-from tinyweb.tensor_helpers import _check_device_dtype, _normalize_axis
+from tinyweb.tensor_helpers import _check_device_dtype, _normalize_axis, _as_int
 
 
 def _device_has(dt: DType, device: str) -> bool:
   try: _check_device_dtype(dt, device, "")
   except TypeError: return False
   return True
+
+def _before(a, b, descending: bool):
+  """Whether a comes before b in sort's order: ascending with NaN last, or descending with NaN first."""
+  lt = b < a if descending else a < b
+  return lt | ((a if descending else b).isnan() & (b if descending else a).isnan().logical_not()) if a.dtype.is_float else lt
+def _tie(a, b): return (a == b) | (a.isnan() & b.isnan()) if a.dtype.is_float else a == b
 
 class ReduceMixin:
   __slots__ = ()
@@ -127,6 +133,22 @@ class ReduceMixin:
     return out.custom_gradient([x], backward)
   def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+  def _vector_norm(self, p: float, axis, keepdim=False) -> Self:
+    """The p-norm over axis (p = 0 counts non-zeros, +-inf is the largest/smallest |x|), with PyTorch's gradients: 0
+    where the norm is 0, split evenly between tied extremes for +-inf."""
+    x = self._float_input()
+    axes, a = x._axes("norm", axis), x.detach().abs()
+    if p == 0: out = (a != 0).sum(axes, keepdim=True).cast(x.dtype)
+    elif math.isinf(p):
+      out = a.max(axes, keepdim=True) if p > 0 else a.min(axes, keepdim=True)
+      hit = (a == out).cast(x.dtype)
+      out = out.custom_gradient([x], lambda g: (g * x.detach().sign() * hit / hit.sum(axes, keepdim=True),))
+    else:
+      n = a.sum(axes, keepdim=True) if p == 1 else (a ** p).sum(axes, keepdim=True) ** (1 / p)
+      # (p - 1)th powers of |x| (0 at 0, also for p < 1), the sign of x, and g / norm^(p - 1) (0 where the norm is 0)
+      part = x.detach().sign() * (a == 0).where(0.0, a ** (p - 1))
+      out = n.custom_gradient([x], lambda g: (part * (n == 0).where(0.0, g / n ** (p - 1)),))
+    return out if keepdim else out.reshape(tuple(d for i, d in enumerate(x.shape) if i not in axes))
   def any(self, axis=None, keepdim=False) -> Self: return self.bool()._reduce(Ops.MAX, axis, keepdim, "any") if self.numel() else self.bool().sum(axis, keepdim).bool()
   def all(self, axis=None, keepdim=False) -> Self: return self.logical_not().any(axis, keepdim).logical_not()
 
@@ -195,23 +217,103 @@ class ReduceMixin:
       at = (((pos >= k) & (pos < k2)).where(g, 0.0) * P).sum(-1, keepdim=True) * (pos < k).where(xd, 1).prod(-1, keepdim=True)
       return ((pos < k).where(before, (pos == k).where(at, 0.0)),)
     return (out.custom_gradient([x], backward) if x.dtype.is_float else out).transpose(a, -1)
-  def cummax(self, axis: int = 0) -> Self:
-    a = _normalize_axis("cummax", axis, self.ndim)
-    if self.numel() == 0 or self.ndim == 0: return self   # (an empty scan is empty, max refuses an empty axis; a 0-d one is itself)
+  def cummax(self, axis: int = 0) -> tuple[Self, Self]:
+    """The running maximum along axis and the index of each (the last position holding it, or the last NaN: PyTorch's)."""
+    return self._cum_extreme("cummax", axis, True)
+  def cummin(self, axis: int = 0) -> tuple[Self, Self]:
+    """The running minimum along axis and the index of each (the last position holding it, or the last NaN: PyTorch's)."""
+    return self._cum_extreme("cummin", axis, False)
+  def _cum_extreme(self, op: str, axis: int, is_max: bool) -> tuple[Self, Self]:
+    Tensor = type(self)
+    a = _normalize_axis(op, axis, self.ndim)
+    # (an empty scan is empty, max refuses an empty axis; a 0-d one is itself, at index 0)
+    if self.numel() == 0 or self.ndim == 0: return self, Tensor.zeros(self.shape, dtype=dtypes.int32, device=self.device)
     x = self.transpose(a, -1)
-    tri = x._tri_mask_last()
-    out = tri.where(x.detach().unsqueeze(-2), x.dtype.min if not x.dtype.is_float else -math.inf).max(-1)
-    def backward(g):   # PyTorch's: out[i]'s gradient all to the last j <= i holding it (a NaN: the last NaN)
-      xd, o = x.detach().unsqueeze(-2), out.unsqueeze(-1)
-      score = (tri & ((xd == o) | (xd.isnan() & o.isnan()))).where(type(self).arange(x.shape[-1], device=self.device), -1)
-      return ((score == score.max(-1, keepdim=True)).where(g.unsqueeze(-1), 0.0).sum(-2),)
-    return (out.custom_gradient([x], backward) if x.dtype.is_float else out).transpose(a, -1)
+    tri, n = x._tri_mask_last(), x.shape[-1]
+    xd = tri.where(x.detach().unsqueeze(-2), x.dtype.min if is_max else x.dtype.max)
+    out = xd.max(-1) if is_max else xd.min(-1)
+    o, pos = out.unsqueeze(-1), Tensor.arange(n, device=self.device)
+    idx = (tri & ((xd == o) | (xd.isnan() & o.isnan()))).where(pos, -1).max(-1)
+    # PyTorch's gradient: out[i]'s all to x[idx[i]]
+    out = out.custom_gradient([x], lambda g: (x._scatter_last(idx, g),)) if x.dtype.is_float else out
+    return out.transpose(a, -1), idx.transpose(a, -1)
+  def _scatter_last(self, idx: Self, g: Self) -> Self:
+    """Along the last axis (of self's size n), the sum of g's entries at the positions idx names: out[j] = sum of
+    g[i] where idx[i] == j (n * len(idx) work: idx is a permutation or a running argmax here)."""
+    n = self.shape[-1]
+    return (idx.unsqueeze(-1) == type(self).arange(n, device=self.device)).where(g.unsqueeze(-1), 0.0).sum(-2)
+
+  # sort: up to _COUNT_SORT_MAX elements along the dim by counting, the rank of x[i] being the number of elements that
+  # come before it (n^2 comparisons, three fused kernels: fast for the common sizes); longer dims by a bitonic network
+  # (n log^2 n work, but two kernels for each of its log2(n) (log2(n) + 1) / 2 steps)
+  _COUNT_SORT_MAX = 4096
+  def sort(self, dim: int = -1, descending: bool = False) -> tuple[Self, Self]:
+    """The values sorted along dim and their indices: stable (equal values keep their order), NaN after every number
+    (before, descending), like torch.sort(stable=True). The gradient of the values goes back to where each came from."""
+    Tensor = type(self)
+    d = _normalize_axis("sort", dim, self.ndim)
+    if self.ndim == 0 or self.shape[d] <= 1: return self, Tensor.zeros(self.shape, dtype=dtypes.int32, device=self.device)
+    x = self.transpose(d, -1)
+    xd, n = x.detach(), x.shape[-1]
+    if n <= ReduceMixin._COUNT_SORT_MAX:
+      pos = Tensor.arange(n, device=self.device)
+      xi, xj = xd.unsqueeze(-1), xd.unsqueeze(-2)   # [..., i, j]: x[i] and x[j]
+      rank = (_before(xj, xi, descending) | (_tie(xj, xi) & (pos < pos.unsqueeze(-1)))).sum(-1)
+      hit = rank.unsqueeze(-2) == pos.unsqueeze(-1)   # [..., r, i]: x[i] goes to r
+      idx = hit.where(pos, 0).sum(-1)
+      values = hit.where(xj, x.dtype.min).max(-1)   # (taken with max against the lowest value: exact, -0.0 and NaN too)
+    else: values, idx = xd._bitonic_last(descending)
+    values = values.custom_gradient([x], lambda g: (x._unsort_last(idx, g),)) if x.dtype.is_float else values
+    return values.transpose(d, -1), idx.transpose(d, -1)
+  def _unsort_last(self, idx: Self, g: Self) -> Self:
+    """g (in sorted order) back where its elements came from: out[idx[r]] = g[r] along the last axis."""
+    if self.shape[-1] <= ReduceMixin._COUNT_SORT_MAX: return self._scatter_last(idx, g)
+    return idx._bitonic_last(False, g)[2]   # (g carried along while sorting idx back to 0, 1, ...)
+  def _bitonic_last(self, descending: bool, *payloads: Self) -> tuple[Self, ...]:
+    """Sort along the last axis with a bitonic network: (sorted self, indices, payloads permuted alike). Ties go by the
+    original position (stable); the padding to a power of two (the largest value, then ties by position) ends up last."""
+    Tensor, n = type(self), self.shape[-1]
+    m = (n - 1).bit_length()
+    N, pre = 1 << m, self.shape[:-1]
+    pad = ((0, 0),) * len(pre) + ((0, N - n),)
+    last = self.dtype.min if descending else math.nan if self.dtype.is_float else self.dtype.max
+    arrays = [self.pad(pad, value=last), Tensor.arange(N, device=self.device).expand(*pre, N)] + [p.pad(pad) for p in payloads]
+    top = Tensor.arange(2, device=self.device).unsqueeze(-1) == 0
+    for stage in range(1, m + 1):   # blocks of 2^stage elements, sorted up and down by turns; then merged in halving steps
+      for step in range(stage - 1, -1, -1):
+        dist = 1 << step
+        blocks = N // (2 * dist)
+        views = [a.reshape(*pre, blocks, 2, dist) for a in arrays]   # each element beside its partner (the other half)
+        partners = [v.flip(-2) for v in views]
+        up = ((Tensor.arange(blocks, device=self.device) >> (stage - step - 1)) & 1).reshape(blocks, 1, 1) == 0
+        (k, i), (pk, pi) = views[:2], partners[:2]
+        # the first of a pair takes the earlier of the two where its block sorts up, the later where it sorts down
+        take = (top == up).where(_before(pk, k, descending) | (_tie(pk, k) & (pi < i)), _before(k, pk, descending) | (_tie(k, pk) & (i < pi)))
+        arrays = [take.where(p, v).reshape(*pre, N).contiguous() for v, p in zip(views, partners)]
+    return tuple(a[..., :n] for a in arrays)
+  def argsort(self, dim: int = -1, descending: bool = False) -> Self:
+    """The indices that sort self along dim (stable; see sort)."""
+    return self.sort(dim, descending)[1]
+  def topk(self, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Self, Self]:
+    """The k largest (or smallest) values along dim and their indices, in sorted order (also with sorted_=False, where
+    any order is allowed); equal values in their original order."""
+    d = _normalize_axis("topk", dim, self.ndim)
+    n = self.shape[d] if self.ndim else 1
+    if type(k) is not int: k = _as_int("topk", "k", k)
+    if not 0 <= k <= n: raise ValueError(f"topk: k={k} is out of range for dimension {d} of size {n} (shape {self.shape}); valid: 0..{n}")
+    values, idx = self.sort(d, descending=largest)
+    if self.ndim == 0: return values, idx
+    sl = tuple((0, k) if i == d else None for i in range(self.ndim))
+    return values.shrink(sl), idx.shrink(sl)
 
   def softmax(self, axis=-1, dtype=None) -> Self:
     x = self._float_input() if dtype is None else self.cast(dtype)
     m = x - x.max(axis, keepdim=True).detach() if x.numel() else x   # (empty: nothing to scale, and max refuses an empty axis)
     e = m.exp()
     return e / e.sum(axis, keepdim=True)
+  def softmin(self, axis=-1, dtype=None) -> Self:
+    """softmax(-self) along axis."""
+    return (-self).softmax(axis, dtype)
   def log_softmax(self, axis=-1, dtype=None) -> Self:
     x = self._float_input() if dtype is None else self.cast(dtype)
     m = x - x.max(axis, keepdim=True).detach() if x.numel() else x
