@@ -1,13 +1,13 @@
 """tinygrad 0.14's hashing and counter-based random bits (issue 14): Tensor.keccak against hashlib (SHA-3, SHAKE) and
 tinygrad's own values for its (rate, dsbyte) configurations; Tensor.hash against tinygrad's definition computed with
-hashlib (tinygrad 0.14's own hash() of a 12-byte tensor ran for minutes and passed 19 GB of memory here, so it cannot be
-the reference); Tensor.threefry and Tensor.random_bits against tinygrad's values and Random123's known answers for
+hashlib (tinygrad 0.14's own hash() of a 12-byte tensor ran for over two minutes and passed 19 GB of memory here, so it
+cannot be the reference); Tensor.threefry and Tensor.random_bits against tinygrad's values and Random123's known answers for
 Threefry-2x32-20. The reference values from tinygrad are computed here, on its CPU device."""
 import functools, hashlib, inspect
 import numpy as np
 import pytest
 from tinyweb import Tensor, dtypes
-from helpers import expect_unsupported, refused
+from helpers import expect_unsupported
 
 def _tinygrad():
   return pytest.importorskip("tinygrad", reason="tinygrad is not installed (scripts/setup.sh installs tinygrad==0.14.0): "
@@ -45,12 +45,14 @@ def test_keccak_matches_hashlib(device, cfg):
     check_rows(Tensor(a, device=device).keccak(cfg).numpy(), a, ref)
 
 def test_keccak_default_shapes_and_byte_dtypes(device):
-  """sha3_256 by default; leading dims are kept; int8 and bool tensors hash their bytes (bool: 0 and 1); empty
-  messages and empty batches too (tinygrad 0.14 raises on both; hashlib hashes the empty message)."""
+  """sha3_256 by default; leading dims are kept; views hash their elements in order; int8 and bool tensors hash their
+  bytes (bool: 0 and 1); empty messages and empty batches too (tinygrad 0.14 raises on both; hashlib hashes the empty
+  message)."""
   ref = HASHLIB["sha3_256"][1]
   a = rand_bytes((3, 2, 7), seed=1)
   check_rows(Tensor(a, device=device).keccak().numpy(), a, ref)
   check_rows(Tensor(a.view(np.int8), device=device).keccak().numpy(), a, ref)
+  check_rows(Tensor(np.ascontiguousarray(a.T), device=device).permute(2, 1, 0).keccak().numpy(), a, ref)   # (a view that is not contiguous)
   b = rand_bytes((2, 9), seed=2) < 128
   check_rows(Tensor(b, device=device).keccak().numpy(), b.astype(np.uint8), ref)
   for shape in ((0,), (2, 0), (0, 5), (1, 1)):
@@ -141,8 +143,8 @@ def test_bytes_that_hash_reads(device, name, dt):
 X = np.array([0, 1, 2**63 + 5, 2**64 - 1, 0x0123456789abcdef], np.uint64)
 SEEDS = np.array([3, 2**40, 2**64 - 2, 7, 0xfedcba9876543210], np.uint64)
 BITS_CASES = [((1, 2), (3, 4), 0), ((1, 2), (3, 4), 1), ((1, 2), (3, 4), 7), ((1, 2), (3, 4), 8),
-              ((0xffffffff, 7), (0xffffffff, 0xffffffff), 3),   # (counters wrap)
-              ((5, 6, 99), (7, 8, 100), 5)]                     # (the elements past the first two are not used)
+              ((0xffffffff, 7), (0xffffffff, 0xffffffff), 8),   # (counters wrap)
+              ((5, 6, 99), (7, 8, 100), 7)]                     # (the elements past the first two are not used)
 
 @functools.cache
 def _tinygrad_random() -> dict:

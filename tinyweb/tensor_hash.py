@@ -6,7 +6,7 @@ from typing import Self
 from tinyweb.dtype import dtypes
 from tinyweb.helpers import prod, ceildiv
 
-KECCAK_CFGS = {"sha3_224": (144, 6), "sha3_256": (136, 6), "shake_128": (168, 31)}   # (rate in bytes, domain byte)
+_KECCAK_CFGS = {"sha3_224": (144, 6), "sha3_256": (136, 6), "shake_128": (168, 31)}   # (rate in bytes, domain byte)
 
 def _keccak_tables() -> tuple[list[int], list[list[int]]]:
   """keccak-f[1600]'s 24 round constants (from its LFSR), and the ρ rotation of each lane of the state after π, as [y][x]."""
@@ -84,13 +84,13 @@ class HashMixin:
     cfg=(rate in bytes, domain separation byte). uint8, of shape self.shape[:-1] + ((200 - rate) // 2,)."""
     Tensor = type(self)
     if isinstance(cfg, str):
-      if cfg not in KECCAK_CFGS: raise ValueError(f"keccak: unknown cfg {cfg!r}; valid: {', '.join(KECCAK_CFGS)} or (rate, dsbyte)")
-      rate, dsbyte = KECCAK_CFGS[cfg]
+      if cfg not in _KECCAK_CFGS: raise ValueError(f"keccak: unknown cfg {cfg!r}; valid: {', '.join(_KECCAK_CFGS)} or (rate, dsbyte)")
+      rate, dsbyte = _KECCAK_CFGS[cfg]
     elif isinstance(cfg, (tuple, list)) and len(cfg) == 2 and all(type(v) is int for v in cfg):
       rate, dsbyte = cfg
       if not (0 < rate <= 200 and 0 <= dsbyte < 256):
         raise ValueError(f"keccak: cfg {cfg} needs a rate in 1..200 bytes and a domain separation byte in 0..255")
-    else: raise TypeError(f"keccak: cfg must be one of {', '.join(KECCAK_CFGS)} or a (rate, dsbyte) pair of ints, got {cfg!r}")
+    else: raise TypeError(f"keccak: cfg must be one of {', '.join(_KECCAK_CFGS)} or a (rate, dsbyte) pair of ints, got {cfg!r}")
     if self.dtype.itemsize != 1:
       raise TypeError(f"keccak: hashes bytes (uint8, int8 or bool), got {self.dtype.name}; hash() takes any dtype")
     if self.ndim == 0: raise ValueError("keccak: hashes the last dimension; got a 0-d tensor")
