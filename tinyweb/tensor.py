@@ -25,6 +25,7 @@ from tinyweb.tensor_reduce import ReduceMixin
 from tinyweb.tensor_math import MathMixin
 from tinyweb.tensor_index import IndexMixin
 from tinyweb.tensor_nn import NNMixin
+from tinyweb.tensor_hash import HashMixin
 
 class _GradMode(Context):
   """`Tensor.no_grad`: truthy when gradients are off in this thread (or asyncio task); `with Tensor.no_grad():`,
@@ -87,7 +88,7 @@ _NP_NAMES = {"bool": dtypes.bool, "int8": dtypes.int8, "uint8": dtypes.uint8, "i
 
 # The API by topic, in mixins (one module each, none of which imports this one); the core is here: construction,
 # properties, realization, autograd and the primitives everything else is built from.
-class Tensor(CreationMixin, MovementMixin, ReduceMixin, MathMixin, IndexMixin, NNMixin, metaclass=_TensorMeta):
+class Tensor(CreationMixin, MovementMixin, ReduceMixin, MathMixin, IndexMixin, NNMixin, HashMixin, metaclass=_TensorMeta):
   __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our reflected operators
 
