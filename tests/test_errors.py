@@ -437,15 +437,6 @@ def test_mixing_devices(op):
   # moving one side over fixes it
   np.testing.assert_allclose((a + b.to(d0)).numpy(), va + vb, rtol=1e-6)
 
-def test_index_math_past_32_bits_is_refused_not_wrapped(device):
-  # a 50000 x 50000 broadcast is fine while each index stays small; flattening it makes indices up to 2.5e9, which
-  # 32-bit index math (C int, WGSL i32) would wrap into garbage: the kernel is refused instead
-  n = 50000
-  a, b = Tensor.arange(n, device=device).reshape(n, 1).float(), Tensor.arange(n, device=device).reshape(1, n).float()
-  assert (a - b)[-1, -3:].tolist() == [2.0, 1.0, 0.0]
-  with pytest.raises(OverflowError, match=r"reshapes a view of shape \(50000, 50000\), 2500000000 elements.*32-bit"):
-    (a - b).reshape(-1)[::7][-5:].tolist()
-
 # ---------------------------------------------------------------- movement arguments: torch refuses them, so must we
 import torch
 import torch.nn.functional as F

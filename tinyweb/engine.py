@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib, contextvars, os, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from tinyweb.device import Device
+from tinyweb.dtype import dtypes
 from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GRAPH, GlobalCounters, at_fork
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.program import Program, CompiledKernel
 from tinyweb.codegen.lower import lower
+from tinyweb.codegen.lowering import wide_index
 from tinyweb.schedule import ScheduleItem
 from tinyweb.search import beam_search
 
@@ -27,25 +29,23 @@ def recording():
   try: yield launches
   finally: capturing.reset(token)
 
-INDEX_MAX = 2**31 - 1   # index arithmetic is 32-bit on every target (int in C, i32 in WGSL)
-
 def check_index_range(ast: UOp, device: str):
-  """Refuse a kernel whose index math would wrap: a dimension past 32 bits, or a reshape of a view with more elements
-  than that (a reshape flattens the index, up to the view's size). Huge broadcasts are fine while no index is flat."""
-  for u in ast.toposort():
-    if not u.shape: continue
-    flat = max(u.size, u.src[0].size) if u.op is Ops.RESHAPE else max(u.shape)
-    if flat > INDEX_MAX:
-      raise OverflowError(f"{device}: a kernel {'reshapes' if u.op is Ops.RESHAPE else 'indexes'} a view of shape "
-                          f"{u.src[0].shape if u.op is Ops.RESHAPE else u.shape}, {flat} elements along one flat index, but "
-                          f"index math is 32-bit (< 2^31); split the tensor or realize() a smaller part first")
+  """Refuse a kernel whose index math would wrap on `device`. Index math is int32 wherever the kernel's indexes fit
+  (below 2^31), else int64 (lowering.index_dtype: a dimension that long, a reshape of a view with more elements than that,
+  which flattens the index up to the view's size, or a reduction over that many); a device without 64-bit integers
+  (WEBGPU: WGSL has none) refuses such a kernel with an OverflowError naming the view. Huge broadcasts are fine while no
+  index is flat."""
+  if dtypes.int64 not in Device[device].renderer.unsupported or (wide := wide_index(ast.src[0].src[1])) is None: return
+  u, n = wide
+  what, shape = {Ops.RESHAPE: ("reshapes", u.src[0].shape), Ops.REDUCE_AXIS: ("reduces", u.src[0].shape)}.get(u.op, ("indexes", u.shape))
+  raise OverflowError(f"{device}: a kernel {what} a view of shape {shape}, {n} elements along one flat index, but index math "
+                      f"on {device} is 32-bit (< 2^31: it has no 64-bit integers); split the tensor or realize() a smaller part first")
 
 def kernel_key(device: str, ast: UOp) -> tuple: return (device, ast, BEAM.value, NOOPT.value, TILES.value)
 
 def build_kernel(device: str, ast: UOp) -> tuple[Program, str]:
   """Lower (with BEAM search when it is on) and render a kernel."""
   dev = Device[device]
-  check_index_range(ast, device)
   opts = None   # the heuristics choose (or NOOPT)
   if BEAM >= 1 and not NOOPT:
     opts = beam_search(ast, device, BEAM.value).opts
@@ -123,6 +123,8 @@ def run_schedule(items: list[ScheduleItem]):
   if GRAPH and items:
     from tinyweb.graph import write_graph
     write_graph(items)
+  for it in items:   # before any kernel runs: a new kernel whose indexes its device cannot hold is refused
+    if it.kind == "kernel" and kernel_key(it.bufs[0].device, it.ast) not in _kernel_cache: check_index_range(it.ast, it.bufs[0].device)
   compile_ahead(items)
   devices, records = set(), capturing.get()
   for it in items:

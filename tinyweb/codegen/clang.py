@@ -3,7 +3,7 @@ from __future__ import annotations
 from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import UOp, Ops, ALU
 from tinyweb.codegen.program import Program
-from tinyweb.codegen.lowering import IDX, reduce_identity
+from tinyweb.codegen.lowering import IDX, IDX64, reduce_identity
 from tinyweb.codegen.cstyle import CStyleRenderer, KernelWriter, const_offset
 
 class ClangKernelWriter(KernelWriter):
@@ -66,9 +66,10 @@ class ClangKernelWriter(KernelWriter):
 
   @staticmethod
   def wide_indices(prog: Program) -> set[UOp]:
-    """The int uops that compute load and store addresses from loop indices and constants. Their values are below 2^31
-    (engine.check_index_range), so computing them in 64 bits changes no value, and lets clang see that neighbouring
-    addresses are adjacent (with 32-bit ints, each one's sign extension hides that) and vectorize the loads."""
+    """The int32 uops that compute load and store addresses from loop indices and constants. Their values are below
+    2^31 (a kernel whose indexes need more has 64-bit index math: lowering.index_dtype), so computing them in 64 bits
+    changes no value, and lets clang see that neighbouring addresses are adjacent (with 32-bit ints, each one's sign
+    extension hides that) and vectorize the loads."""
     pure: set[UOp] = set()
     for u in prog.uops:
       if u.op is Ops.RANGE or (u.op in ALU and u.dtype == IDX and all(s in pure or s.op is Ops.CONST for s in u.src)): pure.add(u)
@@ -149,7 +150,7 @@ class ClangKernelWriter(KernelWriter):
       for x in u.src: users.setdefault(x, []).append(u)
     out: set[UOp] = set()
     for u in reversed(prog.uops):
-      if u.dtype == IDX and u.op in ALU and u in users and \
+      if u.dtype in (IDX, IDX64) and u.op in ALU and u in users and \
          all(x in out or (x.op in (Ops.LOAD, Ops.STORE) and x in vec and first[vec[x][0]] is not x) for x in users[u]): out.add(u)
     return out
 
@@ -225,7 +226,7 @@ static inline float tw_log2f(float x) {   // x = m * 2^e, m in [sqrt(1/2), sqrt(
   code_for_op = {**CStyleRenderer.code_for_op,
                  Ops.EXP2: lambda self, a, b, c, dt: f"exp2({a})" if dt == dtypes.float64 else f"tw_exp2f({a})",
                  Ops.LOG2: lambda self, a, b, c, dt: f"log2({a})" if dt == dtypes.float64 else f"tw_log2f({a})"}
-  def render_range(self, name: str, lo: str, hi: str) -> str: return f"for ({self.index_type} {name} = {lo}; {name} < {hi}; {name}++) {{"
+  def render_range(self, name: str, lo: str, hi: str, dt: DType) -> str: return f"for ({self.index_type} {name} = {lo}; {name} < {hi}; {name}++) {{"
   def render_fma(self, a: str, b: str, c: str) -> str: return f"__builtin_fmaf({a}, {b}, {c})"
   def round_result(self, expr: str, dt: DType) -> str:
     if dt == dtypes.float16: return f"((float)(__fp16)({expr}))"

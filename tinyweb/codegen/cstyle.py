@@ -5,7 +5,7 @@ import copy, math
 from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.program import Program
-from tinyweb.codegen.lowering import reduce_identity, IDX
+from tinyweb.codegen.lowering import reduce_identity
 from tinyweb.codegen.renderer import Renderer
 
 UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
@@ -61,7 +61,7 @@ class KernelWriter:
   def write_range(self, u: UOp):
     self.names[u] = self.new_name("ridx")
     lo, hi = ("core_lo", "core_hi") if self.rd.core_split and u is self.prog.parallel_range else ("0", self.r(u.src[0]))
-    self.line(self.rd.render_range(self.names[u], lo, hi))
+    self.line(self.rd.render_range(self.names[u], lo, hi, u.dtype))
     self.depth += 1
   def write_endrange(self, u: UOp):
     self.depth -= 1
@@ -210,7 +210,7 @@ class CStyleRenderer(Renderer):
   def render_param(self, g: UOp, name: str, is_output: bool) -> str:
     return f"{'' if is_output else 'const '}{self.mem(g.dtype)}*{self.buffer_qualifier} {name}"
   def render_decl(self, dt: DType, name: str, expr: str, mutable: bool = False) -> str: return f"{self.reg(dt)} {name} = {expr};"
-  def render_range(self, name: str, lo: str, hi: str) -> str: return f"for (int {name} = {lo}; {name} < {hi}; {name}++) {{"
+  def render_range(self, name: str, lo: str, hi: str, dt: DType) -> str: return f"for ({self.reg(dt)} {name} = {lo}; {name} < {hi}; {name}++) {{"
   def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
     raise NotImplementedError(f"{type(self).__name__} has no thread indices")
   def to_int(self, unsigned: str) -> str: return f"(int)({unsigned})"
@@ -219,7 +219,7 @@ class CStyleRenderer(Renderer):
     n, stride = u.src[0].arg, u.src[1].arg if len(u.src) > 1 else 1
     e = self.local_id if stride == 1 else f"({self.local_id}/{stride}u)"
     if n * stride < prog.local_size: e = f"({e}%{n}u)"
-    return [self.render_decl(IDX, name, self.to_int(e))]
+    return [self.render_decl(u.dtype, name, self.to_int(e))]
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str: raise NotImplementedError
   # ---- GPU targets: a grouped reduction (SPECIAL ("group", op, G)) combines the partial results of the G threads of a
   # workgroup (thread index `local_id`, unsigned) in workgroup memory, halving the active threads each step ----

@@ -81,9 +81,12 @@ __device__ __forceinline__ unsigned long long tw_f2u64(double x) {   // x86-64 (
     x, y, _ = prog.grid
     block = "blockIdx.x" + (f" + blockIdx.y*{x}u" if prog.grid[1] > 1 or prog.grid[2] > 1 else "") + \
             (f" + blockIdx.z*{x * y}u" if prog.grid[2] > 1 else "")
-    # grouped reductions and tiles: gid is the block index (the early return is uniform in the block)
+    # grouped reductions and tiles: gid is the block index (the early return is uniform in the block). A 64-bit gid is
+    # computed in 64 bits (the unsigned 32-bit product would wrap past 2^32 threads)
+    t = self.reg(u.dtype)
+    if u.dtype.itemsize > 4: block = f"({t})({block})"
     flat = f"({block})" if prog.gid_is_workgroup else f"({block})*{prog.local_size}u + threadIdx.x"
-    return [f"const int {name} = (int)({flat});", f"if ({name} >= {prog.threads}) return;"]
+    return [f"const {t} {name} = ({t})({flat});", f"if ({name} >= {prog.threads}) return;"]
 
   vector_width, vector_type = 4, "float4"   # float4: 16-byte loads and stores (buffers come from cuMemAlloc: 256-byte aligned)
   def render_vector_load(self, buf: str, idx: str) -> str: return f"*((const float4*)({buf}+{idx}))"

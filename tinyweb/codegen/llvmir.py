@@ -104,6 +104,7 @@ class LLVMRenderer(Renderer):
       if op is Ops.RANGE:   # head: test the counter; body; ENDRANGE increments it and jumps back to the head
         n = f.fresh("ridx")
         lo, hi = ("%core_lo", "%core_hi") if split and u is prog.parallel_range else ("0", r(u.src[0]))
+        if lo == "%core_lo" and REG[u.dtype] != "i32": lo, hi = (f.op(f"sext i32 {x} to {REG[u.dtype]}") for x in (lo, hi))   # (64-bit index math)
         f.allocas.append(f"  %{n}.addr = alloca {REG[u.dtype]}")
         f.emit(f"store {REG[u.dtype]} {lo}, ptr %{n}.addr")
         f.emit(f"br label %{n}.head")

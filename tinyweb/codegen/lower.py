@@ -4,7 +4,8 @@ scalar ops that a renderer turns into source.
 `lower` runs the passes of `PASSES` in order on one `Kernel` (the state they share); each pass is a function named
 after what it does:
   optimize       choose the optimization actions (`heuristic_opts`, or NOOPT's) and check them (`apply_opts`)
-  loops          the output loops, in the order and blocks the actions ask for
+  loops          the output loops, in the order and blocks the actions ask for; their index dtype: int32, or int64
+                 where the kernel's index range needs it (lowering.index_dtype)
   threads        GPU targets: the output loops become the thread index (flat, or workgroup + thread in a tile)
   stores         the stored value at each output index (several per loop iteration where an axis is upcast)
   lowering       the `lowering` rules push those indexes down to the loads (codegen/lowering.py)
@@ -29,8 +30,8 @@ from tinyweb.uop import UOp, Ops, ELEMENTWISE, graph_rewrite
 from tinyweb.codegen.symbolic import symbolic
 from tinyweb.codegen.renderer import Renderer
 from tinyweb.codegen.program import Program
-from tinyweb.codegen.lowering import IDX, TRUE, Lowerer, at, ravel, unravel, tile_index, lowering, reduce_identity, \
-  wrap_group_reduces, launch_grid
+from tinyweb.codegen.lowering import INDEX_MAX, TRUE, Lowerer, at, ravel, unravel, tile_index, lowering, reduce_identity, \
+  wrap_group_reduces, launch_grid, index_dtype
 from tinyweb.codegen.opts import Opt, OptError, AppliedOpts, apply_opts
 from tinyweb.codegen.heuristics import heuristic_opts, max_group
 from tinyweb.codegen.staging import stage_loads
@@ -79,7 +80,7 @@ def optimize(k: Kernel):
 
 def loops(k: Kernel):
   ao = k.ao
-  k.lw = lw = Lowerer(ao.group, ao.unrolls, ao.blocks)
+  k.lw = lw = Lowerer(ao.group, ao.unrolls, ao.blocks, index_dtype(k.value))
   shape, upcasts = k.value.shape, ao.upcasts
   out_ranges = [lw.new_range(n // upcasts.get(i, 1)) if n // upcasts.get(i, 1) != 1 else None for i, n in enumerate(shape)]
   loops = [out_ranges[i] for i in ao.order if out_ranges[i] is not None]   # outermost first
@@ -87,28 +88,28 @@ def loops(k: Kernel):
     blocks, within = lw.new_range(out_ranges[a].src[0].arg // n), lw.new_range(n)
     loops = [blocks] + [within if r is out_ranges[a] else r for r in loops]
     out_ranges[a] = blocks * n + within
-  k.parallel = loops[0] if loops else None
+  k.parallel = loops[0] if loops and loops[0].src[0].arg <= INDEX_MAX else None   # (the runtimes split it in C ints)
   k.block_loops = [r for _, r in lw.blocks.values()]
   k.loops = loops[:1] + k.block_loops + loops[1:]   # inside the outermost loop: the cores' outputs stay apart
   k.out_ranges = out_ranges
 
 def threads(k: Kernel):
-  ao, out_ranges = k.ao, k.out_ranges
+  ao, out_ranges, idx = k.ao, k.out_ranges, k.lw.idx
   if k.gpu and ao.tiles:   # gid is the workgroup index; each tiled axis adds the thread's index in the workgroup along it
     tile = dict(ao.tiles)
     outer = [(i, out_ranges[i].src[0].arg // tile.get(i, 1)) for i in ao.order if out_ranges[i] is not None]
     k.threads = prod(n for _, n in outer)   # workgroups, as with grouped reductions
-    gid = UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, k.threads),), "gid")
+    gid = UOp(Ops.SPECIAL, idx, (UOp.const(idx, k.threads),), "gid")
     wg = dict(zip([i for i, _ in outer], unravel(gid, tuple(n for _, n in outer))))
     stride = prod(tile.values())
     for j, (a, n) in enumerate(ao.tiles):   # thread index in the workgroup = sum of lid_j * stride_j
       stride //= n
-      k.lids.append(UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, n), UOp.const(IDX, stride)), f"lid{j}"))
+      k.lids.append(UOp(Ops.SPECIAL, idx, (UOp.const(idx, n), UOp.const(idx, stride)), f"lid{j}"))
     lid_of = {a: l for (a, _), l in zip(ao.tiles, k.lids)}
     k.out_ranges = [None if r is None else wg[i] * tile[i] + lid_of[i] if i in tile else wg[i] for i, r in enumerate(out_ranges)]
   elif k.gpu:   # each output loop index is unraveled from one flat thread index
     k.threads = prod(r.src[0].arg for r in k.loops)
-    gid = UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, k.threads),), "gid")
+    gid = UOp(Ops.SPECIAL, idx, (UOp.const(idx, k.threads),), "gid")
     sub = dict(zip(k.loops, unravel(gid, tuple(r.src[0].arg for r in k.loops))))
     k.out_ranges = [sub[r] if r is not None else None for r in out_ranges]
 
@@ -117,7 +118,7 @@ def stores(k: Kernel):
   up_axes = list(upcasts)
   for offsets in itertools.product(*[range(upcasts[a]) for a in up_axes]):
     off = dict(zip(up_axes, offsets))
-    idx = tuple(tile_index(r, upcasts.get(i, 1), off.get(i, 0)) for i, r in enumerate(k.out_ranges))
+    idx = tuple(tile_index(r, upcasts.get(i, 1), off.get(i, 0), k.lw.idx) for i, r in enumerate(k.out_ranges))
     st.append(UOp(Ops.STORE, None, (k.out_buf, ravel(idx, shape), at(k.value, TRUE, idx))))
   k.sink = UOp(Ops.SINK, None, tuple(st))
 
@@ -137,7 +138,7 @@ def block_inits(sink: UOp, block_loops: list[UOp]) -> dict[UOp, UOp]:
   """Opt BLOCK: each stored REDUCE's accumulator starts from what the previous blocks left in the output (the identity
   in the first block)."""
   if not block_loops: return {}
-  later = functools.reduce(lambda a, b: a.alu(Ops.OR, b), [UOp.const(IDX, 0) < r for r in block_loops])
+  later = functools.reduce(lambda a, b: a.alu(Ops.OR, b), [UOp.const(r.dtype, 0) < r for r in block_loops])
   inits = {}
   for st in sink.src:
     buf, idx, red = st.src

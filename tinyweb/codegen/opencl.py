@@ -23,7 +23,7 @@ class OpenCLRenderer(CStyleRenderer):
   fused_multiply_add = True   # fma(): correctly rounded in OpenCL C
   local_size = 64        # threads per workgroup (capped by max_local_size)
   max_local_size = 256   # the runtime passes the device's max work-group size
-  max_groups = 2**31 - 1   # OpenCL has no limit on the number of workgroups; flat thread indices are int32
+  max_groups = 2**31 - 1   # OpenCL has no limit on the number of workgroups; flat thread indices are int32 (int64 where needed)
   reg_types = {dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short", dtypes.uint16: "ushort",
                dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long", dtypes.uint64: "ulong",
                dtypes.float16: "float", dtypes.bfloat16: "float", dtypes.float32: "float", dtypes.float64: "double"}
@@ -76,8 +76,8 @@ class OpenCLRenderer(CStyleRenderer):
     if isinstance(u.arg, tuple): return self.render_group_reduce(u, name, srcs[0])   # ("group", op, G)
     # the grid is 1-D (max_groups exceeds any int32 thread count). Grouped reductions: all threads of a workgroup work
     # on one output, gid is the workgroup's index (so the early return is uniform in the workgroup)
-    flat = "get_group_id(0)" if prog.gid_is_workgroup else "get_global_id(0)"
-    return [f"int {name} = (int){flat};", f"if ({name} >= {prog.threads}) return;"]
+    flat, t = "get_group_id(0)" if prog.gid_is_workgroup else "get_global_id(0)", self.reg(u.dtype)   # (size_t: 64 bits)
+    return [f"{t} {name} = ({t}){flat};", f"if ({name} >= {prog.threads}) return;"]
 
   prelude = """#pragma OPENCL FP_CONTRACT OFF
 static inline float tw_bf16_to_f32(ushort x) { return as_float(((uint)x) << 16); }

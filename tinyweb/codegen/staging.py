@@ -5,7 +5,7 @@ import math
 from tinyweb.helpers import prod
 from tinyweb.uop import UOp, Ops, graph_rewrite, substitute
 from tinyweb.codegen.symbolic import symbolic
-from tinyweb.codegen.lowering import IDX, Lowerer, ravel, unravel
+from tinyweb.codegen.lowering import Lowerer, ravel, unravel
 
 LOCAL_MEMORY = 16384   # bytes of workgroup memory staging may use: WebGPU's guaranteed minimum per workgroup
 STAGE_BLOCKS = (32, 16, 8, 4)   # reduction iterations staged at a time, largest first
@@ -14,8 +14,8 @@ def address_stride(load: UOp, var: UOp) -> float:
   """How far a load's address moves when `var` goes from 0 to 1 with the other variables (and thread indices) at 0;
   inf where that is not a constant (an address that is not affine in them)."""
   idx = load.src[1]
-  zero = {u: UOp.const(IDX, 0) for u in idx.toposort() if u.op in (Ops.RANGE, Ops.SPECIAL)}
-  a, b = (graph_rewrite(substitute(idx, {**zero, var: UOp.const(IDX, one)}), symbolic) for one in (0, 1))
+  zero = {u: UOp.const(u.dtype, 0) for u in idx.toposort() if u.op in (Ops.RANGE, Ops.SPECIAL)}
+  a, b = (graph_rewrite(substitute(idx, {**zero, var: UOp.const(var.dtype, one)}), symbolic) for one in (0, 1))
   return abs(b.arg - a.arg) if a.op is Ops.CONST and b.op is Ops.CONST else math.inf
 
 def stage_loads(sink: UOp, lw: Lowerer, lids: list[UOp], threads: int) -> UOp:
@@ -57,9 +57,9 @@ def stage_loads(sink: UOp, lw: Lowerer, lids: list[UOp], threads: int) -> UOp:
       n, trips = prod(sizes.values()), -(-prod(sizes.values()) // threads)
       # thread `lidx` copies elements lidx, lidx+threads, ...; where they do not divide evenly, the excess threads
       # copy the last element again (the same value: a harmless duplicate write)
-      e = UOp(Ops.SPECIAL, IDX, (UOp.const(IDX, threads),), "lidx")
+      e = UOp(Ops.SPECIAL, lw.idx, (UOp.const(lw.idx, threads),), "lidx")
       if trips > 1: e = lw.new_range(trips) * threads + e
-      if n % threads: e = e.alu(Ops.MIN, UOp.const(IDX, n - 1))
+      if n % threads: e = e.alu(Ops.MIN, UOp.const(lw.idx, n - 1))
       at_e = dict(zip(order, unravel(e, tuple(sizes[v] for v in order))))
       mem = UOp(Ops.DEFINE_LOCAL, load.dtype, (), (f"smem{len(replace)}", n))
       src = substitute(load, {**{v: at_e[v] for v in layout if v is not inner}, r: k_at(at_e[inner]) if inner in at_e else k_at(inner)})

@@ -7,7 +7,7 @@ Which kernels (`contraction`): the stored value is elementwise ops and reshapes 
 product x*y, written CAST(float32, x*y) of 16-bit floats or x*y of their float32 casts, where x and y read buffers of one
 16-bit float type through movement ops. In the reduction's source shape S the summed axis is K; x depends on an axis M
 that y does not depend on, y on an axis N that x does not; every other axis is a batch axis. K and M must be multiples
-of 16 and N of 8 (no partial tiles): other kernels take the normal path.
+of 16 and N of 8 (no partial tiles), and the kernel's indexes fit in int32: other kernels take the normal path.
 
 Semantics: each product is exact in float32 and the products are summed in float32, as cuBLAS/PyTorch do. The plain
 kernels round each product of 16-bit floats to the 16-bit type first (tensor_nn.py `dot`) and sum in another order, so
@@ -28,7 +28,7 @@ from tinyweb.dtype import DType, dtypes
 from tinyweb.helpers import prod
 from tinyweb.uop import UOp, UPat, Ops, PatternMatcher, ELEMENTWISE, MOVEMENT, graph_rewrite
 from tinyweb.codegen.program import Program
-from tinyweb.codegen.lowering import IDX, TRUE, Lowerer, at, ravel, unravel, lowering, load_axes, launch_grid
+from tinyweb.codegen.lowering import IDX, TRUE, Lowerer, at, ravel, unravel, lowering, load_axes, launch_grid, index_dtype
 from tinyweb.codegen.linearize import linearize
 from tinyweb.codegen.symbolic import symbolic
 
@@ -58,6 +58,7 @@ def _factor_dtype(u: UOp) -> Optional[DType]:
 def contraction(value: UOp, renderer) -> Union[Contraction, str]:
   """How kernel value `value` maps onto the renderer's tensor cores, or a string saying why it does not."""
   if not (dts := renderer.tensor_cores): return f"{renderer.device} has no tensor cores"
+  if index_dtype(value) is not IDX: return "its index range needs 64-bit index math, which the tensor-core lowering does not do"
   reds = [u for u in value.toposort() if u.op is Ops.REDUCE_AXIS]
   if len(reds) != 1: return f"a contraction has one reduction, this kernel {len(reds)}"
   red = reds[0]

@@ -151,8 +151,8 @@ class WGSLRenderer(CStyleRenderer):
   def to_int(self, unsigned: str) -> str: return f"i32({unsigned})"
   def render_decl(self, dt: DType, name: str, expr: str, mutable: bool = False) -> str:
     return f"{'var' if mutable else 'let'} {name}: {self.reg(dt)} = {expr};"
-  def render_range(self, name: str, lo: str, hi: str) -> str:
-    return f"for (var {name}: i32 = {lo}; {name} < {hi}; {name}++) {{"
+  def render_range(self, name: str, lo: str, hi: str, dt: DType) -> str:
+    return f"for (var {name}: {self.reg(dt)} = {lo}; {name} < {hi}; {name}++) {{"
   barrier = "workgroupBarrier();"
   def render_local(self, name: str, dt: DType, n: int) -> str: return f"var<workgroup> {name}: array<{self.reg(dt)}, {n}>;"
   def render_special(self, u: UOp, name: str, prog: Program, srcs: list[str]) -> list[str]:
