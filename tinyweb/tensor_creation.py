@@ -86,7 +86,7 @@ class CreationMixin:
     if (stop - start) * step < 0: raise ValueError(f"arange: the range {start} -> {stop} and the step {step} go in opposite directions")
     is_int = all(isinstance(v, int) for v in (start, stop, step))
     n = -((start - stop) // step) if is_int else math.ceil((stop - start) / step)
-    if n > 0x7fffffff: raise OverflowError(f"arange: {n} elements; index arithmetic is 32-bit, which allows at most 2**31-1")
+    if n > 0x7fffffff: raise OverflowError(f"arange: {n} elements; its positions are int32 values (at most 2**31-1 elements)")
     dt, dev = to_dtype(dtype) if dtype is not None else None, Device.canonicalize(device)
     idx = cls(UOp(Ops.ARANGE, dtypes.int32, (UOp(Ops.DEVICE, None, (), dev),), n))
     if is_int and (dt is None or not dt.is_float):   # computed exactly, in int32 or int64 (or dt, where the values fit it)
