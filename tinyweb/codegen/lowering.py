@@ -135,8 +135,8 @@ def _where_sum(u: UOp) -> bool:
 
 def select_reduce(ctx: Lowerer, u: UOp, gate: UOp, idx) -> Optional[UOp]:
   """A sum that selects one position, sum over k of where(e == k, x[k], 0) with e not depending on k (how tensor
-  indexing, gather and one_hot products are built), is x[e] where 0 <= e < n and 0 elsewhere: one gated read instead of
-  a loop over every k (a row gather reads its rows, not the table). The value of REDUCE_AXIS `u` at `idx` in that form,
+  indexing, gather and one_hot products are built), is x[e] where 0 <= e < n and 0 elsewhere: one read instead of a
+  loop over every k (a row gather reads its rows, not the table). The value of REDUCE_AXIS `u` at `idx` in that form,
   or None where `u` is not such a sum (each reduced axis needs its own `e == k` among the condition's conjuncts)."""
   if not _where_sum(u): return None
   src, axes = u.src[0], u.arg[1]
