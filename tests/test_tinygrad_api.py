@@ -141,6 +141,11 @@ def test_small_helpers():
   assert helpers.prod(x=[2, 3, 4]) == 24 and helpers.flatten(l=[[1], [2, 3]]) == [1, 2, 3] and helpers.dedup(x=[1, 2, 1]) == [1, 2]
   assert helpers.round_up(num=10, amt=4) == 12 and helpers.ceildiv(num=10, amt=4) == 3 and helpers.argsort(x=[3, 1, 2]) == [1, 2, 0]
 
+def test_older_tinygrad_names():
+  # tinygrad's docs/quickstart.md and examples/mnist_gan.py still call leaky_relu by its older name
+  x = np.array([-2.0, -0.5, 0.0, 1.5], np.float32)
+  np.testing.assert_allclose(Tensor(x).leakyrelu(0.2).numpy(), torch.nn.functional.leaky_relu(torch.tensor(x), 0.2).numpy())
+
 def test_timing(capsys):
   with helpers.Timing("load: ", on_exit=lambda ns: f" ({ns} ns)") as t: sum(range(1000))
   out = capsys.readouterr().out

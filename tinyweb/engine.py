@@ -35,7 +35,8 @@ def check_index_range(ast: UOp, device: str):
   which flattens the index up to the view's size, or a reduction over that many); a device without 64-bit integers
   (WEBGPU: WGSL has none) refuses such a kernel with an OverflowError naming the view. Huge broadcasts are fine while no
   index is flat."""
-  if dtypes.int64 not in Device[device].renderer.unsupported or (wide := wide_index(ast.src[0].src[1])) is None: return
+  if dtypes.int64 not in Device[device].renderer.unsupported or kernel_key(device, ast) in _kernel_cache: return   # (built: it passed)
+  if (wide := wide_index(ast.src[0].src[1])) is None: return
   u, n = wide
   what, shape = {Ops.RESHAPE: ("reshapes", u.src[0].shape), Ops.REDUCE_AXIS: ("reduces", u.src[0].shape)}.get(u.op, ("indexes", u.shape))
   raise OverflowError(f"{device}: a kernel {what} a view of shape {shape}, {n} elements along one flat index, but index math "
@@ -124,7 +125,7 @@ def run_schedule(items: list[ScheduleItem]):
     from tinyweb.graph import write_graph
     write_graph(items)
   for it in items:   # before any kernel runs: a new kernel whose indexes its device cannot hold is refused
-    if it.kind == "kernel" and kernel_key(it.bufs[0].device, it.ast) not in _kernel_cache: check_index_range(it.ast, it.bufs[0].device)
+    if it.kind == "kernel": check_index_range(it.ast, it.bufs[0].device)
   compile_ahead(items)
   devices, records = set(), capturing.get()
   for it in items:

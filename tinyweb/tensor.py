@@ -17,7 +17,7 @@ from tinyweb.device import Device, Buffer, IdWeakSet
 from tinyweb.schedule import create_schedule, realized_cache, buffer_uop, apply_realized, is_contiguous_buffer
 from tinyweb.engine import run_schedule
 from tinyweb.gradient import compute_gradient
-from tinyweb.tensor_helpers import _broadcast_shape, _flatten_list, _py_scalar, _check_device_dtype, _int_dtype, _pack, \
+from tinyweb.tensor_helpers import _broadcast_shape, _flatten_list, _py_scalar, _int_dtype, _pack, \
   _normalize_axis
 from tinyweb.tensor_creation import CreationMixin
 from tinyweb.tensor_movement import MovementMixin
@@ -135,7 +135,7 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, MathMixin, IndexMixin, N
     if (c := _const_cache.get(key)) is not None: return c   # (checked when it was made)
     value = _py_scalar(op, value)
     check_scalar(op, value, dt)
-    _check_device_dtype(dt, device, f"{op}: the constant {fmt_scalar(value)}")
+    Device[device].check_dtype(dt, f"{op}: the constant {fmt_scalar(value)}")
     c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, None, (), device),), cast_scalar(value, dt))
     if shape != ():
       c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
@@ -254,7 +254,7 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, MathMixin, IndexMixin, N
   def numpy(self):
     import numpy as np
     buf, shape = self._host_buffer()
-    raw = bytes(buf.as_memoryview())
+    raw = buf.as_memoryview()   # (the device's memory where it is host-visible: copied once, below, into the array)
     if self.dtype == dtypes.bfloat16:
       return (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(shape)
     return np.frombuffer(raw, dtype=self.dtype.name).reshape(shape).copy()

@@ -96,7 +96,9 @@ class CreationMixin:
       lo, hi = min(start, last, step), max(start, last, step)
       ct = dt if dt is not None and dt.is_int and dt.itemsize >= 4 and dt.min <= lo and hi <= dt.max else _int_dtype("arange", lo, hi, dev)
       dt = dt or ct
-      out = ((idx if ct == dtypes.int32 else idx.cast(ct)) * step + start).cast(dt)
+      out = idx if ct == dtypes.int32 else idx.cast(ct)
+      if (start, step) != (0, 1): out = out * step + start   # (0, 1, ..., n-1 is the positions themselves)
+      out = out.cast(dt)
     else:
       dt = dt or dtypes.default_float
       out = (idx.cast(dt) * step + start) if dt.is_float else (idx * step + start).cast(dt)

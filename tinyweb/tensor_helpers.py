@@ -45,17 +45,13 @@ def _py_scalar(op: str, v) -> Union[bool, int, float]:
   if isinstance(v, float): return float(v)
   raise TypeError(f"{op}: expected a number (bool, int or float), got {type(v).__name__}")
 
-def _check_device_dtype(dt: DType, device: str, what: str) -> None:
-  """TypeError naming the device where it refuses dt (WEBGPU: no 64-bit types), before anything is built with it."""
-  Device[device].check_dtype(dt, what)
-
 def _int_dtype(op: str, lo: int, hi: int, device: str) -> DType:
   """The dtype for ints in [lo, hi] given without one: int32, or int64 (PyTorch's default int) past int32's range,
   where the device has int64."""
   if -0x80000000 <= lo and hi <= 0x7fffffff: return dtypes.default_int
   v = lo if lo < -0x80000000 else hi
   check_scalar(op, v, dtypes.int64)
-  _check_device_dtype(dtypes.int64, device, f"{op}: {fmt_scalar(v)} does not fit int32")
+  Device[device].check_dtype(dtypes.int64, f"{op}: {fmt_scalar(v)} does not fit int32")
   return dtypes.int64
 
 def _pack(vals: list, dt: DType) -> bytes:

@@ -109,27 +109,21 @@ class IndexMixin:
     try: bshape = _broadcast_shape("index", *[i.shape for i in idxs])
     except ValueError as e: raise IndexError(str(e)) from None   # (numpy's and PyTorch's type for it)
     rest = [d for d in range(x.ndim) if d not in dims]
-    # one-hot selection: out[r, b] = sum_k x[r, k] * prod_d (idx_d[b] == k_d)
-    xp = x.permute(rest + dims)
     rshape, nshape = tuple(x.shape[d] for d in rest), tuple(x.shape[d] for d in dims)
+    nr, nb, nn = len(rshape), len(bshape), len(nshape)
+    # where the indexed dims go: in place of the first one if they were adjacent, else in front (PyTorch/numpy rule)
+    p = dims[0] if dims == list(range(dims[0], dims[0] + nn)) else 0
+    # one-hot selection: out[r, b] = sum_k x[r, k] * prod_d (idx_d[b] == k_d), laid out as the result with the summed
+    # positions k last, so the sum writes the result in its final order (no transposing copy)
     mask = None
     for j, (i, n) in enumerate(zip(idxs, nshape)):
-      oh = i._broadcast_to(bshape).reshape(bshape + (1,) * j + (1,) + (1,) * (len(nshape) - j - 1))
-      ar = type(self).arange(n, device=self.device).reshape((1,) * len(bshape) + (1,) * j + (n,) + (1,) * (len(nshape) - j - 1))
+      oh = i._broadcast_to(bshape).reshape((1,) * p + bshape + (1,) * (nr - p + nn))
+      ar = type(self).arange(n, device=self.device).reshape((1,) * (nr + nb + j) + (n,) + (1,) * (nn - j - 1))
       m = oh == ar
       mask = m if mask is None else mask & m
-    xe = xp.reshape(rshape + (1,) * len(bshape) + nshape)
-    out = mask.where(xe, 0).sum(tuple(range(len(rshape) + len(bshape), len(rshape) + len(bshape) + len(nshape))), dtype=x.dtype) \
-      if x.dtype.is_float else mask.where(xe, 0).sum(tuple(range(len(rshape) + len(bshape), len(rshape) + len(bshape) + len(nshape)))).cast(x.dtype)
-    # where the indexed dims go: in place of the first one if they were adjacent, else in front (PyTorch/numpy rule)
-    if dims == list(range(dims[0], dims[0] + len(dims))) and dims[0] > 0:
-      p = dims[0]
-      nr, nb = len(rshape), len(bshape)
-      out = out.permute(list(range(p)) + list(range(nr, nr + nb)) + list(range(p, nr)))
-    elif dims[0] == 0 or dims != list(range(dims[0], dims[0] + len(dims))):
-      nr, nb = len(rshape), len(bshape)
-      out = out.permute(list(range(nr, nr + nb)) + list(range(nr)))
-    return out
+    xe = x.permute(rest + dims).reshape(rshape[:p] + (1,) * nb + rshape[p:] + nshape)
+    picked, axes = mask.where(xe, 0), tuple(range(nr + nb, nr + nb + nn))
+    return picked.sum(axes, dtype=x.dtype) if x.dtype.is_float else picked.sum(axes).cast(x.dtype)
 
   def __setitem__(self, index, value) -> None:
     Tensor = type(self)

@@ -418,6 +418,7 @@ class MathMixin:
     """The magnitude above which x^2 +- 1 rounds to x^2 in this float dtype: 2^(significand bits / 2)."""
     return {dtypes.float16: 2.0 ** 6, dtypes.bfloat16: 2.0 ** 4, dtypes.float32: 2.0 ** 12, dtypes.float64: 2.0 ** 27}[self.dtype]
   def leaky_relu(self, neg_slope=0.01) -> Self: return (self > 0).where(self, self * neg_slope)
+  leakyrelu = leaky_relu   # (tinygrad's older name, still used by its docs/quickstart.md and examples/mnist_gan.py)
   def _elu(self, alpha: float, scale: float, input_scale: float) -> Self:
     """PyTorch's elu family: scale * x for x > 0, else scale * alpha * expm1(x * input_scale). The gradient at NaN is
     NaN, as in PyTorch's vectorized kernel (its scalar tail gives scale)."""

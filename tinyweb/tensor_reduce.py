@@ -6,11 +6,12 @@ from typing import Self
 from tinyweb.dtype import DType, dtypes, to_dtype
 from tinyweb.helpers import prod
 from tinyweb.uop import UOp, Ops
-from tinyweb.tensor_helpers import _check_device_dtype, _normalize_axis, _as_int
+from tinyweb.device import Device
+from tinyweb.tensor_helpers import _normalize_axis, _as_int
 
 
 def _device_has(dt: DType, device: str) -> bool:
-  try: _check_device_dtype(dt, device, "")
+  try: Device[device].check_dtype(dt)
   except TypeError: return False
   return True
 
