@@ -30,9 +30,12 @@ RAISING = {"Tensor.image_dot": "Qualcomm image textures", "Tensor.image_conv2d":
            "Tensor.decode_hevc_frame": "NVIDIA's video decoder", "nn.state.fs_store": "tinyfs", "nn.state.fs_load": "tinyfs",
            "Tensor.shard": "several devices (issue 18)", "Tensor.shard_": "several devices (issue 18)",
            "Tensor.shard_like": "tinyweb tensors are on one device", "Tensor.to_": "several devices (issue 18)"}
-# shared names whose positional order differs (by keyword they agree)
-SIGNATURE_DIFFERENCES = {"nn.ConvTranspose1d": "PyTorch's order: groups, bias, dilation",
-                         "nn.ConvTranspose2d": "PyTorch's order: groups, bias, dilation"}
+# shared names whose signatures differ where calls written for tinygrad still work
+SIGNATURE_DIFFERENCES = {"nn.ConvTranspose1d": "PyTorch's order: groups, bias, dilation (by keyword they agree)",
+                         "nn.ConvTranspose2d": "PyTorch's order: groups, bias, dilation (by keyword they agree)",
+                         **{f"Tensor.{n}": "tinygrad's **kwargs go to Tensor(): tinyweb names them (device, requires_grad)"
+                            for n in ("normal", "randint", "randn", "uniform")},
+                         "Tensor.contiguous": "tinygrad's **kwargs are arguments of its UOp graph; tinyweb's takes none"}
 # what scripts import from tinygrad.helpers
 HELPERS = ["getenv", "colored", "trange", "tqdm", "partition", "Timing", "Profiling", "fetch", "cpu_profile", "Context",
            "GlobalCounters", "DEBUG", "JIT", "prod", "flatten", "dedup", "all_same", "argsort", "round_up", "ceildiv", "make_tuple"]
@@ -106,12 +109,12 @@ def _signature_problems(tg, tw) -> list[str]:
   return problems
 
 def test_signatures_match_tinygrads():
-  problems = {q: pr for q, (tg, owner, n) in _public_names().items() if q.startswith(("nn.", "helpers.")) and hasattr(owner, n)
+  problems = {q: pr for q, (tg, owner, n) in _public_names().items() if q.startswith(("nn.", "helpers.", "Tensor.")) and hasattr(owner, n)
               and q not in SIGNATURE_DIFFERENCES and (pr := _signature_problems(tg, getattr(owner, n)))}
   assert not problems, f"keyword names or positions that differ from tinygrad's: {problems}"
-  for q in SIGNATURE_DIFFERENCES:   # (still true: keyword calls work, only the order differs)
+  for q in SIGNATURE_DIFFERENCES:   # (still true: the entry is not stale)
     tg, owner, n = _public_names()[q]
-    assert all("position" in p for p in _signature_problems(tg, getattr(owner, n))), q
+    assert _signature_problems(tg, getattr(owner, n)), f"{q}'s signature matches tinygrad's now: take it out of SIGNATURE_DIFFERENCES"
 
 def test_nn_submodules_load_with_nn():
   code = "from tinyweb import nn\nprint(nn.state.get_parameters, nn.datasets.mnist, nn.datasets.cifar, nn.optim.Adam)"
@@ -145,6 +148,25 @@ def test_older_tinygrad_names():
   # tinygrad's docs/quickstart.md and examples/mnist_gan.py still call leaky_relu by its older name
   x = np.array([-2.0, -0.5, 0.0, 1.5], np.float32)
   np.testing.assert_allclose(Tensor(x).leakyrelu(0.2).numpy(), torch.nn.functional.leaky_relu(torch.tensor(x), 0.2).numpy())
+
+@pytest.mark.parametrize("device", ["CPU", "WEBGPU"])
+def test_clone_to_a_device_and_realize_without_stats(device):
+  from tinyweb.helpers import GlobalCounters
+  a = Tensor([1.0, 2.0, 3.0])
+  c = a.clone(device)
+  assert c.device == device and c.tolist() == [1.0, 2.0, 3.0]
+  GlobalCounters.reset()
+  (a * 2).realize(do_update_stats=False)
+  assert GlobalCounters.kernel_count == 0
+  (a * 3).realize()
+  assert GlobalCounters.kernel_count == 1
+
+def test_sdpa_takes_enable_gqa_in_tinygrads_position():
+  q, k, v = (np.random.default_rng(i).standard_normal((1, 4, 3, 2), np.float32) for i in range(3))
+  kv = [torch.tensor(x[:, :2]) for x in (k, v)]
+  ref = torch.nn.functional.scaled_dot_product_attention(torch.tensor(q), *kv, None, 0.0, False, enable_gqa=True)
+  got = Tensor(q).scaled_dot_product_attention(Tensor(k[:, :2]), Tensor(v[:, :2]), None, 0.0, False, True)   # (positional, as tinygrad's)
+  np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
 
 def test_timing(capsys):
   with helpers.Timing("load: ", on_exit=lambda ns: f" ({ns} ns)") as t: sum(range(1000))

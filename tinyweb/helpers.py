@@ -144,6 +144,13 @@ class GlobalCounters:
   @staticmethod
   def reset():
     GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s = 0, 0, 0, 0.0
+  @staticmethod
+  @contextlib.contextmanager
+  def not_counting():
+    """The work done inside is not counted (tinygrad's realize(do_update_stats=False))."""
+    saved = GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s
+    try: yield
+    finally: GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s = saved
 
 @functools.cache
 def _host_cpu_flags() -> frozenset:

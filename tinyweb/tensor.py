@@ -7,11 +7,11 @@ This module holds the class's core (construction, properties, realization, autog
 API is in mixins by topic, one module each: tensor_creation, tensor_movement, tensor_reduce, tensor_math, tensor_index
 and tensor_nn (their shared helpers in tensor_helpers). None of them imports this module."""
 from __future__ import annotations
-import struct
+import contextlib, struct
 from typing import Any, Optional, Sequence
 from tinyweb.dtype import DType, dtypes, to_dtype, promote, promote_with_scalar, cast_scalar, bf16_bits_to_float, scalar_dtype, \
   scalar_fits, check_scalar, scalar_range_error, fmt_scalar
-from tinyweb.helpers import prod, TRAINING, NO_GRAD, Context
+from tinyweb.helpers import prod, TRAINING, NO_GRAD, Context, GlobalCounters
 from tinyweb.uop import UOp, Ops, unique_id, const_key
 from tinyweb.device import Device, Buffer, IdWeakSet
 from tinyweb.schedule import create_schedule, realized_cache, buffer_uop, apply_realized, is_contiguous_buffer
@@ -209,8 +209,9 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, MathMixin, IndexMixin, N
         t.uop = results[u]
         if is_contiguous_buffer(t.uop): t.uop.base.arg[0].holders.add(t)
 
-  def realize(self, *others: Tensor) -> Tensor:
-    Tensor.realize_all(self, *others)
+  def realize(self, *others: Tensor, do_update_stats: bool = True) -> Tensor:
+    """Compute self and others now. do_update_stats=False: the work is not counted in GlobalCounters."""
+    with contextlib.nullcontext() if do_update_stats else GlobalCounters.not_counting(): Tensor.realize_all(self, *others)
     return self
 
   def _host_buffer(self) -> tuple[Buffer, tuple[int, ...]]:
@@ -292,7 +293,10 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, MathMixin, IndexMixin, N
   def decode_hevc_frame(self, frame_pos, shape: tuple[int, ...], state: Tensor, ref_frames: Optional[list[Tensor]] = None) -> Tensor:
     """tinygrad's HEVC decode on NVIDIA's video decoder (NVDEC): not in tinyweb."""
     raise NotImplementedError("decode_hevc_frame: tinygrad decodes HEVC on NVIDIA's hardware video decoder (NVDEC); tinyweb has no video decoding")
-  def clone(self) -> Tensor: return self._wrap(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), unique_id()))
+  def clone(self, device: Optional[str] = None) -> Tensor:
+    """A copy in a buffer of its own (on `device` where given)."""
+    src = self if device is None else self.to(device)
+    return src._wrap(UOp(Ops.CONTIGUOUS, src.dtype, (src.uop,), unique_id()))
   def contiguous(self) -> Tensor:
     return self if is_contiguous_buffer(self.uop) else self._wrap(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
   def contiguous_backward(self) -> Tensor:

@@ -693,10 +693,11 @@ class NNMixin:
   # -------------------------------------------------------------------------------------------------------- attention
 
   def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False,
-                                   scale: Optional[float] = None, enable_gqa: bool = False):
+                                   enable_gqa: bool = False, scale: Optional[float] = None):
     """softmax(q @ k^T * scale + mask) @ v with q = self (..., L, E), k (..., S, E), v (..., S, Ev).
     A bool mask keeps positions where True, a float mask is added; is_causal is torch's top-left aligned tril.
-    enable_gqa: key and value have fewer heads (dim -3) than the query, each shared by a group of query heads."""
+    enable_gqa: key and value have fewer heads (dim -3) than the query, each shared by a group of query heads.
+    scale: torch's (default 1/sqrt(E)), after tinygrad's arguments."""
     Tensor = type(self)
     if enable_gqa and self.ndim >= 3 and key.ndim >= 3 and value.ndim >= 3:
       hq, hk, hv = self.shape[-3], key.shape[-3], value.shape[-3]
