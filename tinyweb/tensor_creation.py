@@ -153,18 +153,21 @@ class CreationMixin:
     return dt
   @classmethod
   def rand(cls, *shape, dtype=None, device=None, requires_grad=None, contiguous: bool = True) -> Self:
-    """Uniform in [0, 1). (contiguous is tinygrad's: the values are the same either way, computed where they are used.)"""
+    """Uniform in [0, 1). contiguous (tinygrad's default): the values get a buffer of their own, computed once;
+    contiguous=False computes them inside the kernels that use them, which saves the buffer for one elementwise use but
+    repeats the hashing wherever a use broadcasts them (into a matmul: once per output column)."""
     shape, dt = _sizes("rand", _shape_args(shape)), cls._random_float_dtype("rand", dtype)
     bits = cls._random_bits(prod(shape), Device.canonicalize(device))
     out = ((bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))).cast(dt).reshape(shape)
+    if contiguous: out = out.contiguous()
     if requires_grad: out.requires_grad_()
     return out
   @classmethod
   def randn(cls, *shape, dtype=None, device=None, requires_grad=None) -> Self:
     shape, dt = _sizes("randn", _shape_args(shape)), cls._random_float_dtype("randn", dtype)
-    u = cls.rand(2, *shape, device=device)
+    u = cls.rand(2, *shape, device=device, contiguous=False)   # (hashed in the kernel that makes the result)
     r = (1 - u[0]).log().mul(-2).sqrt() * (u[1] * (2 * math.pi)).cos()   # Box-Muller
-    out = r.cast(dt)
+    out = r.cast(dt).contiguous()
     if requires_grad: out.requires_grad_()
     return out
   @classmethod
@@ -177,9 +180,9 @@ class CreationMixin:
     ct = _int_dtype("randint", min(low, 0), max(high - 1, high - low - 1), dev)   # (holds the offsets from low too)
     if not dt.is_float and not dt.min <= low <= high - 1 <= dt.max:
       raise OverflowError(f"randint: the range [{low}, {high}) does not fit {dt.name} ({dt.min}..{dt.max})")
-    r = (cls.rand(*shape, device=dev) * (high - low)).floor().cast(ct)
+    r = (cls.rand(*shape, device=dev, contiguous=False) * (high - low)).floor().cast(ct)
     if high - low > 1 << 24: r = r.minimum(high - low - 1)   # (float32 rounding may reach the range's end there)
-    return (r + low).cast(dt)
+    return (r + low).cast(dt).contiguous()
   @classmethod
   def randperm(cls, n: int, device=None, dtype=dtypes.int32, **kwargs) -> Self:
     """A random permutation of 0..n-1: the ranks of n random numbers (rand's keywords), which takes n*n comparisons."""
@@ -214,7 +217,7 @@ class CreationMixin:
   def uniform(cls, *shape, low=0.0, high=1.0, dtype=None, device=None, requires_grad=None) -> Self:
     low, high, dt = _py_scalar("uniform", low), _py_scalar("uniform", high), cls._random_float_dtype("uniform", dtype)
     if not low <= high: raise ValueError(f"uniform: low ({low}) must not be greater than high ({high})")
-    out = (cls.rand(*shape, device=device) * (high - low) + low).cast(dt)
+    out = (cls.rand(*shape, device=device, contiguous=False) * (high - low) + low).cast(dt).contiguous()
     if requires_grad: out.requires_grad_()
     return out
   @classmethod

@@ -516,7 +516,7 @@ class NNMixin:
     Tensor = type(self)
     if not 0.0 <= p <= 1.0: raise ValueError(f"dropout: p must be in [0, 1], got {p}")
     if not Tensor.training or p == 0: return self
-    keep = Tensor.rand(*self.shape, device=self.device) >= p
+    keep = (Tensor.rand(*self.shape, device=self.device, contiguous=False) >= p).contiguous()   # (1 byte each, computed once)
     out = keep.where(self, 0)
     return out if p == 1 else out * (1.0 / (1.0 - p))
 
