@@ -3,9 +3,9 @@ gather, scatter, one_hot, triu and tril. A mixin of Tensor (tensor.py)."""
 from __future__ import annotations
 import operator
 from typing import Any, Optional, Self
-from tinyweb.dtype import dtypes
+from tinyweb.dtype import dtypes, cast_scalar
 from tinyweb.helpers import prod
-from tinyweb.uop import Ops
+from tinyweb.uop import UOp, Ops
 from tinyweb.tensor_helpers import _broadcast_shape, _flatten_list, _as_int, _normalize_axis
 
 # (an instance of IndexMixin is a Tensor: the one class built from it)
@@ -114,15 +114,22 @@ class IndexMixin:
     # where the indexed dims go: in place of the first one if they were adjacent, else in front (PyTorch/numpy rule)
     p = dims[0] if dims == list(range(dims[0], dims[0] + nn)) else 0
     # one-hot selection: out[r, b] = sum_k x[r, k] * prod_d (idx_d[b] == k_d), laid out as the result with the summed
-    # positions k last, so the sum writes the result in its final order (no transposing copy)
+    # positions k last, so the sum writes the result in its final order (no transposing copy). Built from uops directly:
+    # every shape here is known to be valid, and this is the inner loop of batch sampling (X_train[randint(...)])
+    full = rshape[:p] + bshape + rshape[p:] + nshape
+    def spread(u: UOp, shape: tuple[int, ...]) -> UOp:   # u viewed as `shape` (its dims in place, 1s elsewhere), expanded to full
+      if u.shape != shape: u = UOp(Ops.RESHAPE, u.dtype, (u,), shape)
+      return u if shape == full else UOp(Ops.EXPAND, u.dtype, (u,), full)
+    dev = UOp(Ops.DEVICE, None, (), self.device)
     mask = None
     for j, (i, n) in enumerate(zip(idxs, nshape)):
-      oh = i._broadcast_to(bshape).reshape((1,) * p + bshape + (1,) * (nr - p + nn))
-      ar = type(self).arange(n, device=self.device).reshape((1,) * (nr + nb + j) + (n,) + (1,) * (nn - j - 1))
-      m = oh == ar
-      mask = m if mask is None else mask & m
-    xe = x.permute(rest + dims).reshape(rshape[:p] + (1,) * nb + rshape[p:] + nshape)
-    picked, axes = mask.where(xe, 0), tuple(range(nr + nb, nr + nb + nn))
+      positions = UOp(Ops.ARANGE, dtypes.int32, (dev,), n)
+      m = UOp(Ops.CMPEQ, dtypes.bool, (spread(i.uop, (1,) * (p + nb - i.ndim) + i.shape + (1,) * (nr - p + nn)),
+                                        spread(positions, (1,) * (nr + nb + j) + (n,) + (1,) * (nn - j - 1))))
+      mask = m if mask is None else UOp(Ops.AND, dtypes.bool, (mask, m))
+    xe = spread(x.permute(rest + dims).uop, rshape[:p] + (1,) * nb + rshape[p:] + nshape)
+    zero = spread(UOp(Ops.CONST, x.dtype, (dev,), cast_scalar(0, x.dtype)), (1,) * len(full))
+    picked, axes = x._wrap(UOp(Ops.WHERE, x.dtype, (mask, xe, zero)), *idxs), tuple(range(nr + nb, nr + nb + nn))
     return picked.sum(axes, dtype=x.dtype) if x.dtype.is_float else picked.sum(axes).cast(x.dtype)
 
   def __setitem__(self, index, value) -> None:
