@@ -161,6 +161,10 @@ def test_setitem_value_gets_the_gradient(device):
                                   ([[[[1.0, 2.0, inf]]]], dict(size=(1, 5), mode="bilinear")),
                                   ([[[[1.0, 2.0, inf], [1.0, 1.0, 1.0]]]], dict(size=(3, 5), mode="bilinear", align_corners=True)),
                                   ([[[inf]]], dict(size=3, mode="linear")),
+                                  ([[[1.0, inf, 3.0, nan]]], dict(size=4, mode="linear")),
+                                  ([[[1.0, inf, 3.0, nan]]], dict(size=4, mode="linear", align_corners=True)),
+                                  ([[[[1.0, inf], [3.0, 4.0]]]], dict(size=(2, 3), mode="bilinear")),
+                                  ([[[[1.0, inf], [3.0, 4.0]]]], dict(size=(3, 2), mode="bilinear")),
                                   ([[[1.0, inf, 2.0, 3.0, 4.0]]], dict(size=2, mode="area")),
                                   ([[[1.0, inf, 2.0, 3.0, 4.0]]], dict(size=3, mode="nearest"))])
 def test_resampling_reads_only_the_taps_torch_reads(device, x, kw):

@@ -481,8 +481,9 @@ class NNMixin:
         else: src = max(0.0, _f32((t + 0.5) * _f32(i / o) - 0.5))
         i0 = min(int(src), i - 1)
         lam = src - i0
+        i1 = i0 if i == o else min(i0 + 1, i - 1)   # (an axis kept at its size: torch reads x[t] alone, with weights 1 and 0)
         rows0.append([1.0 - lam if c == i0 else None for c in range(i)])
-        rows1.append([lam if c == min(i0 + 1, i - 1) else None for c in range(i)])
+        rows1.append([lam if c == i1 else None for c in range(i)])
       mats.append([rows0, rows1])
     return (self if self.dtype.is_float else self.float())._resample(mats)
 
