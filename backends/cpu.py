@@ -1,6 +1,6 @@
 """The CPU device: kernels rendered to C, compiled by clang into a shared object, launched through ctypes."""
 from __future__ import annotations
-import ctypes, functools, os, subprocess, tempfile, time, shutil
+import ctypes, _ctypes, functools, os, subprocess, tempfile, time, shutil
 from concurrent.futures import ThreadPoolExecutor
 from tinyweb.device import Allocator, Compiler, Compiled
 from tinyweb.helpers import host_has_fma, host_has_avx512, at_fork
@@ -65,11 +65,18 @@ def thread_pool(compiler: ClangCompiler):
   lib.tw_threads_run.restype = None
   return lib.tw_threads_run
 
+class _Library(ctypes.CDLL):
+  """A loaded shared object that is unloaded (dlclose) when freed. Its functions hold it, so that happens once no kernel
+  can call into it. Without unloading, a process that loads kernel after kernel runs out of memory mappings (Linux allows
+  65530, a library takes about 5) and dlopen fails with "cannot apply additional memory protection"."""
+  def __del__(self):
+    if self._handle: _ctypes.dlclose(self._handle)
+
 def load_library(lib: bytes):
   """dlopen needs a file: write the shared object to a temp file, load it, remove the file."""
   fd, path = tempfile.mkstemp(suffix=".so")
   with os.fdopen(fd, "wb") as f: f.write(lib)
-  try: return ctypes.CDLL(path)
+  try: return _Library(path)
   finally: os.unlink(path)
 
 class CoreSplitProgram:

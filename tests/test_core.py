@@ -1,5 +1,5 @@
 """The IR, the pattern matcher, the index simplifier, debugging output, devices and caches."""
-import os, re, subprocess, sys, textwrap
+import gc, os, re, subprocess, sys, textwrap
 import numpy as np
 import pytest
 from tinyweb import Tensor, UOp, Ops, dtypes, Context, GlobalCounters, Device
@@ -334,3 +334,21 @@ def test_cpu_buffers_are_64_byte_aligned():
     t = Tensor(np.arange(n, dtype=np.float32), device="CPU").realize()
     assert ctypes.addressof(t.uop.base.arg[0].handle) % 64 == 0
     np.testing.assert_array_equal(t.numpy(), np.arange(n, dtype=np.float32))
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="counting memory mappings needs Linux's /proc/self/maps")
+def test_kernels_past_the_cache_size_are_unloaded(monkeypatch):
+  # a process that builds kernel after kernel must not keep every one loaded: each CPU kernel is a shared object of ~5
+  # memory mappings, and Linux allows 65530 per process (past that, dlopen fails)
+  from tinyweb import engine
+  monkeypatch.setattr(engine, "KERNEL_CACHE_SIZE", 4)
+  def maps() -> int:
+    with open("/proc/self/maps") as f: return sum(1 for _ in f)
+  x = Tensor(np.arange(8, dtype=np.float32), device="CPU").realize()
+  def run(i: int) -> np.ndarray: return (x * (i + 0.5) + 1).numpy()   # (the constant is in the source: a new kernel each)
+  for i in range(8): run(i)   # (the first kernels also start the compile and launch threads: stacks are mappings too)
+  gc.collect()   # (a kernel is freed when the garbage collector next runs)
+  before = maps()
+  for i in range(8, 40): np.testing.assert_array_equal(run(i), np.arange(8, dtype=np.float32) * (i + 0.5) + 1)
+  gc.collect()
+  assert maps() - before < 32, f"{maps() - before} new memory mappings after 32 more kernels with room for 4"
+  np.testing.assert_array_equal(run(1), np.arange(8, dtype=np.float32) * 1.5 + 1)   # (evicted: built and loaded again)

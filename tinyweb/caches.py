@@ -2,7 +2,8 @@
 
 A cache only saves work: clearing any of them at any time changes no result, only how long the next use takes. Not
 caches, so not here: the UOp interning table (uop.UOpMeta.table: its weak entries die with their UOps, and two equal
-UOps must stay one object), the opened devices (Device[...]) and Device.DEFAULT, the CPU device's loaded thread pool
+UOps must stay one object), the loaded programs (Compiled.programs: weak, a program lives while a cached kernel or a
+TinyJit holds it), the opened devices (Device[...]) and Device.DEFAULT, the CPU device's loaded thread pool
 (backends/cpu.py thread_pool: a second load would start a second pool of threads), and the buffers themselves."""
 from __future__ import annotations
 import shutil, os, sys

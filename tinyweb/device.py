@@ -102,7 +102,9 @@ class Compiled:
   fork_safe = False   # True: the runtime keeps working in a child made by os.fork() after the parent used it
   def __init__(self, name: str, allocator: Allocator, renderer, compiler: Compiler, program_cls):
     self.name, self.allocator, self.renderer, self.compiler, self.program_cls = name, allocator, renderer, compiler, program_cls
-    self.programs: dict[str, Any] = {}
+    # source -> its loaded program, while a kernel (the kernel cache, a TinyJit) holds it: one load per source, and
+    # unloaded once nothing can launch it (a CPU kernel is a shared object, and a process can map only so many)
+    self.programs: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
     self.lock = fork_safe_lock()   # the device's queue and state: one thread at a time (see the module docstring)
   def get_program(self, name: str, src: str):
     if (p := self.programs.get(src)) is None:

@@ -15,7 +15,10 @@ from tinyweb.codegen.lowering import wide_index
 from tinyweb.schedule import ScheduleItem
 from tinyweb.search import beam_search
 
-_kernel_cache: dict[tuple[str, UOp, int, int, int], CompiledKernel] = {}   # (device, ast, BEAM, NOOPT, TILES)
+# (device, ast, BEAM, NOOPT, TILES) -> kernel, the KERNEL_CACHE_SIZE most recently used: the loaded programs they hold
+# are what the process keeps mapped (Compiled.programs holds them weakly)
+_kernel_cache: dict[tuple[str, UOp, int, int, int], CompiledKernel] = {}
+KERNEL_CACHE_SIZE = 4096
 kernel_observers: list = []   # fn(device, ast), called when get_kernel builds a kernel (the tests' CUDA compile check)
 # the lists that recording() blocks open in this thread (or task) append each launch to
 capturing: contextvars.ContextVar[tuple[list, ...]] = contextvars.ContextVar("tinyweb_capturing", default=())
@@ -57,14 +60,18 @@ def build_kernel(device: str, ast: UOp) -> tuple[Program, str]:
   return prog, src
 
 def cache_kernel(device: str, ast: UOp, prog: Program, src: str, program) -> CompiledKernel:
+  while len(_kernel_cache) >= KERNEL_CACHE_SIZE:   # the least recently used first (dicts keep insertion order)
+    try: _kernel_cache.pop(next(iter(_kernel_cache)), None)
+    except (StopIteration, RuntimeError): break   # (another thread emptied or changed it meanwhile)
   k = _kernel_cache[kernel_key(device, ast)] = CompiledKernel(prog, program, src)
   for observe in kernel_observers: observe(device, ast)
   return k
 
 def get_kernel(device: str, ast: UOp) -> CompiledKernel:
-  if (k := _kernel_cache.get(kernel_key(device, ast))) is None:
+  if (k := _kernel_cache.pop(key := kernel_key(device, ast), None)) is None:
     prog, src = build_kernel(device, ast)
-    k = cache_kernel(device, ast, prog, src, Device[device].get_program(prog.name, src))
+    return cache_kernel(device, ast, prog, src, Device[device].get_program(prog.name, src))
+  _kernel_cache[key] = k   # (now the most recently used)
   return k
 
 # compiles of a cold schedule run in these threads (not in Pyodide, which has none). A forked child gets a pool of its own:
