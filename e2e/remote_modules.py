@@ -23,7 +23,7 @@ def encode(v, ref):
   if type(v) in SCALARS: return v   # (exact types: numpy's float64 subclasses float but stays an object)
   if type(v) in (tuple, list): return {type(v).__name__: [encode(x, ref) for x in v]}
   if type(v) is dict: return {"dict": [[encode(k, ref), encode(x, ref)] for k, x in v.items()]}
-  if type(v) is bytes: return {"bytes": base64.b64encode(v).decode()}
+  if type(v) in (bytes, bytearray, memoryview): return {"bytes": base64.b64encode(v).decode()}   # (all arrive as bytes)
   if type(v) is slice: return {"slice": [encode(x, ref) for x in (v.start, v.stop, v.step)]}
   if v is Ellipsis: return {"ellipsis": None}
   return ref(v)
