@@ -352,3 +352,12 @@ def test_kernels_past_the_cache_size_are_unloaded(monkeypatch):
   gc.collect()
   assert maps() - before < 32, f"{maps() - before} new memory mappings after 32 more kernels with room for 4"
   np.testing.assert_array_equal(run(1), np.arange(8, dtype=np.float32) * 1.5 + 1)   # (evicted: built and loaded again)
+
+def test_schedule_cache_comes_back_to_its_size(monkeypatch):
+  # threads that schedule at once can each add an entry past the size; the next schedule brings it back under
+  from tinyweb import schedule
+  x = Tensor(np.arange(6, dtype=np.float32), device="CPU")
+  for n in range(3): (x * (n + 0.25)).realize()
+  monkeypatch.setattr(schedule, "SCHEDULE_CACHE_SIZE", max(1, len(schedule._schedule_cache) - 2))
+  np.testing.assert_array_equal((x.reshape(2, 3) * 7.5).numpy(), np.arange(6, dtype=np.float32).reshape(2, 3) * 7.5)
+  assert len(schedule._schedule_cache) <= schedule.SCHEDULE_CACHE_SIZE

@@ -96,7 +96,9 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
   if (template := _schedule_cache.get(key)) is not None: return template.instantiate(graph, inputs, list(targets))
   out = _create_schedule(list(targets), sink, graph)
   if (template := ScheduleTemplate.capture(graph, inputs, list(targets), *out)) is not None:
-    if len(_schedule_cache) >= SCHEDULE_CACHE_SIZE: _schedule_cache.pop(next(iter(_schedule_cache)), None)   # the oldest
+    while len(_schedule_cache) >= SCHEDULE_CACHE_SIZE:   # the oldest first; `while`: threads that insert at once can overshoot
+      try: _schedule_cache.pop(next(iter(_schedule_cache)), None)
+      except (StopIteration, RuntimeError): break   # (another thread emptied or changed it meanwhile)
     _schedule_cache[key] = template
   return out
 
