@@ -7,7 +7,7 @@ import contextlib, contextvars, os, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from tinyweb.device import Device
 from tinyweb.dtype import dtypes
-from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GRAPH, GlobalCounters, at_fork
+from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GRAPH, GlobalCounters, at_fork, make_room
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.program import Program, CompiledKernel
 from tinyweb.codegen.lower import lower
@@ -60,9 +60,7 @@ def build_kernel(device: str, ast: UOp) -> tuple[Program, str]:
   return prog, src
 
 def cache_kernel(device: str, ast: UOp, prog: Program, src: str, program) -> CompiledKernel:
-  while len(_kernel_cache) >= KERNEL_CACHE_SIZE:   # the least recently used first (dicts keep insertion order)
-    try: _kernel_cache.pop(next(iter(_kernel_cache)), None)
-    except (StopIteration, RuntimeError): break   # (another thread emptied or changed it meanwhile)
+  make_room(_kernel_cache, KERNEL_CACHE_SIZE)   # (the least recently used: get_kernel moves a hit to the end)
   k = _kernel_cache[kernel_key(device, ast)] = CompiledKernel(prog, program, src)
   for observe in kernel_observers: observe(device, ast)
   return k

@@ -24,6 +24,13 @@ def partition(itr: Iterable, fxn: Callable[[Any], bool]) -> tuple[list, list]:
   for x in itr: (yes if fxn(x) else no).append(x)
   return yes, no
 
+def make_room(d: dict, size: int) -> None:
+  """Drop a bounded cache's oldest entries (dicts keep insertion order) until one more fits in `size`. A loop, not one
+  pop: threads that insert at once can leave it over its size. Safe while another thread changes it."""
+  while len(d) >= size:
+    try: d.pop(next(iter(d)), None)
+    except (StopIteration, RuntimeError): break   # (another thread emptied or changed it meanwhile)
+
 @functools.cache
 def getenv(key: str, default: Any = 0) -> Any:
   """Environment variable `key` converted to the type of `default` (default where it is unset)."""

@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Optional
 from tinyweb.device import Buffer, Device
 from tinyweb.dtype import DType
-from tinyweb.helpers import deep_recursion, prod, largest_divisor
+from tinyweb.helpers import deep_recursion, prod, largest_divisor, make_room
 from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, substitute, const_key
 from tinyweb.codegen.lowering import reduce_identity
 
@@ -96,9 +96,7 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
   if (template := _schedule_cache.get(key)) is not None: return template.instantiate(graph, inputs, list(targets))
   out = _create_schedule(list(targets), sink, graph)
   if (template := ScheduleTemplate.capture(graph, inputs, list(targets), *out)) is not None:
-    while len(_schedule_cache) >= SCHEDULE_CACHE_SIZE:   # the oldest first; `while`: threads that insert at once can overshoot
-      try: _schedule_cache.pop(next(iter(_schedule_cache)), None)
-      except (StopIteration, RuntimeError): break   # (another thread emptied or changed it meanwhile)
+    make_room(_schedule_cache, SCHEDULE_CACHE_SIZE)   # (the oldest schedules go)
     _schedule_cache[key] = template
   return out
 
