@@ -113,16 +113,16 @@ def structure_key(graph: list[UOp]) -> tuple[tuple, list[tuple[Buffer, int]]]:
   index: dict[UOp, int] = {}
   slots: dict[Buffer, tuple[int, int]] = {}   # buffer -> (position, first version)
   parts = []
-  for u in graph:
-    arg = u.arg
-    if u.op is Ops.BUFFER:
+  for u in graph:   # (every realize runs this loop: written for speed)
+    op, arg = u.op, u.arg
+    if op is Ops.BUFFER:
       b, version = arg
       i, first = slots.setdefault(b, (len(slots), version))
       arg = (i, b.device, b.size, version - first)
-    elif u.op in (Ops.CONTIGUOUS, Ops.CUSTOM_GRAD): arg = arg is not None
-    elif u.op is Ops.CONST: arg = const_key(arg)   # (0.0 == -0.0 in Python: their kernels differ)
+    elif op is Ops.CONST: arg = const_key(arg)   # (0.0 == -0.0 in Python: their kernels differ)
+    elif op is Ops.CONTIGUOUS or op is Ops.CUSTOM_GRAD: arg = arg is not None
     index[u] = len(parts)
-    parts.append((u.op, u.dtype, arg, tuple(index[s] for s in u.src)))
+    parts.append((op, u.dtype, arg, tuple([index[s] for s in u.src])))
   return tuple(parts), [(b, first) for b, (_, first) in slots.items()]
 
 _schedule_cache: dict[tuple, ScheduleTemplate] = {}

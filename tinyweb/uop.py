@@ -125,14 +125,17 @@ class UOp(metaclass=UOpMeta):
   # ---- graph utilities ----
   def toposort(self) -> list[UOp]:
     """All UOps this one depends on (itself last), each after its sources. Iterative: graphs can be deep."""
-    out, seen, stack = [], set(), [(self, False)]
+    out, seen, stack = [], {self}, [(self, iter(self.src))]   # (a node, its sources not yet visited)
     while stack:
-      u, expanded = stack.pop()
-      if expanded: out.append(u); continue
-      if u in seen: continue
-      seen.add(u)
-      stack.append((u, True))
-      stack.extend((s, False) for s in reversed(u.src) if s not in seen)
+      u, srcs = stack[-1]
+      for s in srcs:
+        if s not in seen:
+          seen.add(s)
+          stack.append((s, iter(s.src)))
+          break
+      else:   # all its sources are out: it goes next
+        stack.pop()
+        out.append(u)
     return out
 
   @property
