@@ -159,14 +159,19 @@ def program(k: Kernel):
   name = ("r_" if has_reduce else "E_") + ("_".join(str(n) for n in shape) if shape else "0")
   group, tile_threads = ao.group, k.tile_threads
   flops, mults = 0, [k.threads * (group or tile_threads or 1) if k.gpu else 1]
+  loads: dict[int, int] = {}   # global's position -> element loads the kernel runs from it
   for u in uops:
     mult = mults[-1]
     if u.op is Ops.RANGE: mults.append(mult * u.src[0].arg)
     elif u.op is Ops.ENDRANGE: mults.pop()
     elif u.op in ELEMENTWISE and u.dtype is not None and u.dtype.is_float and u.op not in (Ops.CAST, Ops.BITCAST): flops += mult
     elif u.op is Ops.ACC_UPDATE: flops += mult * (len(u.src) - 1)   # a fused product: 2
-  mem = sum(g.arg[1] * g.dtype.itemsize for g in gl)
+    elif u.op is Ops.LOAD and u.src[0].op is Ops.DEFINE_GLOBAL: loads[u.src[0].arg[0]] = loads.get(u.src[0].arg[0], 0) + mult
   out = [k.out_buf.arg[0]]
+  # bytes moved: the output whole, an input at most whole and at most what its loads read (a gather of 128 rows of a
+  # 60000-row table moves 128 rows: counting the table made DEBUG's GB/s 1000x too high and split such small kernels
+  # across cores as if they were big)
+  mem = sum(g.dtype.itemsize * (g.arg[1] if g.arg[0] in out else min(g.arg[1], loads.get(g.arg[0], g.arg[1]))) for g in gl)
   if not k.gpu:
     k.program = Program(name, uops, gl, out, tuple(shape), flops, mem, parallel_range=k.parallel, opts=list(k.opts))
     return
