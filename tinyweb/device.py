@@ -225,12 +225,14 @@ class _DeviceRegistry:
                           f"or an instance of one, got {dev!r}")
   def canonicalize(self, name: Optional[str]) -> str:
     if name is None: return self.DEFAULT
+    if type(name) is str and (name in self._instances or name in self._specs): return name   # (already canonical: most calls)
     n = str(name).upper().split(":")[0]
     if n not in self._specs and n not in self._instances:
       raise ValueError(f"unknown device {name!r}; known devices: {self.known()}")
     return n
   def known(self) -> list[str]: return list(dict.fromkeys([*self._specs, *self._instances]))
   def __getitem__(self, name: str) -> Compiled:
+    if type(name) is str and (dev := self._instances.get(name)) is not None: return dev   # (a device in use, by its own name)
     name = self.canonicalize(name)
     if name not in self._instances:
       ok, why = self.check(name)
