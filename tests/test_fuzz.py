@@ -6,7 +6,7 @@ found, shrunk to one op on one element, and printed as a repro that runs."""
 import contextlib, io
 import numpy as np
 import pytest
-from fuzz import Op, OPS, check, compare, generate, repro, shrink, fingerprint, int_min_by_minus_one
+from fuzz import Op, OPS, check, compare, generate, repro, shrink, fingerprint, int_min_by_minus_one, run_torch, after_overflow
 
 SEED, MAX_OPS, N_CASES = 0, 4, 150
 
@@ -57,6 +57,24 @@ def test_compare_classes():
   assert compare(np.array([0.0, 5.0, 1.0], np.float32), nan_ref, "x")[0] == "nan"
   assert compare(np.array([0.0, 5.0, np.nan], np.float32), nan_ref, "x", finite_math=True)[0] == "nan"
   assert compare(np.array([0.0, 5.0, 1.5], np.float32), nan_ref, "x", finite_math=True)[0] == "value"
+
+def test_values_computed_from_an_overflow_are_indeterminate_only_on_finite_math_devices():
+  # seed 30 case 466: x / std(one element) is x / 0 = inf, and hardsigmoid of it 1 in IEEE arithmetic; lavapipe's WGSL
+  # compiler, allowed to assume no inf occurs, gave -0.34. That output and the gradients are not compared on WEBGPU;
+  # the other output (lerp of finite values) still is
+  c = generate(30, 466)
+  assert [n.op for n in c.nodes][4:] == ["std", "div", "hardsigmoid"] and c.outs == [3, 6]
+  after, overflowed = after_overflow(c, run_torch(c).vals)
+  assert after == {6} and overflowed
+  assert check(c, "PYTHON").unchecked == 0   # (every other device computes IEEE's answer and is checked)
+
+def test_torchs_int64_sums_reach_later_nodes_as_tinywebs_int32():
+  # seed 30 case 266: an int32 cumprod past 2^31 divided by -3: torch divides its int64 product, tinyweb (int32 sums and
+  # products, README) the wrapped one; the fuzzer's torch run wraps it too before the division
+  c = generate(30, 266)
+  assert [n.op for n in c.nodes][:3] == ["leaf", "cumprod", "div"] and c.nodes[0].p["v"].dtype == np.int32
+  assert str(run_torch(c).vals[1].dtype) == "torch.int32"
+  assert check(c, "PYTHON").status == "pass"
 
 def test_planted_defect_is_found_shrunk_and_printed(monkeypatch):
   # exp that is 1% off: every case using it fails, and shrinking must reduce one to this op on a single element

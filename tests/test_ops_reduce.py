@@ -220,6 +220,15 @@ def test_int_reductions(device, op):
       out = check_op(None, lambda x: t_reduce(op, x, axis), lambda x: w_reduce(op, x, axis), device=device, vals=[v])
       assert out.dtype in (dtypes.int32, dtypes.int64), f"int {op} should stay integer, got {out.dtype}"
 
+def test_unsigned_32_bit_sums_and_products_wrap_in_their_own_dtype(device):
+  # (uint32's product was taken in int32: the same bits, read as a negative number)
+  v = np.array([3_000_000_000, 3, 2], np.uint32)
+  t = Tensor(v, device=device)
+  for name, got, want in (("sum", t.sum(), np.sum(v, dtype=np.uint32)), ("prod", t.prod(), np.prod(v, dtype=np.uint32)),
+                          ("cumsum", t.cumsum(0), np.cumsum(v, dtype=np.uint32)), ("cumprod", t.cumprod(0), np.cumprod(v, dtype=np.uint32))):
+    assert got.dtype == dtypes.uint32, f"{name} of uint32 gave {got.dtype}"
+    np.testing.assert_array_equal(got.numpy(), want, err_msg=name)
+
 def test_bool_sum(device):
   v = rand_np((5, 7), dtype=np.bool_, seed=2)
   out = check_op(None, lambda x: x.sum(), device=device, vals=[v])

@@ -40,15 +40,17 @@ class ReduceMixin:
   def _reduce_axes(self, op: Ops, axes: tuple[int, ...]) -> Self:   # one REDUCE_AXIS, keeping the reduced dims as 1
     return self._wrap(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)), self)
 
+  def _int_accumulator(self) -> DType:
+    """The dtype of a sum or product of this integer or bool tensor: the default int (int32; torch: int64), or the
+    tensor's own dtype where that is wider or unsigned 32/64-bit (uint32's products wrap in uint32, not as int32s)."""
+    return self.dtype if self.dtype in (dtypes.int64, dtypes.uint64, dtypes.uint32) else dtypes.default_int
   def sum(self, axis=None, keepdim=False, dtype=None) -> Self:
-    acc = to_dtype(dtype) if dtype is not None else \
-      (dtypes.int64 if self.dtype == dtypes.int64 else dtypes.uint64 if self.dtype == dtypes.uint64 else
-       dtypes.uint32 if self.dtype == dtypes.uint32 else dtypes.default_int) if not self.dtype.is_float else \
+    acc = to_dtype(dtype) if dtype is not None else self._int_accumulator() if not self.dtype.is_float else \
       (dtypes.float32 if self.dtype.itemsize < 4 else self.dtype)
     out = self.cast(acc)._reduce(Ops.ADD, axis, keepdim, "sum")
     return out.cast(self.dtype) if self.dtype.is_float and dtype is None else out
   def prod(self, axis=None, keepdim=False, dtype=None) -> Self:
-    acc = to_dtype(dtype) if dtype is not None else (self.dtype if self.dtype.is_float else dtypes.default_int if self.dtype.itemsize < 8 else self.dtype)
+    acc = to_dtype(dtype) if dtype is not None else self.dtype if self.dtype.is_float else self._int_accumulator()
     x = self.cast(acc)
     out = x.detach()._reduce(Ops.MUL, axis, keepdim, "prod")
     if not acc.is_float: return out
