@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from helpers import rng_draw, hardtanh_ref, hardswish_ref, elu_ref, selu_ref, amax_ref, amin_ref  # noqa: E402
-from tinyweb import Tensor, dtypes  # noqa: E402
+from tinyweb import Tensor, Device, dtypes  # noqa: E402
 from tinyweb.device import Device  # noqa: E402
 
 nan, inf = math.nan, math.inf
@@ -1048,9 +1048,17 @@ def flush(t: torch.Tensor) -> torch.Tensor:
   """float32 denormals to (signed) zero"""
   return torch.where(t.abs() < 1.1754944e-38, t * 0, t) if t.dtype == torch.float32 else t
 
-def run_torch(case: Case, f64=False, salt=None, eps=0.0, ftz=False) -> Run:
-  """the graph in torch: float32, or float64 (f64), perturbed (salt, eps), or with denormals flushed (ftz: every node's
-  value, and inside torch's kernels where the CPU's flush-to-zero mode reaches)"""
+def scan_in_float32(x: torch.Tensor, ax: int, op: str) -> torch.Tensor:
+  """cumsum/cumprod of float32 accumulated in float32, one element after the other (torch's CPU scans accumulate in
+  float64)"""
+  xs, outs = x.movedim(ax, -1), []
+  for k in range(xs.shape[-1]): outs.append(xs[..., k] if not outs else outs[-1] + xs[..., k] if op == "cumsum" else outs[-1] * xs[..., k])
+  return torch.stack(outs, -1).movedim(-1, ax) if outs else x.clone()
+
+def run_torch(case: Case, f64=False, salt=None, eps=0.0, ftz=False, scans32=False) -> Run:
+  """the graph in torch: float32, or float64 (f64), perturbed (salt, eps), with denormals flushed (ftz: every node's
+  value, and inside torch's kernels where the CPU's flush-to-zero mode reaches), or with float32 scans accumulated in
+  float32 (scans32: what a device without float64 does, README)"""
   out = Run()
   vals, leaves = {}, {}
   prev = torch.get_default_dtype()
@@ -1068,6 +1076,8 @@ def run_torch(case: Case, f64=False, salt=None, eps=0.0, ftz=False) -> Run:
         perturb_inputs = salt is not None and node.op in ACCUMULATING
         v = eval_node(OPS[node.op], node, (lambda a: noisy(vals[a], salt * 31 + a, eps)) if perturb_inputs else vals.__getitem__, "pt", f64)
         if not isinstance(v, torch.Tensor): raise TypeError(f"{node.op} gave {type(v).__name__}")
+        if scans32 and node.op in ("cumsum", "cumprod") and v.dtype == torch.float32 and vals[node.ins[0]].ndim:
+          v = scan_in_float32(vals[node.ins[0]], node.p["ax"], node.op)
         if node.op in INT_WIDENING and v.dtype == torch.int64 and not any(vals[a].dtype == torch.int64 for a in node.ins if isinstance(a, int)):
           v = v.to(torch.int32)   # torch's int64 sum of narrower ints: tinyweb's is int32 (README), which later nodes see
         vals[i] = noisy(v, salt + i, eps) if salt is not None and not OPS[node.op].exact else flush(v) if ftz else v
@@ -1213,6 +1223,12 @@ def flushes_denormals(device: str) -> bool:
   """whether the device flushes float32 denormals to zero, in arithmetic or in exp2 (GPUs may: WGSL and OpenCL allow it)"""
   return 0.0 in (Tensor([1e-40], device=device) * 3.0).cat(Tensor([-130.0], device=device).exp2()).numpy().tolist()
 
+@lru_cache(maxsize=None)
+def has_float64(device: str) -> bool:
+  try: Device[device].check_dtype(dtypes.float64)
+  except TypeError: return False
+  return True
+
 def finite_math(device: str) -> bool:
   """WGSL lets a shader assume that no overflow, infinity or NaN occurs (WGSL 15.7.2, "Finite Math Assumption"): where the
   IEEE result would be one, the value is indeterminate, and lavapipe does fold x - x to 0 and 0 * inf to 0"""
@@ -1239,6 +1255,7 @@ def check(case: Case, device: str, grad: bool = True) -> Outcome:
     ref32 = run_torch(case)
     refs = [ref32, run_torch(case, f64=True), run_torch(case, True, 0x5bd1e995, NOISE64), run_torch(case, False, 0x1b873593, NOISE32)]
     if flushes_denormals(device): refs.append(run_torch(case, ftz=True))
+    if not has_float64(device): refs.append(run_torch(case, scans32=True))
   last = case.nodes[-1].op
   if ref32.err and ref32.err[0] == "build":   # torch rejected the graph: tinyweb must raise too
     tw = run_tinyweb(case, device, False)

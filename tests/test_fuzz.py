@@ -6,7 +6,7 @@ found, shrunk to one op on one element, and printed as a repro that runs."""
 import contextlib, io
 import numpy as np
 import pytest
-from fuzz import Op, OPS, check, compare, generate, repro, shrink, fingerprint, int_min_by_minus_one, run_torch, after_overflow
+from fuzz import Op, OPS, check, compare, generate, repro, shrink, fingerprint, int_min_by_minus_one, run_torch, after_overflow, scan_in_float32
 
 SEED, MAX_OPS, N_CASES = 0, 4, 150
 
@@ -75,6 +75,17 @@ def test_torchs_int64_sums_reach_later_nodes_as_tinywebs_int32():
   assert [n.op for n in c.nodes][:3] == ["leaf", "cumprod", "div"] and c.nodes[0].p["v"].dtype == np.int32
   assert str(run_torch(c).vals[1].dtype) == "torch.int32"
   assert check(c, "PYTHON").status == "pass"
+
+def test_devices_without_float64_are_compared_with_scans_accumulated_in_float32_too():
+  # torch's CPU scans of float32 accumulate in float64 (cumprod [-3e38, 1, -1, 2, 0] ends in 0); WEBGPU's, in float32,
+  # overflow to inf and then NaN (seed 30 case 345), the README's documented difference: an extra reference accumulates
+  # in float32, one element after the other, as numpy does
+  import torch
+  x = np.array([[-3e38, 1.0, -1.0, 2.0, 0.0, 1.0], [1e-3, 2.0, 3.0, 4.0, 5.0, 6.0]], np.float32)
+  for op, ref in (("cumprod", np.cumprod), ("cumsum", np.cumsum)):
+    for ax in (1, -1, 0):
+      with np.errstate(over="ignore", invalid="ignore"): want = ref(x, axis=ax, dtype=np.float32)
+      np.testing.assert_array_equal(scan_in_float32(torch.tensor(x), ax, op).numpy(), want, err_msg=f"{op} {ax}")
 
 def test_planted_defect_is_found_shrunk_and_printed(monkeypatch):
   # exp that is 1% off: every case using it fails, and shrinking must reduce one to this op on a single element
