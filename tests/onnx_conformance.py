@@ -1,0 +1,90 @@
+"""The ONNX backend node tests (the `onnx` wheel's case generators: onnx.backend.test.case.node.collect_testcases) run with
+tinyweb.onnx and with onnxruntime, side by side, under one comparison: outputs of the expected shape and kind
+(float/int/bool), values within rtol 1e-3 and atol 1e-5, NaN equal.
+
+  python -m tests.onnx_conformance --device CPU            # pass counts of both, and tinyweb's failures by reason
+  python -m tests.onnx_conformance --only relu,conv -v     # the cases whose name contains one of these, each listed"""
+from __future__ import annotations
+import argparse, collections, sys, time, warnings
+import numpy as np
+
+RTOL, ATOL = 1e-3, 1e-5
+
+def cases(only: list[str] | None = None) -> list:
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from onnx.backend.test.case.node import collect_testcases
+    out = collect_testcases()
+  return [c for c in out if not only or any(o in c.name for o in only)]
+
+def kind(a: np.ndarray) -> str: return "b" if a.dtype == np.bool_ else "f" if a.dtype.kind in "fc" else "i"
+
+def compare(got: list, want: list) -> str | None:
+  """None where got matches want, else why not."""
+  if len(got) < len(want): return f"{len(got)} outputs, expected {len(want)}"
+  for k, (g, w) in enumerate(zip(got, want)):
+    if not isinstance(w, np.ndarray): return f"output {k}: expected a {type(w).__name__} (sequences/maps are not tensors)"
+    g = np.asarray(g)
+    if g.shape != w.shape: return f"output {k}: shape {g.shape}, expected {w.shape}"
+    if w.dtype.kind in "OSU": return f"output {k}: string output"
+    if kind(g) != kind(w): return f"output {k}: dtype {g.dtype}, expected {w.dtype}"
+    if not np.allclose(g.astype(np.float64), w.astype(np.float64), rtol=RTOL, atol=ATOL, equal_nan=True):
+      bad = ~np.isclose(g.astype(np.float64), w.astype(np.float64), rtol=RTOL, atol=ATOL, equal_nan=True)
+      i = tuple(int(x) for x in np.argwhere(bad)[0]) if bad.ndim else ()
+      return f"output {k}: {int(bad.sum())}/{bad.size} values differ, at {i}: {g[i]!r}, expected {w[i]!r}"
+  return None
+
+def inputs_of(model, data: list) -> dict:
+  names = [v.name for v in model.graph.input if v.name not in {t.name for t in model.graph.initializer}]
+  return dict(zip(names, [np.asarray(v) if isinstance(v, np.generic) else v for v in data]))   # (numpy scalars: 0-d tensors)
+
+def run_tinyweb(case, device: str) -> str | None:
+  from tinyweb.onnx import load
+  try:
+    runner = load(case.model.SerializeToString(), device=device)
+    for inputs, outputs in case.data_sets:
+      feed = inputs_of(case.model, inputs)
+      if any(not isinstance(v, np.ndarray) for v in feed.values()): return "an input that is not a tensor (sequence/optional)"
+      got = runner(feed)
+      if (why := compare([got[n].numpy() for n in runner.outputs], outputs)) is not None: return why
+  except Exception as e: return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+  return None
+
+def run_onnxruntime(case) -> str | None:
+  import onnxruntime as ort
+  try:
+    sess = ort.InferenceSession(case.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for inputs, outputs in case.data_sets:
+      got = sess.run(None, inputs_of(case.model, inputs))
+      if (why := compare(got, outputs)) is not None: return why
+  except Exception as e: return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+  return None
+
+def reason_class(why: str) -> str:
+  """A failure's reason without its details, to count them."""
+  if "is not supported" in why and "operator" in why: return "operator not supported: " + why.split("operator ")[1].split(" ")[0]
+  return why.split(":")[0][:80] if why.startswith(("OnnxError", "output")) else why[:80]
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(prog="python -m tests.onnx_conformance", description=__doc__.split("\n\n")[0])
+  ap.add_argument("--device", default="CPU")
+  ap.add_argument("--only", default=None, help="comma-separated parts of case names")
+  ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime")
+  ap.add_argument("-v", action="store_true", help="list every case")
+  a = ap.parse_args(argv)
+  cs = cases(a.only.split(",") if a.only else None)
+  t0, tw_fail, ort_fail = time.perf_counter(), {}, {}
+  for c in cs:
+    if (why := run_tinyweb(c, a.device)) is not None: tw_fail[c.name] = why
+    if not a.no_ort and (why_ort := run_onnxruntime(c)) is not None: ort_fail[c.name] = why_ort
+    if a.v: print(f"{c.name:70} tinyweb {'ok' if c.name not in tw_fail else tw_fail[c.name]}", flush=True)
+  n = len(cs)
+  print(f"\nONNX backend node tests: {n} cases, device {a.device}, rtol {RTOL} atol {ATOL} ({time.perf_counter() - t0:.0f} s)")
+  print(f"  tinyweb     passes {n - len(tw_fail)}")
+  if not a.no_ort: print(f"  onnxruntime passes {n - len(ort_fail)}")
+  by = collections.Counter(reason_class(w) for w in tw_fail.values())
+  print("tinyweb's failures by reason:")
+  for r, k in by.most_common(40): print(f"  {k:5}  {r}")
+  return 0
+
+if __name__ == "__main__": sys.exit(main())

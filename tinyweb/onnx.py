@@ -1,0 +1,587 @@
+"""ONNX models: `load(path_or_bytes)` reads a .onnx file (the protobuf wire format, decoded here in pure Python so it runs
+in Pyodide, where the `onnx` package does not exist) and returns a runner that builds the graph from tinyweb Tensors:
+lazy like every tensor expression, so it fuses, jits and exports.
+
+    runner = tinyweb.onnx.load("model.onnx", device="CPU")
+    outputs = runner({"input": image})        # {output name: Tensor}
+
+Values that shapes depend on (a Shape node's output and what is computed from it, the shape input of Reshape, Slice's
+starts, ...) are read as Python ints when an op needs them: such subgraphs are small and constant for a given input
+shape. An operator without an implementation raises OnnxError naming it and its node."""
+from __future__ import annotations
+import math, os, struct
+from typing import Any, Callable, Optional
+from tinyweb.dtype import DType, dtypes
+from tinyweb.device import Device
+from tinyweb.tensor import Tensor
+
+class OnnxError(ValueError):
+  """A malformed or unsupported ONNX file, or an operator this runner lacks (the message names the node)."""
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the protobuf wire format
+
+def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
+  result = shift = 0
+  while True:
+    if pos >= len(buf): raise OnnxError("truncated protobuf: a varint runs past the end of its message")
+    b = buf[pos]
+    pos += 1
+    result |= (b & 0x7F) << shift
+    if b < 0x80: return result, pos
+    shift += 7
+    if shift > 63: raise OnnxError("malformed protobuf: a varint longer than 10 bytes")
+
+def _signed(v: int) -> int: return v - (1 << 64) if v >= 1 << 63 else v   # int64/int32 fields: two's complement in 64 bits
+
+def _packed_varints(buf: memoryview) -> list[int]:
+  out, pos = [], 0
+  while pos < len(buf):
+    v, pos = _varint(buf, pos)
+    out.append(_signed(v))
+  return out
+
+class Message:
+  """A protobuf message decoded by its schema: FIELDS maps a field number to (attribute, kind, repeated), kind one of
+  "int" (int32/int64/enum varints), "float", "double", "str", "bytes", or a Message subclass. Unknown fields are skipped,
+  as protobuf requires."""
+  FIELDS: dict[int, tuple[str, Any, bool]] = {}
+  DEFAULTS = {"int": 0, "float": 0.0, "double": 0.0, "str": "", "bytes": b""}
+
+  def __init__(self):
+    for name, kind, repeated in self.FIELDS.values(): setattr(self, name, [] if repeated else self.DEFAULTS.get(kind) if isinstance(kind, str) else None)
+
+  @classmethod
+  def parse(cls, data) -> "Message":
+    buf, msg, pos = memoryview(data).cast("B"), cls(), 0
+    while pos < len(buf):
+      key, pos = _varint(buf, pos)
+      num, wire = key >> 3, key & 7
+      if wire == 0: val, pos = _varint(buf, pos)
+      elif wire == 1: val, pos = buf[pos:pos + 8], pos + 8
+      elif wire == 2:
+        n, pos = _varint(buf, pos)
+        val, pos = buf[pos:pos + n], pos + n
+      elif wire == 5: val, pos = buf[pos:pos + 4], pos + 4
+      else: raise OnnxError(f"malformed protobuf in {cls.__name__}: wire type {wire} (field {num})")
+      if pos > len(buf): raise OnnxError(f"truncated protobuf in {cls.__name__}: field {num} runs past the end")
+      if (spec := cls.FIELDS.get(num)) is None: continue
+      name, kind, repeated = spec
+      if wire == 2 and repeated and kind in ("int", "float", "double"):   # a packed repeated scalar field
+        vals = _packed_varints(val) if kind == "int" else list(struct.unpack(f"<{len(val) // (4 if kind == 'float' else 8)}{'f' if kind == 'float' else 'd'}", val))
+        getattr(msg, name).extend(vals)
+        continue
+      v = cls._value(kind, wire, val, num)
+      if repeated: getattr(msg, name).append(v)
+      else: setattr(msg, name, v)
+    return msg
+
+  @classmethod
+  def _value(cls, kind, wire: int, val, num: int):
+    expected = {"int": 0, "float": 5, "double": 1}.get(kind, 2) if isinstance(kind, str) else 2
+    if wire != expected: raise OnnxError(f"malformed protobuf in {cls.__name__}: field {num} has wire type {wire}, expected {expected}")
+    if kind == "int": return _signed(val)
+    if kind == "float": return struct.unpack("<f", val)[0]
+    if kind == "double": return struct.unpack("<d", val)[0]
+    if kind == "str":
+      try: return bytes(val).decode()
+      except UnicodeDecodeError: raise OnnxError(f"malformed protobuf in {cls.__name__}: field {num} is not UTF-8") from None
+    if kind == "bytes": return bytes(val)
+    return kind.parse(val)
+
+# the messages of onnx.proto (field numbers as there; tests/test_onnx.py checks them against the onnx package)
+class StringStringEntry(Message): FIELDS = {1: ("key", "str", False), 2: ("value", "str", False)}
+class OperatorSetId(Message): FIELDS = {1: ("domain", "str", False), 2: ("version", "int", False)}
+class Dimension(Message): FIELDS = {1: ("dim_value", "int", False), 2: ("dim_param", "str", False)}
+class TensorShape(Message): FIELDS = {1: ("dim", Dimension, True)}
+class TensorType(Message): FIELDS = {1: ("elem_type", "int", False), 2: ("shape", TensorShape, False)}
+class TypeProto(Message): FIELDS = {1: ("tensor_type", TensorType, False)}
+class ValueInfo(Message): FIELDS = {1: ("name", "str", False), 2: ("type", TypeProto, False)}
+class TensorProto(Message):
+  FIELDS = {1: ("dims", "int", True), 2: ("data_type", "int", False), 4: ("float_data", "float", True), 5: ("int32_data", "int", True),
+            6: ("string_data", "bytes", True), 7: ("int64_data", "int", True), 8: ("name", "str", False), 9: ("raw_data", "bytes", False),
+            10: ("double_data", "double", True), 11: ("uint64_data", "int", True), 13: ("external_data", StringStringEntry, True),
+            14: ("data_location", "int", False)}
+class Attribute(Message): pass   # (fields below: it refers to Graph, which refers to Node, which refers to it)
+class Node(Message):
+  FIELDS = {1: ("input", "str", True), 2: ("output", "str", True), 3: ("name", "str", False), 4: ("op_type", "str", False),
+            5: ("attribute", Attribute, True), 7: ("domain", "str", False)}
+class Graph(Message):
+  FIELDS = {1: ("node", Node, True), 2: ("name", "str", False), 5: ("initializer", TensorProto, True), 11: ("input", ValueInfo, True),
+            12: ("output", ValueInfo, True), 13: ("value_info", ValueInfo, True)}
+Attribute.FIELDS = {1: ("name", "str", False), 20: ("type", "int", False), 2: ("f", "float", False), 3: ("i", "int", False),
+                    4: ("s", "bytes", False), 5: ("t", TensorProto, False), 6: ("g", Graph, False), 7: ("floats", "float", True),
+                    8: ("ints", "int", True), 9: ("strings", "bytes", True), 10: ("tensors", TensorProto, True), 11: ("graphs", Graph, True)}
+class Model(Message):
+  FIELDS = {1: ("ir_version", "int", False), 2: ("producer_name", "str", False), 7: ("graph", Graph, False),
+            8: ("opset_import", OperatorSetId, True)}
+
+# ---------------------------------------------------------------------------------------------------------------------
+# tensors and attributes
+
+# TensorProto.DataType -> dtype (STRING, complex and the 8/4/2-bit floats and ints have no tinyweb dtype)
+ONNX_DTYPES: dict[int, DType] = {1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.int8, 4: dtypes.uint16, 5: dtypes.int16, 6: dtypes.int32,
+                                 7: dtypes.int64, 9: dtypes.bool, 10: dtypes.float16, 11: dtypes.float64, 12: dtypes.uint32,
+                                 13: dtypes.uint64, 16: dtypes.bfloat16}
+ONNX_DTYPE_NAMES = {0: "UNDEFINED", 8: "STRING", 14: "COMPLEX64", 15: "COMPLEX128", 17: "FLOAT8E4M3FN", 18: "FLOAT8E4M3FNUZ",
+                    19: "FLOAT8E5M2", 20: "FLOAT8E5M2FNUZ", 21: "UINT4", 22: "INT4", 23: "FLOAT4E2M1", 24: "FLOAT8E8M0", 25: "UINT2", 26: "INT2"}
+
+def onnx_dtype(code: int, what: str) -> DType:
+  if (dt := ONNX_DTYPES.get(code)) is None:
+    raise OnnxError(f"{what}: ONNX data type {ONNX_DTYPE_NAMES.get(code, code)} is not supported (supported: "
+                    f"{', '.join(d.name for d in ONNX_DTYPES.values())})")
+  return dt
+
+def tensor_bytes(t: TensorProto, base_dir: Optional[str]) -> tuple[DType, tuple[int, ...], bytes]:
+  """A TensorProto's dtype, shape and little-endian element bytes (raw_data, the typed fields, or an external file)."""
+  what = f"tensor {t.name!r}" if t.name else "a tensor"
+  dt, shape = onnx_dtype(t.data_type, what), tuple(t.dims)
+  if any(d < 0 for d in shape): raise OnnxError(f"{what}: negative dimension in {shape}")
+  n = math.prod(shape)
+  if t.data_location == 1:   # EXTERNAL: location, offset, length in external_data
+    info = {e.key: e.value for e in t.external_data}
+    if base_dir is None: raise OnnxError(f"{what} is stored in an external file ({info.get('location')!r}): load the model from its path")
+    loc = info.get("location", "")
+    path = os.path.normpath(os.path.join(base_dir, loc))
+    if os.path.isabs(loc) or not path.startswith(os.path.normpath(base_dir) + os.sep):
+      raise OnnxError(f"{what}: external data location {loc!r} is outside the model's folder")
+    offset, length = int(info.get("offset", 0)), int(info.get("length", n * dt.itemsize))
+    with open(path, "rb") as f:
+      f.seek(offset)
+      raw = f.read(length)
+  elif t.raw_data or n == 0: raw = t.raw_data
+  elif dt == dtypes.float32: raw = struct.pack(f"<{len(t.float_data)}f", *t.float_data)
+  elif dt == dtypes.float64: raw = struct.pack(f"<{len(t.double_data)}d", *t.double_data)
+  elif dt == dtypes.int64: raw = struct.pack(f"<{len(t.int64_data)}q", *t.int64_data)
+  elif dt in (dtypes.uint32, dtypes.uint64): raw = struct.pack(f"<{len(t.uint64_data)}{dt.fmt}", *t.uint64_data)
+  else:   # int32 and narrower, bool, and float16/bfloat16 as their bit patterns: one int32_data entry per element
+    fmt = "H" if dt in (dtypes.float16, dtypes.bfloat16) else dt.fmt
+    raw = struct.pack(f"<{len(t.int32_data)}{fmt}", *[v & 0xFFFF for v in t.int32_data] if fmt == "H" else t.int32_data)
+  if len(raw) != n * dt.itemsize: raise OnnxError(f"{what}: {len(raw)} bytes of data for shape {shape} of {dt.name} ({n * dt.itemsize} bytes)")
+  return dt, shape, raw
+
+def to_tensor(t: TensorProto, device: str, base_dir: Optional[str] = None) -> Tensor:
+  dt, shape, raw = tensor_bytes(t, base_dir)
+  if dt in (dtypes.int64, dtypes.uint64) and not _has(dt, device):   # (WEBGPU: narrowed where every value fits in 32 bits)
+    vals = struct.unpack(f"<{len(raw) // 8}{dt.fmt}", raw)
+    narrow = dtypes.int32 if dt == dtypes.int64 else dtypes.uint32
+    if any(not narrow.min <= v <= narrow.max for v in vals):
+      raise OnnxError(f"tensor {t.name!r}: {dt.name} values past {narrow.name}'s range, and {device} has no {dt.name}")
+    return Tensor(list(vals), dtype=narrow, device=device).reshape(shape)
+  return Tensor(raw, dtype=dt, device=device).reshape(shape)
+
+def _has(dt: DType, device: str) -> bool:
+  try: Device[device].check_dtype(dt)
+  except TypeError: return False
+  return True
+
+def attribute_value(a: Attribute, device: str) -> Any:
+  # AttributeProto.AttributeType: FLOAT 1, INT 2, STRING 3, TENSOR 4, GRAPH 5, FLOATS 6, INTS 7, STRINGS 8, TENSORS 9, GRAPHS 10
+  kind = a.type
+  if kind == 1: return a.f
+  if kind == 2: return a.i
+  if kind == 3: return a.s.decode()
+  if kind == 4: return to_tensor(a.t, device)
+  if kind == 5: return a.g
+  if kind == 6: return list(a.floats)
+  if kind == 7: return list(a.ints)
+  if kind == 8: return [s.decode() for s in a.strings]
+  if kind == 9: return [to_tensor(t, device) for t in a.tensors]
+  if kind == 10: return list(a.graphs)
+  raise OnnxError(f"attribute {a.name!r}: type {kind} is not supported")
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the runner
+
+class OnnxRunner:
+  """A loaded model: call it with {input name: Tensor or array} to get {output name: Tensor}."""
+  def __init__(self, model: Model, device: Optional[str] = None, base_dir: Optional[str] = None):
+    if model.graph is None: raise OnnxError("the model has no graph")
+    self.model, self.graph, self.device = model, model.graph, Device.canonicalize(device)
+    self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    for o in model.opset_import:
+      if o.domain not in ("", "ai.onnx"): raise OnnxError(f"operator set domain {o.domain!r} is not supported (only the default ONNX domain)")
+    self.initializers = {t.name: to_tensor(t, self.device, base_dir) for t in self.graph.initializer}
+    self.inputs = [v.name for v in self.graph.input if v.name not in self.initializers]
+    self.outputs = [v.name for v in self.graph.output]
+
+  def __call__(self, inputs: dict[str, Any]) -> dict[str, Tensor]:
+    if missing := [n for n in self.inputs if n not in inputs]: raise OnnxError(f"missing model inputs {missing}; the model takes {self.inputs}")
+    values: dict[str, Optional[Tensor]] = {"": None, **self.initializers}
+    for name, v in inputs.items():
+      if name not in self.inputs and name not in self.initializers: raise OnnxError(f"unknown input {name!r}; the model takes {self.inputs}")
+      values[name] = v.to(self.device) if isinstance(v, Tensor) else Tensor(v, device=self.device)
+    for k, node in enumerate(self.graph.node):
+      label = f"node {k} ({node.op_type}{' ' + repr(node.name) if node.name else ''})"
+      if node.domain not in ("", "ai.onnx"): raise OnnxError(f"{label}: domain {node.domain!r} is not supported")
+      if (op := OPS.get(node.op_type)) is None: raise OnnxError(f"{label}: operator {node.op_type} is not supported")
+      try: args = [values[n] for n in node.input]
+      except KeyError as e: raise OnnxError(f"{label}: input {e.args[0]!r} is not computed before it") from None
+      attrs = {a.name: attribute_value(a, self.device) for a in node.attribute}
+      try: out = op(Ctx(self, node, attrs, label), *args)
+      except OnnxError: raise
+      except (ValueError, TypeError, RuntimeError, IndexError, NotImplementedError) as e:
+        raise OnnxError(f"{label}: {type(e).__name__}: {e}") from e
+      outs = out if isinstance(out, (tuple, list)) else (out,)
+      for name, v in zip(node.output, outs): values[name] = v
+    return {n: values[n] for n in self.outputs}
+
+class Ctx:
+  """What an operator sees besides its inputs: its attributes, the model's opset, the device."""
+  def __init__(self, runner: OnnxRunner, node: Node, attrs: dict, label: str):
+    self.runner, self.node, self.attrs, self.label = runner, node, attrs, label
+  @property
+  def device(self) -> str: return self.runner.device
+  @property
+  def opset(self) -> int: return self.runner.opset
+  def get(self, name: str, default=None): return self.attrs.get(name, default)
+  def ints(self, t: Optional[Tensor]) -> Optional[list[int]]:
+    """A tensor whose values a shape depends on, as Python ints (realized now)."""
+    return None if t is None else [int(v) for v in (t.tolist() if t.ndim else [t.item()])]
+  def unsupported(self, why: str) -> OnnxError: return OnnxError(f"{self.label}: {why}")
+
+def load(model: str | bytes | os.PathLike, device: Optional[str] = None) -> OnnxRunner:
+  """An ONNX model from a path or its bytes, as a runner (external data files are found beside a model loaded by path)."""
+  if isinstance(model, (bytes, bytearray, memoryview)): return OnnxRunner(Model.parse(model), device)
+  with open(model, "rb") as f: data = f.read()
+  return OnnxRunner(Model.parse(data), device, os.path.dirname(os.path.abspath(model)))
+
+# ---------------------------------------------------------------------------------------------------------------------
+# operators: each takes (ctx, *inputs) with absent optional inputs as None
+
+OPS: dict[str, Callable] = {}
+def op(*names: str):
+  def register(fn):
+    for n in names: OPS[n] = fn
+    return fn
+  return register
+
+def _axis(ctx: Ctx, x: Tensor, default=0) -> int:
+  a = ctx.get("axis", default)
+  return a + x.ndim if a < 0 else a
+
+# elementwise
+for _name, _fn in {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+                   "Pow": lambda a, b: (a.float() ** b).cast(a.dtype) if not a.dtype.is_float else a ** b.cast(a.dtype),
+                   "Equal": lambda a, b: a == b, "Less": lambda a, b: a < b, "Greater": lambda a, b: a > b,
+                   "LessOrEqual": lambda a, b: a <= b, "GreaterOrEqual": lambda a, b: a >= b, "And": lambda a, b: a & b,
+                   "Or": lambda a, b: a | b, "Xor": lambda a, b: a ^ b, "BitwiseAnd": lambda a, b: a & b,
+                   "BitwiseOr": lambda a, b: a | b, "BitwiseXor": lambda a, b: a ^ b}.items():
+  OPS[_name] = (lambda f: lambda ctx, a, b: f(a, b))(_fn)
+for _name, _fn in {"Neg": lambda x: -x, "Abs": lambda x: x.abs(), "Exp": lambda x: x.exp(), "Log": lambda x: x.log(),
+                   "Sqrt": lambda x: x.sqrt(), "Reciprocal": lambda x: x.reciprocal(), "Relu": lambda x: x.relu(),
+                   "Sigmoid": lambda x: x.sigmoid(), "Tanh": lambda x: x.tanh(), "Sin": lambda x: x.sin(), "Cos": lambda x: x.cos(),
+                   "Tan": lambda x: x.tan(), "Asin": lambda x: x.asin(), "Acos": lambda x: x.acos(), "Atan": lambda x: x.atan(),
+                   "Sinh": lambda x: x.sinh(), "Cosh": lambda x: x.cosh(), "Asinh": lambda x: x.asinh(), "Acosh": lambda x: x.acosh(),
+                   "Atanh": lambda x: x.atanh(), "Erf": lambda x: x.erf(), "Floor": lambda x: x.floor(), "Ceil": lambda x: x.ceil(),
+                   "Round": lambda x: x.round(), "Sign": lambda x: x.sign(), "Not": lambda x: x.logical_not(),
+                   "BitwiseNot": lambda x: ~x, "IsNaN": lambda x: x.isnan(), "Softsign": lambda x: x.softsign(),
+                   "Identity": lambda x: x, "Mish": lambda x: x.mish(), "Softplus": lambda x: x.softplus()}.items():
+  OPS[_name] = (lambda f: lambda ctx, x: f(x))(_fn)
+
+@op("Div")
+def _div(ctx, a, b): return a.div(b, rounding_mode="trunc") if not a.dtype.is_float else a / b
+@op("Mod")
+def _mod(ctx, a, b): return a.fmod(b) if ctx.get("fmod", 0) else a.mod(b)
+@op("Max", "Min", "Sum", "Mean")
+def _variadic(ctx, *xs):
+  name, out = ctx.node.op_type, xs[0]
+  for x in xs[1:]: out = out.maximum(x) if name == "Max" else out.minimum(x) if name == "Min" else out + x
+  return out / len(xs) if name == "Mean" else out
+@op("IsInf")
+def _isinf(ctx, x): return x.isinf(bool(ctx.get("detect_positive", 1)), bool(ctx.get("detect_negative", 1)))
+@op("LeakyRelu")
+def _leaky(ctx, x): return x.leaky_relu(ctx.get("alpha", 0.01))
+@op("Elu")
+def _elu(ctx, x): return x.elu(ctx.get("alpha", 1.0))
+@op("Celu")
+def _celu(ctx, x): return x.celu(ctx.get("alpha", 1.0))
+@op("Selu")
+def _selu(ctx, x): return x.selu(ctx.get("alpha", 1.67326319217681884765625), ctx.get("gamma", 1.05070102214813232421875))
+@op("HardSigmoid")
+def _hardsigmoid(ctx, x): return (x * ctx.get("alpha", 0.2) + ctx.get("beta", 0.5)).clip(0, 1)
+@op("HardSwish")
+def _hardswish(ctx, x): return x.hardswish()
+@op("ThresholdedRelu")
+def _thresholded(ctx, x): return (x > ctx.get("alpha", 1.0)).where(x, 0)
+@op("PRelu")
+def _prelu(ctx, x, slope): return (x < 0).where(x * slope, x)
+@op("Gelu")
+def _gelu(ctx, x): return x.gelu("tanh" if ctx.get("approximate", "none") == "tanh" else "none")
+@op("Clip")
+def _clip(ctx, x, lo=None, hi=None):
+  if ctx.opset < 11: lo, hi = ctx.get("min"), ctx.get("max")
+  return x if lo is None and hi is None else x.clip(lo, hi)
+@op("Where")
+def _where(ctx, c, a, b): return c.where(a, b)
+@op("Cast")
+def _cast(ctx, x): return x.cast(onnx_dtype(ctx.get("to"), ctx.label))
+@op("CastLike")
+def _castlike(ctx, x, like): return x.cast(like.dtype)
+@op("Constant")
+def _constant(ctx):
+  for k in ("value", "value_float", "value_int", "value_floats", "value_ints"):
+    if (v := ctx.get(k)) is not None:
+      return v if isinstance(v, Tensor) else Tensor(v, dtype=dtypes.float32 if "float" in k else dtypes.int64 if _has(dtypes.int64, ctx.device) else dtypes.int32, device=ctx.device)
+  raise ctx.unsupported(f"a Constant with attributes {list(ctx.attrs)}")
+
+# matrix products, convolution, pooling
+@op("MatMul")
+def _matmul(ctx, a, b): return a @ b
+@op("Gemm")
+def _gemm(ctx, a, b, c=None):
+  a, b = a.transpose() if ctx.get("transA", 0) else a, b.transpose() if ctx.get("transB", 0) else b
+  out = (a @ b) * ctx.get("alpha", 1.0)
+  return out if c is None else out + c * ctx.get("beta", 1.0)
+
+def _padding(ctx: Ctx, x: Tensor, kernel: list[int], strides: list[int], dilations: list[int]) -> list[tuple[int, int]]:
+  """Per spatial dim (before, after), from pads or auto_pad."""
+  n, auto = len(kernel), ctx.get("auto_pad", "NOTSET")
+  if auto in ("SAME_UPPER", "SAME_LOWER"):
+    out = []
+    for i, (k, s, d) in enumerate(zip(kernel, strides, dilations)):
+      size = x.shape[2 + i]
+      total = max(0, (math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size)
+      out.append((total // 2, total - total // 2) if auto == "SAME_UPPER" else (total - total // 2, total // 2))
+    return out
+  if auto == "VALID": return [(0, 0)] * n
+  pads = ctx.get("pads", [0] * (2 * n))
+  return list(zip(pads[:n], pads[n:]))
+
+@op("Conv")
+def _conv(ctx, x, w, b=None):
+  kernel = ctx.get("kernel_shape", list(w.shape[2:]))
+  n = len(kernel)
+  strides, dilations = ctx.get("strides", [1] * n), ctx.get("dilations", [1] * n)
+  pads = _padding(ctx, x, kernel, strides, dilations)
+  return x.conv2d(w, b, groups=ctx.get("group", 1), stride=tuple(strides), dilation=tuple(dilations), padding=tuple(pads))
+
+@op("ConvTranspose")
+def _conv_transpose(ctx, x, w, b=None):
+  kernel = ctx.get("kernel_shape", list(w.shape[2:]))
+  n = len(kernel)
+  strides, dilations = ctx.get("strides", [1] * n), ctx.get("dilations", [1] * n)
+  if ctx.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or ctx.get("output_shape") is not None:
+    raise ctx.unsupported("ConvTranspose with auto_pad SAME_* or output_shape")
+  pads = ctx.get("pads", [0] * (2 * n))
+  if pads[:n] != pads[n:]: raise ctx.unsupported(f"ConvTranspose with unequal pads {pads}")
+  return x.conv_transpose2d(w, b, groups=ctx.get("group", 1), stride=tuple(strides), dilation=tuple(dilations), padding=tuple(pads[:n]),
+                            output_padding=tuple(ctx.get("output_padding", [0] * n)))
+
+def _pool(ctx, x, name: str):
+  kernel = ctx.get("kernel_shape")
+  n = len(kernel)
+  strides, dilations = ctx.get("strides", [1] * n), ctx.get("dilations", [1] * n)
+  pads = _padding(ctx, x, kernel, strides, dilations)
+  ceil = bool(ctx.get("ceil_mode", 0))
+  if name == "max":
+    if any(a != b for a, b in pads):
+      x, pads = x.pad(tuple([None, None] + list(pads)), value=-math.inf), [(0, 0)] * n
+    return x.max_pool2d(tuple(kernel), tuple(strides), tuple(dilations), tuple(a for a, _ in pads), ceil_mode=ceil)
+  include = bool(ctx.get("count_include_pad", 0))
+  if any(a != b for a, b in pads):
+    if not include: raise ctx.unsupported("AveragePool with unequal pads that are not counted")
+    x, pads = x.pad(tuple([None, None] + list(pads))), [(0, 0)] * n
+  return x.avg_pool2d(tuple(kernel), tuple(strides), tuple(dilations), tuple(a for a, _ in pads), ceil_mode=ceil, count_include_pad=include)
+@op("MaxPool")
+def _maxpool(ctx, x):
+  if ctx.get("storage_order", 0): raise ctx.unsupported("MaxPool storage_order 1")
+  return _pool(ctx, x, "max")
+@op("AveragePool")
+def _avgpool(ctx, x): return _pool(ctx, x, "avg")
+@op("GlobalAveragePool")
+def _gap(ctx, x): return x.mean(tuple(range(2, x.ndim)), keepdim=True)
+@op("GlobalMaxPool")
+def _gmp(ctx, x): return x.max(tuple(range(2, x.ndim)), keepdim=True)
+
+# normalization
+@op("BatchNormalization")
+def _batchnorm(ctx, x, scale, bias, mean, var):
+  if ctx.get("training_mode", 0): raise ctx.unsupported("BatchNormalization in training mode")
+  shape = (1, -1) + (1,) * (x.ndim - 2)
+  return (x - mean.reshape(shape)) * (scale.reshape(shape) * (var.reshape(shape) + ctx.get("epsilon", 1e-5)).rsqrt()) + bias.reshape(shape)
+@op("InstanceNormalization")
+def _instancenorm(ctx, x, scale, bias):
+  axes, shape = tuple(range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2)
+  mean = x.mean(axes, keepdim=True)
+  return (x - mean) * (x.var(axes, keepdim=True, correction=0) + ctx.get("epsilon", 1e-5)).rsqrt() * scale.reshape(shape) + bias.reshape(shape)
+@op("LayerNormalization")
+def _layernorm(ctx, x, scale, bias=None):
+  axis = _axis(ctx, x, -1)
+  axes = tuple(range(axis, x.ndim))
+  mean = x.mean(axes, keepdim=True)
+  invstd = (x.var(axes, keepdim=True, correction=0) + ctx.get("epsilon", 1e-5)).rsqrt()
+  y = (x - mean) * invstd * scale
+  return (y if bias is None else y + bias), mean, invstd
+@op("LRN")
+def _lrn(ctx, x):
+  size, alpha, beta, bias = ctx.get("size"), ctx.get("alpha", 1e-4), ctx.get("beta", 0.75), ctx.get("bias", 1.0)
+  sq = (x * x).pad(tuple([None, ((size - 1) // 2, size - 1 - (size - 1) // 2)] + [None] * (x.ndim - 2)))
+  window = sum(sq.shrink(tuple([None, (i, i + x.shape[1])] + [None] * (x.ndim - 2))) for i in range(size))
+  return x / (window * (alpha / size) + bias) ** beta
+
+# softmax family
+def _softmax_like(ctx, x, fn: str):
+  axis = _axis(ctx, x, -1 if ctx.opset >= 13 else 1)
+  if ctx.opset >= 13: return getattr(x, fn)(axis)
+  flat = x.reshape(math.prod(x.shape[:axis]), -1)   # (before opset 13: over all dims from axis on, flattened)
+  return getattr(flat, fn)(-1).reshape(x.shape)
+@op("Softmax")
+def _softmax(ctx, x): return _softmax_like(ctx, x, "softmax")
+@op("LogSoftmax")
+def _logsoftmax(ctx, x): return _softmax_like(ctx, x, "log_softmax")
+def _last_to(x: Tensor, axis: int) -> Tensor:
+  """x with its last dim moved to position `axis` (negative: counted from the end)."""
+  a = axis % x.ndim
+  return x.permute(*range(a), x.ndim - 1, *range(a, x.ndim - 1))
+@op("Hardmax")
+def _hardmax(ctx, x):
+  axis = _axis(ctx, x, -1)
+  return _last_to(x.argmax(axis).one_hot(x.shape[axis]).cast(x.dtype), axis)
+
+# reductions: axes as an attribute (before opset 18; 13 for ReduceSum) or as the second input
+def _reduce(ctx, x, axes_t, fn):
+  axes = ctx.ints(axes_t) if axes_t is not None else ctx.get("axes")
+  keep = bool(ctx.get("keepdims", 1))
+  if not axes:
+    if ctx.get("noop_with_empty_axes", 0): return x
+    axes = list(range(x.ndim))
+  return fn(x, tuple(a + x.ndim if a < 0 else a for a in axes), keep)
+for _name, _fn in {"ReduceSum": lambda x, a, k: x.sum(a, keepdim=k), "ReduceMean": lambda x, a, k: x.mean(a, keepdim=k),
+                   "ReduceMax": lambda x, a, k: x.max(a, keepdim=k), "ReduceMin": lambda x, a, k: x.min(a, keepdim=k),
+                   "ReduceProd": lambda x, a, k: x.prod(a, keepdim=k), "ReduceSumSquare": lambda x, a, k: (x * x).sum(a, keepdim=k),
+                   "ReduceL1": lambda x, a, k: x.abs().sum(a, keepdim=k), "ReduceL2": lambda x, a, k: (x * x).sum(a, keepdim=k).sqrt(),
+                   "ReduceLogSum": lambda x, a, k: x.sum(a, keepdim=k).log(), "ReduceLogSumExp": lambda x, a, k: x.logsumexp(a, keepdim=k)}.items():
+  OPS[_name] = (lambda f: lambda ctx, x, axes=None: _reduce(ctx, x, axes, f))(_fn)
+@op("ArgMax", "ArgMin")
+def _argminmax(ctx, x):
+  axis, keep = _axis(ctx, x), bool(ctx.get("keepdims", 1))
+  name = ctx.node.op_type.lower()
+  if ctx.get("select_last_index", 0):
+    return ((x.shape[axis] - 1) - getattr(x.flip(axis), name)(axis, keepdim=keep)).cast(dtypes.int64 if _has(dtypes.int64, ctx.device) else dtypes.int32)
+  return getattr(x, name)(axis, keepdim=keep).cast(dtypes.int64 if _has(dtypes.int64, ctx.device) else dtypes.int32)
+@op("CumSum")
+def _cumsum(ctx, x, axis):
+  a = ctx.ints(axis)[0]
+  y = x.flip(a) if ctx.get("reverse", 0) else x
+  out = y.cumsum(a)
+  if ctx.get("exclusive", 0): out = out - y
+  return out.flip(a) if ctx.get("reverse", 0) else out
+
+# shapes and movement
+def _index_dtype(ctx) -> DType: return dtypes.int64 if _has(dtypes.int64, ctx.device) else dtypes.int32
+@op("Shape")
+def _shape(ctx, x):
+  dims = list(x.shape)
+  start, end = ctx.get("start", 0), ctx.get("end", len(dims))
+  return Tensor(dims[start:end], dtype=_index_dtype(ctx), device=ctx.device)
+@op("Size")
+def _size(ctx, x): return Tensor(x.numel(), dtype=_index_dtype(ctx), device=ctx.device)
+@op("Reshape")
+def _reshape(ctx, x, shape):
+  s = ctx.ints(shape)
+  if not ctx.get("allowzero", 0): s = [x.shape[i] if v == 0 else v for i, v in enumerate(s)]
+  return x.reshape(s)
+@op("Flatten")
+def _flatten(ctx, x):
+  axis = _axis(ctx, x, 1)
+  return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+@op("Transpose")
+def _transpose(ctx, x): return x.permute(ctx.get("perm", list(range(x.ndim))[::-1]))
+@op("Squeeze")
+def _squeeze(ctx, x, axes=None):
+  axes = ctx.ints(axes) if axes is not None else ctx.get("axes")
+  if axes is None: return x.reshape(tuple(s for s in x.shape if s != 1))
+  axes = {a + x.ndim if a < 0 else a for a in axes}
+  return x.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
+@op("Unsqueeze")
+def _unsqueeze(ctx, x, axes=None):
+  axes = ctx.ints(axes) if axes is not None else ctx.get("axes")
+  n = x.ndim + len(axes)
+  axes, shape, it = {a + n if a < 0 else a for a in axes}, [], iter(x.shape)
+  return x.reshape(tuple(1 if i in axes else next(it) for i in range(n)))
+@op("Concat")
+def _concat(ctx, *xs): return xs[0].cat(*xs[1:], dim=_axis(ctx, xs[0]))
+@op("Split")
+def _split(ctx, x, split=None):
+  axis = _axis(ctx, x)
+  sizes = ctx.ints(split) if split is not None else ctx.get("split")
+  if sizes is None:
+    parts = ctx.get("num_outputs") or len(ctx.node.output)
+    size = math.ceil(x.shape[axis] / parts)
+    sizes = [min(size, x.shape[axis] - i * size) for i in range(parts)]
+  return x.split(sizes, axis)
+@op("Slice")
+def _slice(ctx, x, starts=None, ends=None, axes=None, steps=None):
+  if ctx.opset < 10: starts, ends, axes, steps = ctx.get("starts"), ctx.get("ends"), ctx.get("axes"), None
+  else: starts, ends, axes, steps = ctx.ints(starts), ctx.ints(ends), ctx.ints(axes), ctx.ints(steps)
+  axes = list(range(len(starts))) if axes is None else [a + x.ndim if a < 0 else a for a in axes]
+  steps = steps or [1] * len(starts)
+  index = [slice(None)] * x.ndim
+  for a, s, e, st in zip(axes, starts, ends, steps):
+    big = 1 << 62   # (INT64_MAX / INT64_MIN as "to the end": Python slices clamp any out-of-range bound)
+    index[a] = slice(max(min(s, big), -big), max(min(e, big), -big), st)
+  return x[tuple(index)]
+@op("Gather")
+def _gather(ctx, x, idx):
+  axis = _axis(ctx, x)
+  i = idx.cast(dtypes.int32)
+  i = (i < 0).where(i + x.shape[axis], i)
+  return x[(slice(None),) * axis + (i,)]
+@op("GatherElements")
+def _gather_elements(ctx, x, idx):
+  axis = _axis(ctx, x)
+  i = idx.cast(dtypes.int32)
+  return x.gather(axis, (i < 0).where(i + x.shape[axis], i))
+@op("Expand")
+def _expand(ctx, x, shape):
+  s = ctx.ints(shape)
+  n = max(len(s), x.ndim)
+  xs, s = (1,) * (n - x.ndim) + x.shape, [1] * (n - len(s)) + s
+  return x.reshape(xs).expand(tuple(a if b == 1 else b for a, b in zip(xs, s)))
+@op("Tile")
+def _tile(ctx, x, repeats): return x.repeat(ctx.ints(repeats))
+@op("Pad")
+def _pad(ctx, x, pads=None, value=None, axes=None):
+  mode = ctx.get("mode", "constant")
+  if ctx.opset < 11: pads, value = ctx.get("pads"), ctx.get("value", 0.0)
+  else: pads, value = ctx.ints(pads), (value.item() if value is not None else 0)
+  axes = list(range(x.ndim)) if axes is None else [a + x.ndim if a < 0 else a for a in ctx.ints(axes)]
+  per = [None] * x.ndim
+  for k, a in enumerate(axes): per[a] = (pads[k], pads[k + len(axes)])
+  if any(p is not None and min(p) < 0 for p in per): raise ctx.unsupported(f"Pad with negative pads {pads}")
+  return x.pad(tuple(per), mode={"edge": "replicate", "wrap": "circular"}.get(mode, mode), value=value)
+@op("ConstantOfShape")
+def _constant_of_shape(ctx, shape):
+  v = ctx.get("value")
+  s = ctx.ints(shape)
+  if v is None: return Tensor.zeros(*s, device=ctx.device) if s else Tensor.zeros((), device=ctx.device)
+  return v.reshape(()).expand(tuple(s)) if s else v.reshape(())
+@op("Range")
+def _range(ctx, start, limit, delta):
+  s, l, d = start.item(), limit.item(), delta.item()
+  n = max(0, math.ceil((l - s) / d))
+  return (Tensor.arange(n, device=ctx.device).cast(start.dtype) * d + s).cast(start.dtype)
+@op("Trilu")
+def _trilu(ctx, x, k=None):
+  k = ctx.ints(k)[0] if k is not None else 0
+  return x.triu(k) if ctx.get("upper", 1) else x.tril(k)
+@op("DepthToSpace")
+def _depth_to_space(ctx, x):
+  b, n, (c, h, w) = ctx.get("blocksize"), x.shape[0], x.shape[1:]
+  if ctx.get("mode", "DCR") == "DCR": y = x.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2)
+  else: y = x.reshape(n, c // (b * b), b, b, h, w).permute(0, 1, 4, 2, 5, 3)
+  return y.reshape(n, c // (b * b), h * b, w * b)
+@op("SpaceToDepth")
+def _space_to_depth(ctx, x):
+  b, (n, c, h, w) = ctx.get("blocksize"), x.shape
+  return x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4).reshape(n, c * b * b, h // b, w // b)
+@op("OneHot")
+def _onehot(ctx, idx, depth, values):
+  d, axis = int(ctx.ints(depth)[0]), ctx.get("axis", -1)
+  i = idx.cast(dtypes.int32)
+  i = (i < 0).where(i + d, i)
+  hot = i.unsqueeze(-1) == Tensor.arange(d, device=ctx.device)
+  return _last_to(hot.where(values[1], values[0]), axis)
+@op("Einsum")
+def _einsum(ctx, *xs): return Tensor.einsum(ctx.get("equation"), *xs)
