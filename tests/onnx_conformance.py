@@ -23,6 +23,7 @@ def compare(got: list, want: list) -> str | None:
   """None where got matches want, else why not."""
   if len(got) < len(want): return f"{len(got)} outputs, expected {len(want)}"
   for k, (g, w) in enumerate(zip(got, want)):
+    if isinstance(w, np.generic): w = np.asarray(w)   # (a numpy scalar: a 0-d tensor)
     if not isinstance(w, np.ndarray): return f"output {k}: expected a {type(w).__name__} (sequences/maps are not tensors)"
     g = np.asarray(g)
     if g.shape != w.shape: return f"output {k}: shape {g.shape}, expected {w.shape}"
@@ -62,6 +63,7 @@ def run_onnxruntime(case) -> str | None:
 
 def reason_class(why: str) -> str:
   """A failure's reason without its details, to count them."""
+  if "operator set domain" in why: return "operator set domain not supported: " + why.split("'")[1]
   if "is not supported" in why and "operator" in why: return "operator not supported: " + why.split("operator ")[1].split(" ")[0]
   return why.split(":")[0][:80] if why.startswith(("OnnxError", "output")) else why[:80]
 

@@ -585,3 +585,82 @@ def _onehot(ctx, idx, depth, values):
   return _last_to(hot.where(values[1], values[0]), axis)
 @op("Einsum")
 def _einsum(ctx, *xs): return Tensor.einsum(ctx.get("equation"), *xs)
+@op("TopK")
+def _topk(ctx, x, k):
+  axis = _axis(ctx, x, -1)
+  values, indices = x.topk(ctx.ints(k)[0], axis, largest=bool(ctx.get("largest", 1)), sorted_=bool(ctx.get("sorted", 1)))
+  return values, indices.cast(_index_dtype(ctx))
+@op("ScatterElements")
+def _scatter_elements(ctx, x, idx, updates):
+  axis = _axis(ctx, x)
+  i = idx.cast(dtypes.int32)
+  i = (i < 0).where(i + x.shape[axis], i)
+  reduction = ctx.get("reduction", "none")
+  if reduction == "none": return x.scatter(axis, i, updates)
+  return x.scatter_reduce(axis, i, updates, {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}[reduction])
+@op("CumProd")
+def _cumprod(ctx, x, axis):
+  a = ctx.ints(axis)[0]
+  a = a + x.ndim if a < 0 else a
+  y = x.flip(a) if ctx.get("reverse", 0) else x
+  if ctx.get("exclusive", 0):   # each position gets the product of those before it: y shifted on by one, with 1 first
+    y = y.shrink(tuple((0, s - 1) if d == a else None for d, s in enumerate(y.shape))).pad(tuple((1, 0) if d == a else None for d in range(y.ndim)), value=1)
+  out = y.cumprod(a)
+  return out.flip(a) if ctx.get("reverse", 0) else out
+@op("BitShift")
+def _bitshift(ctx, x, y):
+  # a shift by the width or more, or by a negative amount, is defined: 0 (right: -1 for a negative signed x, as all of
+  # its bits shifted out in an arithmetic shift), where C's shifts would be undefined
+  bits = x.dtype.itemsize * 8
+  y = y.cast(x.dtype)
+  s = y.clip(0, bits - 1)
+  if ctx.get("direction") == "LEFT": return ((y >= 0) & (y < bits)).where(x.lshift(s), 0)
+  past = (x < 0).where(-1, 0).cast(x.dtype) if not x.dtype.is_unsigned else 0
+  return (y < 0).where(0, (y >= bits).where(past, x.rshift(s)))
+@op("Dropout")
+def _dropout(ctx, x, ratio=None, training=None):
+  if training is not None and bool(training.item()): raise ctx.unsupported("Dropout in training mode (random)")
+  return x, Tensor.ones(*x.shape, dtype=dtypes.bool, device=ctx.device) if x.ndim else Tensor(True, device=ctx.device)
+@op("Swish")
+def _swish(ctx, x): return x * (x * ctx.get("alpha", 1.0)).sigmoid()
+@op("RMSNormalization")
+def _rmsnorm(ctx, x, scale):
+  axis = _axis(ctx, x, -1)
+  xf = x.float() if x.dtype != dtypes.float64 else x
+  y = xf * ((xf * xf).mean(tuple(range(axis, x.ndim)), keepdim=True) + ctx.get("epsilon", 1e-5)).rsqrt()
+  return y.cast(x.dtype) * scale
+@op("LpNormalization")
+def _lpnorm(ctx, x):
+  axis, p = _axis(ctx, x, -1), ctx.get("p", 2)
+  norm = x.abs().sum(axis, keepdim=True) if p == 1 else (x * x).sum(axis, keepdim=True).sqrt()
+  return x / norm
+@op("LpPool")
+def _lppool(ctx, x):
+  kernel, p = ctx.get("kernel_shape"), ctx.get("p", 2)
+  n = len(kernel)
+  strides, dilations = ctx.get("strides", [1] * n), ctx.get("dilations", [1] * n)
+  pads = _padding(ctx, x, kernel, strides, dilations)
+  y = x.abs() ** p
+  if any(a or b for a, b in pads): y = y.pad(tuple([None, None] + list(pads)))
+  total = y.avg_pool2d(tuple(kernel), tuple(strides), tuple(dilations), 0, ceil_mode=bool(ctx.get("ceil_mode", 0))) * math.prod(kernel)
+  return total ** (1 / p)
+
+def _nll(ctx, logp: Tensor, target: Tensor, weight: Optional[Tensor]) -> Tensor:
+  """ONNX's NegativeLogLikelihoodLoss of log-probabilities (N, C, d...) and targets (N, d...), reduced as asked."""
+  c, ignore = logp.shape[1], ctx.get("ignore_index")
+  t = target.cast(dtypes.int32)
+  classes = Tensor.arange(c, device=ctx.device).reshape((1, c) + (1,) * (t.ndim - 1))
+  hot = t.unsqueeze(1) == classes
+  if ignore is not None: hot = hot & (t != ignore).unsqueeze(1)
+  w = hot.where(weight.reshape((1, c) + (1,) * (t.ndim - 1)) if weight is not None else 1.0, 0.0).sum(1)
+  loss = -hot.where(logp, 0.0).sum(1) * (w if weight is not None else 1.0)
+  reduction = ctx.get("reduction", "mean")
+  if reduction == "none": return loss
+  if reduction == "sum": return loss.sum()
+  return loss.sum() / w.sum()
+@op("NegativeLogLikelihoodLoss")
+def _nll_loss(ctx, x, target, weight=None): return _nll(ctx, x, target, weight)
+@op("SoftmaxCrossEntropyLoss")
+def _sce_loss(ctx, scores, labels, weights=None):
+  logp = scores.log_softmax(1)
+  return _nll(ctx, logp, labels, weights), logp
