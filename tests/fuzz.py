@@ -1223,12 +1223,6 @@ def flushes_denormals(device: str) -> bool:
   """whether the device flushes float32 denormals to zero, in arithmetic or in exp2 (GPUs may: WGSL and OpenCL allow it)"""
   return 0.0 in (Tensor([1e-40], device=device) * 3.0).cat(Tensor([-130.0], device=device).exp2()).numpy().tolist()
 
-@lru_cache(maxsize=None)
-def has_float64(device: str) -> bool:
-  try: Device[device].check_dtype(dtypes.float64)
-  except TypeError: return False
-  return True
-
 def finite_math(device: str) -> bool:
   """WGSL lets a shader assume that no overflow, infinity or NaN occurs (WGSL 15.7.2, "Finite Math Assumption"): where the
   IEEE result would be one, the value is indeterminate, and lavapipe does fold x - x to 0 and 0 * inf to 0"""
@@ -1255,7 +1249,7 @@ def check(case: Case, device: str, grad: bool = True) -> Outcome:
     ref32 = run_torch(case)
     refs = [ref32, run_torch(case, f64=True), run_torch(case, True, 0x5bd1e995, NOISE64), run_torch(case, False, 0x1b873593, NOISE32)]
     if flushes_denormals(device): refs.append(run_torch(case, ftz=True))
-    if not has_float64(device): refs.append(run_torch(case, scans32=True))
+    if not Device[device].has_dtype(dtypes.float64): refs.append(run_torch(case, scans32=True))
   last = case.nodes[-1].op
   if ref32.err and ref32.err[0] == "build":   # torch rejected the graph: tinyweb must raise too
     tw = run_tinyweb(case, device, False)

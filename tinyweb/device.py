@@ -116,6 +116,7 @@ class Compiled:
     """TypeError naming this device where it cannot hold or compute dt (WEBGPU: no 64-bit types). Its code generator
     declares what it refuses (Renderer.unsupported); buffers and tensors ask the device."""
     self.renderer.check_dtype(dt, what)
+  def has_dtype(self, dt: DType) -> bool: return dt not in self.renderer.unsupported
   def synchronize(self): pass
   def flush(self):
     """Start the work launched so far. A device that records launches into one command batch (WEBGPU) submits it here;

@@ -162,7 +162,7 @@ def tensor_bytes(t: TensorProto, base_dir: Optional[str]) -> tuple[DType, tuple[
 
 def to_tensor(t: TensorProto, device: str, base_dir: Optional[str] = None) -> Tensor:
   dt, shape, raw = tensor_bytes(t, base_dir)
-  if dt in (dtypes.int64, dtypes.uint64) and not _has(dt, device):   # (WEBGPU: narrowed where every value fits in 32 bits)
+  if dt in (dtypes.int64, dtypes.uint64) and not Device[device].has_dtype(dt):   # (WEBGPU: narrowed where every value fits in 32 bits)
     vals = struct.unpack(f"<{len(raw) // 8}{dt.fmt}", raw)
     narrow = dtypes.int32 if dt == dtypes.int64 else dtypes.uint32
     if any(not narrow.min <= v <= narrow.max for v in vals):
@@ -170,10 +170,6 @@ def to_tensor(t: TensorProto, device: str, base_dir: Optional[str] = None) -> Te
     return Tensor(list(vals), dtype=narrow, device=device).reshape(shape)
   return Tensor(raw, dtype=dt, device=device).reshape(shape)
 
-def _has(dt: DType, device: str) -> bool:
-  try: Device[device].check_dtype(dt)
-  except TypeError: return False
-  return True
 
 def attribute_value(a: Attribute, device: str) -> Any:
   # AttributeProto.AttributeType: FLOAT 1, INT 2, STRING 3, TENSOR 4, GRAPH 5, FLOATS 6, INTS 7, STRINGS 8, TENSORS 9, GRAPHS 10
@@ -322,7 +318,7 @@ def _castlike(ctx, x, like): return x.cast(like.dtype)
 def _constant(ctx):
   for k in ("value", "value_float", "value_int", "value_floats", "value_ints"):
     if (v := ctx.get(k)) is not None:
-      return v if isinstance(v, Tensor) else Tensor(v, dtype=dtypes.float32 if "float" in k else dtypes.int64 if _has(dtypes.int64, ctx.device) else dtypes.int32, device=ctx.device)
+      return v if isinstance(v, Tensor) else Tensor(v, dtype=dtypes.float32 if "float" in k else _index_dtype(ctx), device=ctx.device)
   raise ctx.unsupported(f"a Constant with attributes {list(ctx.attrs)}")
 
 # matrix products, convolution, pooling
@@ -458,8 +454,8 @@ def _argminmax(ctx, x):
   axis, keep = _axis(ctx, x), bool(ctx.get("keepdims", 1))
   name = ctx.node.op_type.lower()
   if ctx.get("select_last_index", 0):
-    return ((x.shape[axis] - 1) - getattr(x.flip(axis), name)(axis, keepdim=keep)).cast(dtypes.int64 if _has(dtypes.int64, ctx.device) else dtypes.int32)
-  return getattr(x, name)(axis, keepdim=keep).cast(dtypes.int64 if _has(dtypes.int64, ctx.device) else dtypes.int32)
+    return ((x.shape[axis] - 1) - getattr(x.flip(axis), name)(axis, keepdim=keep)).cast(_index_dtype(ctx))
+  return getattr(x, name)(axis, keepdim=keep).cast(_index_dtype(ctx))
 @op("CumSum")
 def _cumsum(ctx, x, axis):
   a = ctx.ints(axis)[0]
@@ -469,7 +465,7 @@ def _cumsum(ctx, x, axis):
   return out.flip(a) if ctx.get("reverse", 0) else out
 
 # shapes and movement
-def _index_dtype(ctx) -> DType: return dtypes.int64 if _has(dtypes.int64, ctx.device) else dtypes.int32
+def _index_dtype(ctx) -> DType: return dtypes.int64 if Device[ctx.device].has_dtype(dtypes.int64) else dtypes.int32
 @op("Shape")
 def _shape(ctx, x):
   dims = list(x.shape)

@@ -10,10 +10,6 @@ from tinyweb.device import Device
 from tinyweb.tensor_helpers import _normalize_axis, _as_int
 
 
-def _device_has(dt: DType, device: str) -> bool:
-  try: Device[device].check_dtype(dt)
-  except TypeError: return False
-  return True
 
 def _before(a, b, descending: bool):
   """Whether a comes before b in sort's order: ascending with NaN last, or descending with NaN first."""
@@ -181,7 +177,7 @@ class ReduceMixin:
   def _scans_in_float64(self) -> bool:
     """PyTorch's CPU scans of float32 accumulate in float64 (cumprod([3e38, -1.4, -0.6]) stays finite, a long cumsum
     keeps its digits): so do tinyweb's, on devices that have float64."""
-    return self.dtype == dtypes.float32 and _device_has(dtypes.float64, self.device)
+    return self.dtype == dtypes.float32 and Device[self.device].has_dtype(dtypes.float64)
   def _cumsum_last(self) -> Self:
     n = self.shape[-1]
     if n <= 256:  # out[i] = sum_j x[j] for j <= i: one fused kernel with n*n work (selected, not masked by * 0: inf * 0 is NaN)
