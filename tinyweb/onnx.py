@@ -357,32 +357,59 @@ def _conv_transpose(ctx, x, w, b=None):
   kernel = ctx.get("kernel_shape", list(w.shape[2:]))
   n = len(kernel)
   strides, dilations = ctx.get("strides", [1] * n), ctx.get("dilations", [1] * n)
-  if ctx.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or ctx.get("output_shape") is not None:
-    raise ctx.unsupported("ConvTranspose with auto_pad SAME_* or output_shape")
-  pads = ctx.get("pads", [0] * (2 * n))
-  if pads[:n] != pads[n:]: raise ctx.unsupported(f"ConvTranspose with unequal pads {pads}")
-  return x.conv_transpose2d(w, b, groups=ctx.get("group", 1), stride=tuple(strides), dilation=tuple(dilations), padding=tuple(pads[:n]),
-                            output_padding=tuple(ctx.get("output_padding", [0] * n)))
+  out_pad, auto = ctx.get("output_padding", [0] * n), ctx.get("auto_pad", "NOTSET")
+  # the whole transposed convolution, then each spatial dim cut to [begin, begin + size) (zeros past its end)
+  full = x.conv_transpose2d(w, None, groups=ctx.get("group", 1), stride=tuple(strides), dilation=tuple(dilations))
+  span = [full.shape[2 + i] for i in range(n)]   # (in - 1) * stride + (kernel - 1) * dilation + 1
+  out_shape = ctx.get("output_shape")
+  if out_shape is None and auto in ("SAME_UPPER", "SAME_LOWER"): out_shape = [x.shape[2 + i] * strides[i] for i in range(n)]
+  if out_shape is not None:
+    out_shape = out_shape[-n:]
+    total = [max(0, span[i] + out_pad[i] - out_shape[i]) for i in range(n)]   # (an output longer than the span: zeros at its end)
+    begins = [t - t // 2 if auto == "SAME_LOWER" else t // 2 for t in total]
+    sizes = list(out_shape)
+  else:
+    pads = [0] * (2 * n) if auto == "VALID" else ctx.get("pads", [0] * (2 * n))
+    begins, sizes = pads[:n], [span[i] - pads[i] - pads[n + i] + out_pad[i] for i in range(n)]
+  y = full.pad(tuple([None, None] + [(0, max(0, bg + sz - sp)) for bg, sz, sp in zip(begins, sizes, span)]))
+  y = y.shrink(tuple([None, None] + [(bg, bg + sz) for bg, sz in zip(begins, sizes)]))
+  return y if b is None else y + b.reshape((1, -1) + (1,) * n)
 
 def _pool(ctx, x, name: str):
   kernel = ctx.get("kernel_shape")
   n = len(kernel)
   strides, dilations = ctx.get("strides", [1] * n), ctx.get("dilations", [1] * n)
   pads = _padding(ctx, x, kernel, strides, dilations)
-  ceil = bool(ctx.get("ceil_mode", 0))
-  if name == "max":
-    if any(a != b for a, b in pads):
-      x, pads = x.pad(tuple([None, None] + list(pads)), value=-math.inf), [(0, 0)] * n
-    return x.max_pool2d(tuple(kernel), tuple(strides), tuple(dilations), tuple(a for a, _ in pads), ceil_mode=ceil)
+  ceil, padded = bool(ctx.get("ceil_mode", 0)), any(a or b for a, b in pads)
+  spec = dict(kernel_size=tuple(kernel), stride=tuple(strides), dilation=tuple(dilations), ceil_mode=ceil)
+  if name == "max":   # (the padding explicit, as -inf: ONNX allows pads up to the kernel's size, torch half of it)
+    if padded: x = x.pad(tuple([None, None] + list(pads)), value=-math.inf if x.dtype.is_float else x.dtype.min)
+    return x.max_pool2d(**spec).cast(x.dtype)
   include = bool(ctx.get("count_include_pad", 0))
-  if any(a != b for a, b in pads):
-    if not include: raise ctx.unsupported("AveragePool with unequal pads that are not counted")
-    x, pads = x.pad(tuple([None, None] + list(pads))), [(0, 0)] * n
-  return x.avg_pool2d(tuple(kernel), tuple(strides), tuple(dilations), tuple(a for a, _ in pads), ceil_mode=ceil, count_include_pad=include)
+  if not padded: return x.avg_pool2d(**spec)
+  if ceil:   # torch's rule for windows past the end needs its own padding argument: symmetric, at most half the kernel
+    if any(a != b for a, b in pads): raise ctx.unsupported("AveragePool with ceil_mode and unequal pads")
+    return x.avg_pool2d(**spec, padding=tuple(a for a, _ in pads), count_include_pad=include)
+  total = x.pad(tuple([None, None] + list(pads))).avg_pool2d(**spec)
+  if include: return total
+  inside = Tensor.ones(*x.shape[2:], dtype=x.dtype, device=x.device).pad(tuple(pads))
+  return total / inside.reshape((1, 1) + inside.shape).avg_pool2d(**spec)   # (the mean over the window's elements inside the input)
 @op("MaxPool")
 def _maxpool(ctx, x):
-  if ctx.get("storage_order", 0): raise ctx.unsupported("MaxPool storage_order 1")
-  return _pool(ctx, x, "max")
+  if len(ctx.node.output) < 2: return _pool(ctx, x, "max")
+  # with indices: positions in the whole input, flattened row-major (storage_order 0; 1: column-major over H, W)
+  kernel = ctx.get("kernel_shape")
+  n = len(kernel)
+  strides, dilations = ctx.get("strides", [1] * n), ctx.get("dilations", [1] * n)
+  if any(a or b for a, b in _padding(ctx, x, kernel, strides, dilations)): raise ctx.unsupported("MaxPool indices with padding")
+  values, idx = x.max_pool2d(tuple(kernel), tuple(strides), tuple(dilations), ceil_mode=bool(ctx.get("ceil_mode", 0)), return_indices=True)
+  spatial = x.shape[2:]
+  idx = idx.cast(_index_dtype(ctx))
+  if ctx.get("storage_order", 0):
+    if n != 2: raise ctx.unsupported("MaxPool storage_order 1 with other than 2 spatial dims")
+    idx = (idx % spatial[1]) * spatial[0] + idx // spatial[1]
+  base = Tensor.arange(x.shape[0] * x.shape[1], device=ctx.device).cast(idx.dtype).reshape((x.shape[0], x.shape[1]) + (1,) * n)
+  return values, idx + base * math.prod(spatial)
 @op("AveragePool")
 def _avgpool(ctx, x): return _pool(ctx, x, "avg")
 @op("GlobalAveragePool")
@@ -393,9 +420,14 @@ def _gmp(ctx, x): return x.max(tuple(range(2, x.ndim)), keepdim=True)
 # normalization
 @op("BatchNormalization")
 def _batchnorm(ctx, x, scale, bias, mean, var):
-  if ctx.get("training_mode", 0): raise ctx.unsupported("BatchNormalization in training mode")
-  shape = (1, -1) + (1,) * (x.ndim - 2)
-  return (x - mean.reshape(shape)) * (scale.reshape(shape) * (var.reshape(shape) + ctx.get("epsilon", 1e-5)).rsqrt()) + bias.reshape(shape)
+  shape, eps = (1, -1) + (1,) * (x.ndim - 2), ctx.get("epsilon", 1e-5)
+  if not ctx.get("training_mode", 0):
+    return (x - mean.reshape(shape)) * (scale.reshape(shape) * (var.reshape(shape) + eps).rsqrt()) + bias.reshape(shape)
+  # training: the batch's statistics normalize, and the running ones move towards them by 1 - momentum
+  axes, m = (0,) + tuple(range(2, x.ndim)), ctx.get("momentum", 0.9)
+  bmean, bvar = x.mean(axes), x.var(axes, correction=0)
+  y = (x - bmean.reshape(shape)) * (scale.reshape(shape) * (bvar.reshape(shape) + eps).rsqrt()) + bias.reshape(shape)
+  return y, mean * m + bmean * (1 - m), var * m + bvar * (1 - m)
 @op("InstanceNormalization")
 def _instancenorm(ctx, x, scale, bias):
   axes, shape = tuple(range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2)
@@ -436,6 +468,12 @@ def _hardmax(ctx, x):
   return _last_to(x.argmax(axis).one_hot(x.shape[axis]).cast(x.dtype), axis)
 
 # reductions: axes as an attribute (before opset 18; 13 for ReduceSum) or as the second input
+def _extreme(x: Tensor, axes: tuple, keep: bool, name: str) -> Tensor:
+  """max/min, with ONNX's value for an empty set: the dtype's lowest (max) or highest (min) value, -inf/inf for floats."""
+  if all(x.shape[a] for a in axes): return getattr(x, name)(axes, keepdim=keep)
+  shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape) if keep or i not in axes)
+  fill = (x.dtype.min if name == "max" else x.dtype.max) if not x.dtype.is_float else -math.inf if name == "max" else math.inf
+  return Tensor.full(shape, fill, dtype=x.dtype, device=x.device)
 def _reduce(ctx, x, axes_t, fn):
   axes = ctx.ints(axes_t) if axes_t is not None else ctx.get("axes")
   keep = bool(ctx.get("keepdims", 1))
@@ -444,7 +482,7 @@ def _reduce(ctx, x, axes_t, fn):
     axes = list(range(x.ndim))
   return fn(x, tuple(a + x.ndim if a < 0 else a for a in axes), keep)
 for _name, _fn in {"ReduceSum": lambda x, a, k: x.sum(a, keepdim=k), "ReduceMean": lambda x, a, k: x.mean(a, keepdim=k),
-                   "ReduceMax": lambda x, a, k: x.max(a, keepdim=k), "ReduceMin": lambda x, a, k: x.min(a, keepdim=k),
+                   "ReduceMax": lambda x, a, k: _extreme(x, a, k, "max"), "ReduceMin": lambda x, a, k: _extreme(x, a, k, "min"),
                    "ReduceProd": lambda x, a, k: x.prod(a, keepdim=k), "ReduceSumSquare": lambda x, a, k: (x * x).sum(a, keepdim=k),
                    "ReduceL1": lambda x, a, k: x.abs().sum(a, keepdim=k), "ReduceL2": lambda x, a, k: (x * x).sum(a, keepdim=k).sqrt(),
                    "ReduceLogSum": lambda x, a, k: x.sum(a, keepdim=k).log(), "ReduceLogSumExp": lambda x, a, k: x.logsumexp(a, keepdim=k)}.items():
@@ -571,7 +609,8 @@ def _depth_to_space(ctx, x):
 @op("SpaceToDepth")
 def _space_to_depth(ctx, x):
   b, (n, c, h, w) = ctx.get("blocksize"), x.shape
-  return x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4).reshape(n, c * b * b, h // b, w // b)
+  order = (0, 1, 3, 5, 2, 4) if ctx.get("mode", "DCR") == "CRD" else (0, 3, 5, 1, 2, 4)
+  return x.reshape(n, c, h // b, b, w // b, b).permute(*order).reshape(n, c * b * b, h // b, w // b)
 @op("OneHot")
 def _onehot(ctx, idx, depth, values):
   d, axis = int(ctx.ints(depth)[0]), ctx.get("axis", -1)
@@ -629,7 +668,7 @@ def _rmsnorm(ctx, x, scale):
 def _lpnorm(ctx, x):
   axis, p = _axis(ctx, x, -1), ctx.get("p", 2)
   norm = x.abs().sum(axis, keepdim=True) if p == 1 else (x * x).sum(axis, keepdim=True).sqrt()
-  return x / norm
+  return (norm == 0).where(0, x / norm)   # (a zero vector stays zero)
 @op("LpPool")
 def _lppool(ctx, x):
   kernel, p = ctx.get("kernel_shape"), ctx.get("p", 2)
@@ -660,3 +699,97 @@ def _nll_loss(ctx, x, target, weight=None): return _nll(ctx, x, target, weight)
 def _sce_loss(ctx, scores, labels, weights=None):
   logp = scores.log_softmax(1)
   return _nll(ctx, logp, labels, weights), logp
+
+# Resize: separable, one axis at a time, each output position a weighted sum of n input taps found as ONNX's reference
+# finds them (the edge repeated past the ends); nearest reads the chosen tap, linear and cubic contract with an
+# (out, in) weight matrix
+def _resize_taps(ratio: float, scale: float, mode: str, ctx) -> list[float]:
+  if mode == "nearest":
+    if ratio == 1.0: return [0.0, 1.0]   # (an integer coordinate: its own position, the right of the two taps)
+    nearest = ctx.get("nearest_mode", "round_prefer_floor")
+    if nearest == "round_prefer_floor": return [float(ratio <= 0.5), float(ratio > 0.5)]
+    if nearest == "round_prefer_ceil": return [float(ratio < 0.5), float(ratio >= 0.5)]
+    return [1.0, 0.0] if nearest == "floor" else [0.0, 1.0]
+  antialias, s = bool(ctx.get("antialias", 0)), min(scale, 1.0)
+  if mode == "linear":
+    if not antialias: return [1 - ratio, ratio]
+    start = math.floor(-1 / s) + 1
+    ws = [min(1.0, max(0.0, 1 - abs((start + k - ratio) * s))) for k in range(2 - 2 * start)]
+    return [w / sum(ws) for w in ws]
+  a = ctx.get("cubic_coeff_a", -0.75)
+  def cubic(t: float) -> float:
+    t = abs(t)
+    return ((a + 2) * t - (a + 3)) * t * t + 1 if t <= 1 else ((a * t - 5 * a) * t + 8 * a) * t - 4 * a if t < 2 else 0.0
+  if not antialias: return [cubic(ratio + 1), cubic(ratio), cubic(1 - ratio), cubic(2 - ratio)]
+  start = math.floor(-2 / s) + 1
+  ws = [cubic(s * (k - ratio)) for k in range(start, 2 - start)]
+  return [w / sum(ws) for w in ws]
+
+def _resize_axis(ctx, x: Tensor, axis: int, scale: float, out_len: int, mode: str, roi: Optional[tuple[float, float]]) -> Tensor:
+  n_in, ctm = x.shape[axis], ctx.get("coordinate_transformation_mode", "half_pixel")
+  width = scale * n_in   # (the output length as a float: align_corners and half_pixel_symmetric use it)
+  rows, outside = [], []
+  for o in range(out_len):
+    if ctm == "align_corners": src = 0.0 if width == 1 else o * (n_in - 1) / (width - 1)
+    elif ctm == "asymmetric": src = o / scale
+    elif ctm == "pytorch_half_pixel": src = -0.5 if width == 1 else (o + 0.5) / scale - 0.5
+    elif ctm == "half_pixel": src = (o + 0.5) / scale - 0.5
+    elif ctm == "half_pixel_symmetric": src = n_in / 2 * (1 - out_len / width) + (o + 0.5) / scale - 0.5
+    elif ctm == "tf_crop_and_resize":
+      lo, hi = roi if roi is not None else (0.0, 1.0)
+      src = (hi - lo) * (n_in - 1) / 2 if width == 1 else o * (hi - lo) * (n_in - 1) / (width - 1)
+      src += lo * (n_in - 1)
+    else: raise ctx.unsupported(f"Resize coordinate_transformation_mode {ctm!r}")
+    outside.append(ctm == "tf_crop_and_resize" and not 0 <= src <= n_in - 1)
+    base = math.floor(src)
+    taps = _resize_taps(1.0 if src == base else src - base, scale, mode, ctx)
+    n, pad = len(taps), math.ceil(len(taps) / 2)
+    p = math.floor(src + pad)
+    frac = src + pad - p
+    first = p + ((-(n // 2) if frac == 0 else -(n // 2) + 1) if n % 2 == 0 else (-((n - 1) // 2) + (frac > 0.5)))
+    idx = [first + k - pad for k in range(n)]
+    if ctx.get("exclude_outside", 0):
+      taps = [0.0 if not 0 <= i < n_in else w for i, w in zip(idx, taps)]
+      total = sum(taps) or 1.0
+      taps = [w / total for w in taps]
+    rows.append([(min(max(i, 0), n_in - 1), w) for i, w in zip(idx, taps)])
+  moved = x.transpose(axis, -1) if axis != x.ndim - 1 else x
+  if mode == "nearest":   # one tap per output: read it
+    pick = Tensor([next(i for i, w in r if w == 1.0) for r in rows], dtype=dtypes.int32, device=ctx.device)
+    out = moved[(Ellipsis, pick)]
+  else:
+    weights = [[0.0] * n_in for _ in range(out_len)]
+    for o, r in enumerate(rows):
+      for i, w in r: weights[o][i] += w
+    wt = Tensor(weights, dtype=x.dtype if x.dtype.is_float else dtypes.float32, device=ctx.device)
+    out = (moved.cast(wt.dtype) @ wt.transpose()).cast(x.dtype)
+  if any(outside):
+    mask = Tensor(outside, device=ctx.device)
+    out = mask.where(Tensor(ctx.get("extrapolation_value", 0.0), dtype=out.dtype, device=ctx.device), out)
+  return out.transpose(axis, -1) if axis != x.ndim - 1 else out
+
+@op("Resize", "Upsample")
+def _resize(ctx, x, roi=None, scales=None, sizes=None):
+  if ctx.node.op_type == "Upsample": scales, roi = (roi if roi is not None else None), None   # (Upsample: X, scales)
+  mode = ctx.get("mode", "nearest")
+  if mode not in ("nearest", "linear", "cubic"): raise ctx.unsupported(f"Resize mode {mode!r}")
+  r = x.ndim
+  axes = [a + r if a < 0 else a for a in ctx.get("axes", list(range(r)))]
+  sc = [float(v) for v in scales.tolist()] if scales is not None and scales.numel() else (ctx.get("scales") if ctx.node.op_type == "Upsample" else None)
+  sz = ctx.ints(sizes) if sizes is not None and sizes.numel() else None
+  roi_vals = [float(v) for v in roi.tolist()] if roi is not None and roi.numel() else None
+  scale, out = [1.0] * r, list(x.shape)
+  if sz is not None:
+    for i, a in enumerate(axes): scale[a], out[a] = sz[i] / x.shape[a], sz[i]
+    policy = ctx.get("keep_aspect_ratio_policy", "stretch")
+    if policy != "stretch":
+      common = (min if policy == "not_larger" else max)(scale[a] for a in axes)
+      for a in axes: scale[a], out[a] = common, int(common * x.shape[a] + 0.5)
+  elif sc is not None:
+    for i, a in enumerate(axes): scale[a], out[a] = sc[i], int(sc[i] * x.shape[a])
+  else: raise ctx.unsupported("Resize without scales or sizes")
+  rois = {a: (roi_vals[i], roi_vals[i + len(axes)]) for i, a in enumerate(axes)} if roi_vals else {}
+  for a in axes:
+    if math.isclose(scale[a], 1.0) and out[a] == x.shape[a] and a not in rois: continue
+    x = _resize_axis(ctx, x, a, scale[a], out[a], mode, rois.get(a))
+  return x
