@@ -95,6 +95,13 @@ def test_tensor_from_bytes(device):
 
 NP_DTYPES = [n for n in ALL if DT[n][1] is not None]
 
+def test_tensor_from_ml_dtypes_bfloat16(device):
+  ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes (installed with onnx, tinyweb[test]) is not installed")
+  a = np.array([[1.5, -2.25], [3e38, -np.inf]], dtype=ml_dtypes.bfloat16)
+  t = Tensor(a, device=device)
+  assert t.dtype == dtypes.bfloat16 and t.shape == (2, 2)
+  np.testing.assert_array_equal(t.numpy(), a.astype(np.float32))
+
 @pytest.mark.browser
 def test_tensor_from_numpy(device):
   for dname in NP_DTYPES:

@@ -793,3 +793,55 @@ def _resize(ctx, x, roi=None, scales=None, sizes=None):
     if math.isclose(scale[a], 1.0) and out[a] == x.shape[a] and a not in rois: continue
     x = _resize_axis(ctx, x, a, scale[a], out[a], mode, rois.get(a))
   return x
+
+@op("Attention")
+def _attention(ctx, q, k, v, mask=None, past_k=None, past_v=None, nonpad=None):
+  """ONNX's Attention (opset 23+): softmax((Q * s)(K * s)^T [softcapped] + bias) V with s = sqrt(scale), the bias from
+  attn_mask (bool: -inf where False; float: added; shorter than the keys: padded), is_causal (aligned to the bottom
+  right, after past keys) and nonpad_kv_seqlen; grouped heads share K/V; a row with every key masked gives 0."""
+  three_d = q.ndim == 3
+  if three_d:
+    qh, kvh = ctx.get("q_num_heads"), ctx.get("kv_num_heads")
+    q = q.reshape(q.shape[0], q.shape[1], qh, -1).transpose(1, 2)
+    k, v = (t.reshape(t.shape[0], t.shape[1], kvh, -1).transpose(1, 2) for t in (k, v))
+  scale = ctx.get("scale")
+  s = math.sqrt(scale if scale is not None else 1 / math.sqrt(q.shape[3]))
+  if past_k is not None: k = past_k.cat(k, dim=2)
+  if past_v is not None: v = past_v.cat(v, dim=2)
+  present_k, present_v = k, v
+  n_q, n_kv = q.shape[2], k.shape[2]
+  ninf = Tensor(-math.inf, dtype=q.dtype, device=ctx.device)
+  bias = Tensor.zeros(n_q, n_kv, dtype=q.dtype, device=ctx.device)
+  if mask is not None:
+    if (short := n_kv - mask.shape[-1]) > 0:
+      mask = mask.pad(tuple([None] * (mask.ndim - 1) + [(0, short)]), value=False if mask.dtype == dtypes.bool else -math.inf)
+    bias = bias + (mask.where(0.0, ninf) if mask.dtype == dtypes.bool else mask.cast(q.dtype))
+  # causal and sliding-window masks compare a query's position (its row plus the keys before its block: the past keys,
+  # or per batch nonpad_kv_seqlen - n_q) with a key's
+  rows, cols = Tensor.arange(n_q, device=ctx.device).reshape(1, 1, n_q, 1), Tensor.arange(n_kv, device=ctx.device).reshape(1, 1, 1, n_kv)
+  offset = (nonpad.cast(dtypes.int32) - n_q).reshape(-1, 1, 1, 1) if past_k is None and nonpad is not None else \
+    (past_k.shape[2] if past_k is not None else 0)
+  diff = rows + offset - cols
+  if ctx.get("is_causal", 0): bias = bias + (diff >= 0).where(0.0, ninf)
+  left, right = ctx.get("left_window_size", -1), ctx.get("right_window_size", -1)
+  if left >= 0: bias = bias + (diff <= left).where(0.0, ninf)
+  if right >= 0: bias = bias + (-diff <= right).where(0.0, ninf)
+  if nonpad is not None:
+    keep = Tensor.arange(n_kv, device=ctx.device).reshape(1, 1, 1, n_kv) < nonpad.cast(dtypes.int32).reshape(-1, 1, 1, 1)
+    bias = bias + keep.where(0.0, ninf)
+  if q.shape[1] != k.shape[1] and q.shape[1] % k.shape[1] == 0 and k.shape[1] == v.shape[1]:   # grouped-query heads
+    k, v = k.repeat_interleave(q.shape[1] // k.shape[1], 1), v.repeat_interleave(q.shape[1] // k.shape[1], 1)
+  qk = (q * s) @ (k * s).transpose(-1, -2)
+  if (cap := ctx.get("softcap", 0.0)) and cap > 0: qk = (qk / cap).tanh() * cap
+  with_bias = qk + bias
+  mode = ctx.get("qk_matmul_output_mode", 0)
+  qk_out = with_bias if mode == 2 else qk
+  precision = ctx.get("softmax_precision")
+  logits = with_bias.cast(onnx_dtype(precision, ctx.label)) if precision else with_bias
+  probs = logits.softmax(-1)
+  all_masked = bias.max(-1, keepdim=True) == -math.inf
+  probs = all_masked.where(0.0, probs)
+  if mode == 3: qk_out = probs
+  out = probs.cast(q.dtype) @ v
+  if three_d: out = out.transpose(1, 2).reshape(out.shape[0], out.shape[2], -1)
+  return out, present_k, present_v, qk_out.cast(q.dtype)

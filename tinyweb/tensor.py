@@ -58,7 +58,7 @@ def _array_bytes(arr) -> bytes | memoryview:
   copy it once more first), else (read-only, or Pyodide's numpy, whose arrays have no buffer interface) a copy."""
   if arr.flags.writeable:
     try: return memoryview(arr.reshape(-1)).cast("B")
-    except TypeError: pass
+    except (TypeError, ValueError): pass   # (ValueError: a dtype the buffer protocol lacks, ml_dtypes' bfloat16)
   return arr.tobytes()
 
 def _pack_values(op: str, vals: list, dt: Optional[DType], device: str) -> tuple[DType, bytes]:
@@ -84,7 +84,8 @@ def _no_multi_device(op: str, devices):
 
 _NP_NAMES = {"bool": dtypes.bool, "int8": dtypes.int8, "uint8": dtypes.uint8, "int16": dtypes.int16, "uint16": dtypes.uint16,
              "int32": dtypes.int32, "uint32": dtypes.uint32, "int64": dtypes.int64, "uint64": dtypes.uint64,
-             "float16": dtypes.float16, "float32": dtypes.float32, "float64": dtypes.float64}
+             "float16": dtypes.float16, "float32": dtypes.float32, "float64": dtypes.float64,
+             "bfloat16": dtypes.bfloat16}   # (ml_dtypes' bfloat16, which jax and onnx use: the same 16-bit patterns)
 
 # The API by topic, in mixins (one module each, none of which imports this one); the core is here: construction,
 # properties, realization, autograd and the primitives everything else is built from.
