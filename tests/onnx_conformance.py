@@ -17,13 +17,14 @@ def cases(only: list[str] | None = None) -> list:
     out = collect_testcases()
   return [c for c in out if not only or any(o in c.name for o in only)]
 
-def kind(a: np.ndarray) -> str: return "b" if a.dtype == np.bool_ else "f" if a.dtype.kind in "fc" else "i"
+def kind(a: np.ndarray) -> str:   # (ml_dtypes' bfloat16 and float8 types are floats of numpy kind "V")
+  return "b" if a.dtype == np.bool_ else "f" if a.dtype.kind in "fc" or "float" in a.dtype.name else "i"
 
 def compare(got: list, want: list) -> str | None:
   """None where got matches want, else why not."""
   if len(got) < len(want): return f"{len(got)} outputs, expected {len(want)}"
   for k, (g, w) in enumerate(zip(got, want)):
-    if isinstance(w, np.generic): w = np.asarray(w)   # (a numpy scalar: a 0-d tensor)
+    w = as_array(w)
     if not isinstance(w, np.ndarray): return f"output {k}: expected a {type(w).__name__} (sequences/maps are not tensors)"
     g = np.asarray(g)
     if g.shape != w.shape: return f"output {k}: shape {g.shape}, expected {w.shape}"
@@ -35,9 +36,14 @@ def compare(got: list, want: list) -> str | None:
       return f"output {k}: {int(bad.sum())}/{bad.size} values differ, at {i}: {g[i]!r}, expected {w[i]!r}"
   return None
 
+def as_array(v):
+  """A test datum as numpy: numpy scalars as 0-d arrays, TensorProtos (how the cast tests give theirs) converted by onnx."""
+  from onnx import TensorProto, numpy_helper
+  return np.asarray(v) if isinstance(v, np.generic) else numpy_helper.to_array(v) if isinstance(v, TensorProto) else v
+
 def inputs_of(model, data: list) -> dict:
   names = [v.name for v in model.graph.input if v.name not in {t.name for t in model.graph.initializer}]
-  return dict(zip(names, [np.asarray(v) if isinstance(v, np.generic) else v for v in data]))   # (numpy scalars: 0-d tensors)
+  return dict(zip(names, [as_array(v) for v in data]))
 
 def run_tinyweb(case, device: str) -> str | None:
   from tinyweb.onnx import load
