@@ -88,18 +88,19 @@ def test_malformed_and_unsupported_models_raise_onnx_error():
   strs = _model([helper.make_node("Identity", ["s"], ["y"])], [], [helper.make_tensor_value_info("y", TP.STRING, [1])], [s])
   with pytest.raises(OnnxError, match="ONNX data type STRING is not supported"): load(strs, device="CPU")
 
-def test_runs_lazily_and_matches_onnxruntime_on_a_small_cnn():
+def test_runs_lazily_and_matches_onnxruntime_on_a_small_cnn(device):
+  # (on every device: WEBGPU gets the int64 shape initializer narrowed to int32)
   ort = pytest.importorskip("onnxruntime", reason="onnxruntime (tinyweb[test]) is not installed")
   rng = np.random.default_rng(0)
   w1, b1 = rng.standard_normal((8, 3, 3, 3)).astype(np.float32), rng.standard_normal(8).astype(np.float32)
   w2 = rng.standard_normal((10, 8 * 4 * 4)).astype(np.float32)
   nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]), helper.make_node("Relu", ["c"], ["r"]),
-           helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]), helper.make_node("Flatten", ["p"], ["f"]),
+           helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]), helper.make_node("Reshape", ["p", "shape"], ["f"]),
            helper.make_node("Gemm", ["f", "w2"], ["y"], transB=1), helper.make_node("Softmax", ["y"], ["z"], axis=1)]
-  inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"))]
+  inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"), (np.array([2, -1], np.int64), "shape"))]
   model = _model(nodes, [helper.make_tensor_value_info("x", TP.FLOAT, [2, 3, 16, 16])], [helper.make_tensor_value_info("z", TP.FLOAT, [2, 10])], inits)
   x = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
-  out = load(model, device="CPU")({"x": Tensor(x)})["z"]
+  out = load(model, device=device)({"x": Tensor(x, device=device)})["z"]
   assert isinstance(out, Tensor) and out.dtype == dtypes.float32
   want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
   np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-6)
@@ -134,3 +135,15 @@ def test_onnx_backend_node_case(name):
 
 def test_expected_failures_list_only_known_cases():
   assert not (unknown := set(expected_failures()) - set(NODE_CASES)), f"not an ONNX node test: {sorted(unknown)[:5]}"
+
+def test_int64_initializers_on_a_device_without_int64_narrow_or_raise(device):
+  from tinyweb import Device
+  def model(vals):
+    t = numpy_helper.from_array(np.array(vals, np.int64), "w")
+    g = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [], [helper.make_tensor_value_info("y", TP.INT64, [len(vals)])], [t])
+    return helper.make_model(g).SerializeToString()
+  small, big = [-5, 2 ** 31 - 1], [1, 2 ** 40]
+  np.testing.assert_array_equal(load(model(small), device=device)({})["y"].numpy(), small)
+  if Device[device].has_dtype(dtypes.int64): np.testing.assert_array_equal(load(model(big), device=device)({})["y"].numpy(), big)
+  else:
+    with pytest.raises(OnnxError, match="int64 values past int32's range"): load(model(big), device=device)
