@@ -3,7 +3,8 @@ tinyweb.onnx and with onnxruntime, side by side, under one comparison: outputs o
 (float/int/bool), values within rtol 1e-3 and atol 1e-5, NaN equal.
 
   python -m tests.onnx_conformance --device CPU            # pass counts of both, and tinyweb's failures by reason
-  python -m tests.onnx_conformance --only relu,conv -v     # the cases whose name contains one of these, each listed"""
+  python -m tests.onnx_conformance --only relu,conv -v     # the cases whose name contains one of these, each listed
+  python -m tests.onnx_conformance --tinygrad              # also tinygrad 0.14's OnnxRunner, the peer"""
 from __future__ import annotations
 import argparse, collections, sys, time, warnings
 import numpy as np
@@ -67,6 +68,23 @@ def run_onnxruntime(case) -> str | None:
   except Exception as e: return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
   return None
 
+def run_tinygrad(case) -> str | None:
+  """tinygrad 0.14's OnnxRunner (tinygrad.nn.onnx; DEV=CPU), the peer."""
+  import os, tempfile
+  os.environ.setdefault("DEV", "CPU")
+  from tinygrad import Tensor as TgTensor
+  from tinygrad.nn.onnx import OnnxRunner
+  try:
+    with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
+      f.write(case.model.SerializeToString()); f.flush()
+      runner = OnnxRunner(f.name)
+    for inputs, outputs in case.data_sets:
+      got = runner({k: TgTensor(v) if isinstance(v, np.ndarray) else v for k, v in inputs_of(case.model, inputs).items()})
+      names = [o.name for o in case.model.graph.output]
+      if (why := compare([got[n].numpy() if hasattr(got[n], "numpy") else got[n] for n in names], outputs)) is not None: return why
+  except Exception as e: return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+  return None
+
 def reason_class(why: str) -> str:
   """A failure's reason without its details, to count them."""
   if "operator set domain" in why: return "operator set domain not supported: " + why.split("'")[1]
@@ -78,18 +96,21 @@ def main(argv=None):
   ap.add_argument("--device", default="CPU")
   ap.add_argument("--only", default=None, help="comma-separated parts of case names")
   ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime")
+  ap.add_argument("--tinygrad", action="store_true", help="also tinygrad 0.14's OnnxRunner (the peer; slow)")
   ap.add_argument("-v", action="store_true", help="list every case")
   a = ap.parse_args(argv)
   cs = cases(a.only.split(",") if a.only else None)
-  t0, tw_fail, ort_fail = time.perf_counter(), {}, {}
+  t0, tw_fail, ort_fail, tg_fail = time.perf_counter(), {}, {}, {}
   for c in cs:
     if (why := run_tinyweb(c, a.device)) is not None: tw_fail[c.name] = why
     if not a.no_ort and (why_ort := run_onnxruntime(c)) is not None: ort_fail[c.name] = why_ort
+    if a.tinygrad and (why_tg := run_tinygrad(c)) is not None: tg_fail[c.name] = why_tg
     if a.v: print(f"{c.name:70} tinyweb {'ok' if c.name not in tw_fail else tw_fail[c.name]}", flush=True)
   n = len(cs)
   print(f"\nONNX backend node tests: {n} cases, device {a.device}, rtol {RTOL} atol {ATOL} ({time.perf_counter() - t0:.0f} s)")
   print(f"  tinyweb     passes {n - len(tw_fail)}")
   if not a.no_ort: print(f"  onnxruntime passes {n - len(ort_fail)}")
+  if a.tinygrad: print(f"  tinygrad    passes {n - len(tg_fail)}")
   by = collections.Counter(reason_class(w) for w in tw_fail.values())
   print("tinyweb's failures by reason:")
   for r, k in by.most_common(40): print(f"  {k:5}  {r}")
