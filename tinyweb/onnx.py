@@ -207,25 +207,33 @@ class OnnxRunner:
     for name, v in inputs.items():
       if name not in self.inputs and name not in self.initializers: raise OnnxError(f"unknown input {name!r}; the model takes {self.inputs}")
       values[name] = v.to(self.device) if isinstance(v, Tensor) else Tensor(v, device=self.device)
-    for k, node in enumerate(self.graph.node):
-      label = f"node {k} ({node.op_type}{' ' + repr(node.name) if node.name else ''})"
+    self.run_graph(self.graph, values)
+    return {n: values[n] for n in self.outputs}
+
+  def run_graph(self, graph: Graph, values: dict, where: str = "") -> list:
+    """Runs graph's nodes on values (name -> Tensor, updated in place: a subgraph sees its outer scope's names) and
+    returns its outputs."""
+    if graph is not self.graph:
+      for t in graph.initializer: values[t.name] = to_tensor(t, self.device)
+    for k, node in enumerate(graph.node):
+      label = f"{where}node {k} ({node.op_type}{' ' + repr(node.name) if node.name else ''})"
       if node.domain not in ("", "ai.onnx"): raise OnnxError(f"{label}: domain {node.domain!r} is not supported")
       if (op := OPS.get(node.op_type)) is None: raise OnnxError(f"{label}: operator {node.op_type} is not supported")
       try: args = [values[n] for n in node.input]
       except KeyError as e: raise OnnxError(f"{label}: input {e.args[0]!r} is not computed before it") from None
       attrs = {a.name: attribute_value(a, self.device) for a in node.attribute}
-      try: out = op(Ctx(self, node, attrs, label), *args)
+      try: out = op(Ctx(self, node, attrs, label, values), *args)
       except OnnxError: raise
       except (ValueError, TypeError, RuntimeError, IndexError, NotImplementedError) as e:
         raise OnnxError(f"{label}: {type(e).__name__}: {e}") from e
       outs = out if isinstance(out, (tuple, list)) else (out,)
       for name, v in zip(node.output, outs): values[name] = v
-    return {n: values[n] for n in self.outputs}
+    return [values[o.name] for o in graph.output]
 
 class Ctx:
   """What an operator sees besides its inputs: its attributes, the model's opset, the device."""
-  def __init__(self, runner: OnnxRunner, node: Node, attrs: dict, label: str):
-    self.runner, self.node, self.attrs, self.label = runner, node, attrs, label
+  def __init__(self, runner: OnnxRunner, node: Node, attrs: dict, label: str, values: dict):
+    self.runner, self.node, self.attrs, self.label, self.values = runner, node, attrs, label, values
   @property
   def device(self) -> str: return self.runner.device
   @property
@@ -845,3 +853,158 @@ def _attention(ctx, q, k, v, mask=None, past_k=None, past_v=None, nonpad=None):
   out = probs.cast(q.dtype) @ v
   if three_d: out = out.transpose(1, 2).reshape(out.shape[0], out.shape[2], -1)
   return out, present_k, present_v, qk_out.cast(q.dtype)
+
+# control flow, evaluated when the graph is built (the condition is read)
+@op("If")
+def _if(ctx, cond):
+  branch = ctx.get("then_branch") if bool(cond.item()) else ctx.get("else_branch")
+  return ctx.runner.run_graph(branch, dict(ctx.values), f"{ctx.label} > ")
+
+# quantization (y = saturate(round_half_even(x / scale) + zero_point), x = (y - zero_point) * scale), per tensor, per
+# axis or per block
+def _along(ctx, p: Tensor, x: Tensor, axis_default: int = 1) -> Tensor:
+  """A scale or zero point shaped to broadcast against x: a scalar as it is, a 1-D one along `axis`, a blocked one
+  repeated block_size times along it."""
+  if p.ndim == 0 or p.numel() == 1: return p.reshape(())
+  axis = ctx.get("axis", axis_default)
+  axis = axis + x.ndim if axis < 0 else axis
+  if (block := ctx.get("block_size", 0)) and p.ndim == x.ndim:
+    return p.repeat_interleave(block, axis).shrink(tuple((0, x.shape[axis]) if d == axis else None for d in range(x.ndim)))
+  return p.reshape(tuple(-1 if d == axis else 1 for d in range(x.ndim)))
+def _saturate(y: Tensor, dt: DType) -> Tensor: return y.clip(dt.min, dt.max).cast(dt)
+@op("QuantizeLinear")
+def _quantize(ctx, x, scale, zp=None):
+  dt = zp.dtype if zp is not None else onnx_dtype(ctx.get("output_dtype", 2) or 2, ctx.label)
+  q = (x.float() / _along(ctx, scale, x).float()).round()
+  if zp is not None: q = q + _along(ctx, zp, x).float()
+  return _saturate(q, dt)
+@op("DequantizeLinear")
+def _dequantize(ctx, x, scale, zp=None):
+  y = x.float() if zp is None else x.cast(dtypes.int32) - _along(ctx, zp, x).cast(dtypes.int32)
+  return (y.float() * _along(ctx, scale, x).float()).cast(scale.dtype)
+@op("DynamicQuantizeLinear")
+def _dynamic_quantize(ctx, x):
+  lo, hi = x.min().minimum(0.0), x.max().maximum(0.0)
+  scale = (hi - lo) / 255
+  zp = _saturate((-lo / scale).round(), dtypes.uint8)
+  return _saturate((x / scale).round() + zp.float(), dtypes.uint8), scale, zp
+def _minus_zero_point(x: Tensor, zp: Optional[Tensor], axis: int) -> Tensor:
+  x = x.cast(dtypes.int32)
+  if zp is None: return x
+  return x - (zp.reshape(()) if zp.numel() == 1 else zp.reshape(tuple(-1 if d == axis else 1 for d in range(x.ndim)))).cast(dtypes.int32)
+@op("MatMulInteger")
+def _matmul_integer(ctx, a, b, a_zp=None, b_zp=None):
+  return _minus_zero_point(a, a_zp, a.ndim - 2) @ _minus_zero_point(b, b_zp, b.ndim - 1)
+@op("ConvInteger")
+def _conv_integer(ctx, x, w, x_zp=None, w_zp=None):
+  xs, ws = _minus_zero_point(x, x_zp, -1), _minus_zero_point(w, w_zp, 0)
+  return _conv(ctx, xs.float(), ws.float()).round().cast(dtypes.int32)   # (exact: the tests' sums stay below 2^24)
+@op("QLinearMatMul")
+def _qlinear_matmul(ctx, a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp):
+  real = ((a.cast(dtypes.int32) - a_zp.cast(dtypes.int32)).float() * a_scale) @ ((b.cast(dtypes.int32) - b_zp.cast(dtypes.int32)).float() * b_scale)
+  return _saturate((real / y_scale).round() + y_zp.float(), y_zp.dtype)
+@op("QLinearConv")
+def _qlinear_conv(ctx, x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, b=None):
+  xr = (x.cast(dtypes.int32) - x_zp.cast(dtypes.int32)).float() * x_scale
+  ws = w_scale.reshape(-1, *([1] * (w.ndim - 1))) if w_scale.numel() > 1 else w_scale
+  wz = w_zp.reshape(-1, *([1] * (w.ndim - 1))) if w_zp.numel() > 1 else w_zp
+  wr = (w.cast(dtypes.int32) - wz.cast(dtypes.int32)).float() * ws
+  br = None if b is None else b.float() * (x_scale * w_scale.reshape(-1))
+  return _saturate((_conv(ctx, xr, wr, br) / y_scale).round() + y_zp.float(), y_zp.dtype)
+
+# gathers and scatters by index tuples (GatherND/ScatterND): each index row names a slice of data; flattened here to
+# element positions
+def _nd_positions(data: Tensor, idx: Tensor, batch_dims: int = 0) -> tuple[Tensor, int]:
+  """For each index row of idx (..., k): the flat positions of the slice data[batch..., i0, ..., ik-1, :] it names
+  (an extra last dim of the slice's size), and that size."""
+  k = idx.shape[-1]
+  dims = data.shape[batch_dims:batch_dims + k]
+  inner = math.prod(data.shape[batch_dims + k:])
+  i = idx.cast(dtypes.int32)
+  i = (i < 0).where(i + Tensor(list(dims), dtype=dtypes.int32, device=data.device), i)
+  strides = [math.prod(dims[j + 1:]) * inner for j in range(k)]
+  flat = (i * Tensor(strides, dtype=dtypes.int32, device=data.device)).sum(-1)
+  if batch_dims:   # each batch position's own block of data
+    per_batch = math.prod(data.shape[batch_dims:])
+    nb = math.prod(data.shape[:batch_dims])
+    flat = flat.reshape(nb, -1) + Tensor.arange(nb, device=data.device).reshape(nb, 1) * per_batch
+  return flat.reshape(-1, 1) + Tensor.arange(inner, device=data.device).reshape(1, inner), inner
+@op("GatherND")
+def _gather_nd(ctx, data, idx):
+  b = ctx.get("batch_dims", 0)
+  pos, _ = _nd_positions(data, idx, b)
+  return data.flatten()[pos.flatten()].reshape(idx.shape[:-1] + data.shape[b + idx.shape[-1]:])
+@op("ScatterND")
+def _scatter_nd(ctx, data, idx, updates):
+  pos, _ = _nd_positions(data, idx)
+  flat, src, reduction = data.flatten(), updates.flatten().cast(data.dtype), ctx.get("reduction", "none")
+  out = flat.scatter(0, pos.flatten(), src) if reduction == "none" else \
+    flat.scatter_reduce(0, pos.flatten(), src, {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}[reduction])
+  return out.reshape(data.shape)
+OPS["Scatter"] = OPS["ScatterElements"]   # (the old name, opset 9-10)
+
+# data-dependent shapes: the values are read
+@op("Compress")
+def _compress(ctx, x, cond):
+  keep = [i for i, c in enumerate(cond.tolist()) if c]
+  axis = ctx.get("axis")
+  if axis is None: x, axis = x.flatten(), 0
+  axis = axis + x.ndim if axis < 0 else axis
+  keep = [i for i in keep if i < x.shape[axis]]
+  return x[(slice(None),) * axis + (Tensor(keep, dtype=dtypes.int32, device=ctx.device),)] if keep else \
+    x.shrink(tuple((0, 0) if d == axis else None for d in range(x.ndim)))
+@op("NonZero")
+def _nonzero(ctx, x):
+  import itertools
+  flat = x.flatten().tolist()
+  hits = [pos for pos, v in zip(itertools.product(*[range(s) for s in x.shape]), flat) if v]
+  cols = [[p[d] for p in hits] for d in range(x.ndim)]
+  return Tensor(cols, dtype=_index_dtype(ctx), device=ctx.device).reshape(x.ndim, len(hits))
+@op("ReverseSequence")
+def _reverse_sequence(ctx, x, lens):
+  t_axis, b_axis = ctx.get("time_axis", 0), ctx.get("batch_axis", 1)
+  T, B, ls = x.shape[t_axis], x.shape[b_axis], ctx.ints(lens)
+  order = [[ls[b] - 1 - t if t < ls[b] else t for b in range(B)] for t in range(T)]   # (time, batch)
+  idx = Tensor(order, dtype=dtypes.int32, device=ctx.device)
+  if t_axis > b_axis: idx = idx.transpose()
+  shape = [1] * x.ndim
+  shape[t_axis], shape[b_axis] = T, B
+  return x.gather(t_axis, idx.reshape(shape).expand(x.shape))
+
+@op("EyeLike")
+def _eyelike(ctx, x):
+  n, m = x.shape
+  dt = onnx_dtype(ctx.get("dtype"), ctx.label) if ctx.get("dtype") is not None else x.dtype
+  rows, cols = Tensor.arange(n, device=ctx.device).reshape(n, 1), Tensor.arange(m, device=ctx.device).reshape(1, m)
+  return (cols - rows == ctx.get("k", 0)).cast(dt)
+@op("Shrink")
+def _shrink(ctx, x):
+  lambd, bias = ctx.get("lambd", 0.5), ctx.get("bias", 0.0)
+  return (x < -lambd).where(x + bias, (x > lambd).where(x - bias, 0)).cast(x.dtype)
+@op("GroupNormalization")
+def _group_norm(ctx, x, scale, bias):
+  g, eps = ctx.get("num_groups"), ctx.get("epsilon", 1e-5)
+  n, c = x.shape[:2]
+  grouped = x.reshape(n, g, -1)
+  mean, var = grouped.mean(-1, keepdim=True), grouped.var(-1, keepdim=True, correction=0)
+  y = ((grouped - mean) * (var + eps).rsqrt()).reshape(x.shape)
+  if scale.shape[0] != c: scale, bias = scale.repeat_interleave(c // g, 0), bias.repeat_interleave(c // g, 0)   # (opset 18: per group)
+  shape = (1, c) + (1,) * (x.ndim - 2)
+  return y * scale.reshape(shape) + bias.reshape(shape)
+@op("MeanVarianceNormalization")
+def _mvn(ctx, x):
+  axes = tuple(a + x.ndim if a < 0 else a for a in ctx.get("axes", [0, 2, 3]))
+  mean = x.mean(axes, keepdim=True)
+  return (x - mean) / (((x * x).mean(axes, keepdim=True) - mean * mean).sqrt() + 1e-9)
+
+def _window(ctx, size, terms: list[float]) -> Tensor:
+  n = int(ctx.ints(size)[0])
+  period = n if ctx.get("periodic", 1) else n - 1
+  vals = [sum(c * math.cos(2 * math.pi * j * i / period) for j, c in enumerate(terms)) if period else 1.0 for i in range(n)]
+  return Tensor(vals, dtype=onnx_dtype(ctx.get("output_datatype", 1), ctx.label), device=ctx.device)
+@op("HannWindow")
+def _hann(ctx, size): return _window(ctx, size, [0.5, -0.5])
+@op("HammingWindow")
+def _hamming(ctx, size): return _window(ctx, size, [25 / 46, -(1 - 25 / 46)])
+@op("BlackmanWindow")
+def _blackman(ctx, size): return _window(ctx, size, [0.42, -0.5, 0.08])
