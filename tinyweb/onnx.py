@@ -1008,3 +1008,59 @@ def _hann(ctx, size): return _window(ctx, size, [0.5, -0.5])
 def _hamming(ctx, size): return _window(ctx, size, [25 / 46, -(1 - 25 / 46)])
 @op("BlackmanWindow")
 def _blackman(ctx, size): return _window(ctx, size, [0.42, -0.5, 0.08])
+@op("BitCast")
+def _bitcast(ctx, x): return x.bitcast(onnx_dtype(ctx.get("to"), ctx.label))
+@op("CenterCropPad")
+def _center_crop_pad(ctx, x, shape):
+  target = ctx.ints(shape)
+  axes = [a + x.ndim if a < 0 else a for a in ctx.get("axes", list(range(x.ndim)))]
+  for a, t in zip(axes, target):
+    n = x.shape[a]
+    if t < n: x = x.shrink(tuple(((n - t) // 2, (n - t) // 2 + t) if d == a else None for d in range(x.ndim)))
+    elif t > n: x = x.pad(tuple(((t - n) // 2, t - n - (t - n) // 2) if d == a else None for d in range(x.ndim)))
+  return x
+@op("Unique")
+def _unique(ctx, x):
+  """Unique values (or slices along `axis`), first occurrences' indices, each element's position among them, counts."""
+  axis = ctx.get("axis")
+  rows = [tuple([v]) for v in x.flatten().tolist()] if axis is None else \
+    [tuple(x.transpose(0, axis if axis >= 0 else axis + x.ndim)[i].flatten().tolist()) for i in range(x.shape[axis])]
+  first: dict = {}
+  for i, r in enumerate(rows): first.setdefault(r, i)
+  keys = sorted(first) if ctx.get("sorted", 1) else list(first)
+  pos = {k: j for j, k in enumerate(keys)}
+  idx = Tensor([first[k] for k in keys], dtype=_index_dtype(ctx), device=ctx.device)
+  y = x.flatten()[idx.cast(dtypes.int32)] if axis is None else x[(slice(None),) * (axis % x.ndim) + (idx.cast(dtypes.int32),)]
+  inverse = Tensor([pos[r] for r in rows], dtype=_index_dtype(ctx), device=ctx.device)
+  counts = Tensor([sum(1 for r in rows if r == k) for k in keys], dtype=_index_dtype(ctx), device=ctx.device)
+  return y, idx, inverse, counts
+
+@op("DFT")
+def _dft(ctx, x, length=None, axis_t=None):
+  """The discrete Fourier transform of x (..., n, 1 real or 2 complex) along `axis` as two matrix products with cos/sin
+  tables; onesided forward keeps the frequencies up to n/2, onesided inverse rebuilds the rest by symmetry (real out)."""
+  axis = ctx.ints(axis_t)[0] if axis_t is not None else ctx.get("axis", 1 if ctx.opset < 20 else -2)
+  axis = axis % x.ndim
+  inverse, onesided = bool(ctx.get("inverse", 0)), bool(ctx.get("onesided", 0))
+  m = x.shape[axis]
+  n = ctx.ints(length)[0] if length is not None else (2 * (m - 1) if inverse and onesided else m)
+  re = x[..., 0].transpose(axis, -1)
+  im = x[..., 1].transpose(axis, -1) if x.shape[-1] == 2 else None
+  used = min(m, n)   # (numpy's n: the signal cut to n or padded with zeros, which add nothing)
+  re, im = re[..., :used], (im[..., :used] if im is not None else None)
+  def table(rows: int, cols: int, fn) -> Tensor:
+    return Tensor([[fn(k, t) for t in range(cols)] for k in range(rows)], dtype=x.dtype, device=ctx.device)
+  ang = lambda k, t: 2 * math.pi * k * t / n
+  if inverse and onesided:   # X[k] for k > n/2 is conj(X[n - k])
+    src = [(k, 1) if k < used else (n - k, -1) for k in range(n)]
+    A = table(n, used, lambda t, j: sum(math.cos(ang(k, t)) for k, (s, _) in enumerate(src) if s == j) / n)
+    B = table(n, used, lambda t, j: sum(sg * math.sin(ang(k, t)) for k, (s, sg) in enumerate(src) if s == j) / n)
+    out = re @ A.transpose() - (im @ B.transpose() if im is not None else 0)
+    return out.transpose(axis, -1).unsqueeze(-1)
+  k_out = n // 2 + 1 if onesided and not inverse else n
+  C, S = table(k_out, used, lambda k, t: math.cos(ang(k, t))), table(k_out, used, lambda k, t: math.sin(ang(k, t)))
+  sign = 1.0 if inverse else -1.0   # e^{sign i theta}
+  yr = re @ C.transpose() - sign * (im @ S.transpose() if im is not None else 0)
+  yi = sign * (re @ S.transpose()) + (im @ C.transpose() if im is not None else 0)
+  if inverse: yr, yi = yr / n, yi / n
+  return yr.transpose(axis, -1).unsqueeze(-1).cat(yi.transpose(axis, -1).unsqueeze(-1), dim=-1)
