@@ -1064,3 +1064,90 @@ def _dft(ctx, x, length=None, axis_t=None):
   yi = sign * (re @ S.transpose()) + (im @ C.transpose() if im is not None else 0)
   if inverse: yr, yi = yr / n, yi / n
   return yr.transpose(axis, -1).unsqueeze(-1).cat(yi.transpose(axis, -1).unsqueeze(-1), dim=-1)
+
+# recurrent layers (RNN, GRU, LSTM): one step after the other over the sequence, each direction on its own
+_RNN_ACTS = {"Relu": (0, lambda x, a, b: x.relu()), "Tanh": (0, lambda x, a, b: x.tanh()), "Sigmoid": (0, lambda x, a, b: x.sigmoid()),
+             "Softsign": (0, lambda x, a, b: x.softsign()), "Softplus": (0, lambda x, a, b: x.softplus()),
+             "Affine": (2, lambda x, a, b: x * a + b), "LeakyRelu": (1, lambda x, a, b: x.leaky_relu(a)),
+             "ThresholdedRelu": (1, lambda x, a, b: (x > a).where(x, 0)), "ScaledTanh": (2, lambda x, a, b: (x * b).tanh() * a),
+             "HardSigmoid": (2, lambda x, a, b: (x * a + b).clip(0, 1)), "Elu": (1, lambda x, a, b: x.elu(a))}
+_RNN_DEFAULTS = {"Affine": (1.0, 0.0), "LeakyRelu": (0.01, 0.0), "ThresholdedRelu": (1.0, 0.0), "ScaledTanh": (1.0, 1.0),
+                 "HardSigmoid": (0.2, 0.5), "Elu": (1.0, 0.0)}
+
+def _rnn_activations(ctx, defaults: list[str], n_dirs: int) -> list[list[Callable]]:
+  names = ctx.get("activations") or defaults * n_dirs
+  alphas, betas = list(ctx.get("activation_alpha", [])), list(ctx.get("activation_beta", []))
+  fns = []
+  for name in names:
+    if name not in _RNN_ACTS: raise ctx.unsupported(f"activation {name}")
+    takes, fn = _RNN_ACTS[name]
+    a, b = _RNN_DEFAULTS.get(name, (0.0, 0.0))
+    if takes >= 1 and alphas: a = alphas.pop(0)
+    if takes >= 2 and betas: b = betas.pop(0)
+    fns.append(lambda x, fn=fn, a=a, b=b: fn(x, a, b))
+  per = len(defaults)
+  return [fns[d * per:(d + 1) * per] for d in range(n_dirs)]
+
+def _recurrent(ctx, kind: str, x, w, r, b=None, lens=None, h0=None, c0=None, p=None):
+  gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[kind]
+  hidden, layout, clip = ctx.get("hidden_size"), ctx.get("layout", 0), ctx.get("clip")
+  direction = ctx.get("direction", "forward")
+  n_dirs = 2 if direction == "bidirectional" else 1
+  if layout: x = x.transpose(0, 1)   # (seq, batch, input)
+  seq, batch = x.shape[0], x.shape[1]
+  if layout and h0 is not None: h0 = h0.transpose(0, 1)
+  if layout and c0 is not None: c0 = c0.transpose(0, 1)
+  acts = _rnn_activations(ctx, {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}[kind], n_dirs)
+  ls = ctx.ints(lens) if lens is not None else [seq] * batch
+  def reverse(t: Tensor) -> Tensor:   # each batch entry's valid steps reversed (the rest stays)
+    order = [[ls[bi] - 1 - s if s < ls[bi] else s for bi in range(batch)] for s in range(seq)]
+    idx = Tensor(order, dtype=dtypes.int32, device=ctx.device).reshape(seq, batch, *([1] * (t.ndim - 2)))
+    return t.gather(0, idx.expand(t.shape))
+  valid = Tensor([[s < ls[bi] for bi in range(batch)] for s in range(seq)], device=ctx.device).reshape(seq, batch, 1)
+  def cl(t: Tensor) -> Tensor: return t.clip(-clip, clip) if clip is not None else t
+  ys, hs, cs = [], [], []
+  for d in range(n_dirs):
+    rev = direction == "reverse" or d == 1
+    xd = reverse(x) if rev else x
+    wd, rd = w[d], r[d]
+    wb, rb = (b[d][:gates * hidden], b[d][gates * hidden:]) if b is not None else (None, None)
+    f = acts[d]
+    h = h0[d] if h0 is not None else Tensor.zeros(batch, hidden, dtype=x.dtype, device=ctx.device)
+    c = c0[d] if c0 is not None else Tensor.zeros(batch, hidden, dtype=x.dtype, device=ctx.device)
+    xw = xd @ wd.transpose() + (wb if wb is not None else 0)   # (seq, batch, gates * hidden): every step's input part at once
+    outs = []
+    for s in range(seq):
+      hr = h @ rd.transpose() + (rb if rb is not None else 0)
+      xs = xw[s]
+      if kind == "RNN": h_new = f[0](cl(xs + hr))
+      elif kind == "GRU":
+        z = f[0](cl(xs[:, :hidden] + hr[:, :hidden]))
+        rg = f[0](cl(xs[:, hidden:2 * hidden] + hr[:, hidden:2 * hidden]))
+        if ctx.get("linear_before_reset", 0): cand = xs[:, 2 * hidden:] + rg * hr[:, 2 * hidden:]
+        else:
+          cand = xs[:, 2 * hidden:] + (rg * h) @ rd[2 * hidden:].transpose() + (rb[2 * hidden:] if rb is not None else 0)
+        h_new = (1 - z) * f[1](cl(cand)) + z * h
+      else:
+        g = xs + hr
+        pi, po, pf = (p[d][:hidden], p[d][hidden:2 * hidden], p[d][2 * hidden:]) if p is not None else (0, 0, 0)
+        i = f[0](cl(g[:, :hidden] + pi * c))
+        fg = 1 - i if ctx.get("input_forget", 0) else f[0](cl(g[:, 2 * hidden:3 * hidden] + pf * c))
+        c_new = fg * c + i * f[1](cl(g[:, 3 * hidden:]))
+        o = f[0](cl(g[:, hidden:2 * hidden] + po * c_new))
+        h_new = o * f[2](c_new)
+        c = valid[s].where(c_new, c)
+      h = valid[s].where(h_new, h)
+      outs.append(valid[s].where(h_new, 0.0))
+    y = Tensor.stack(*outs) if seq else Tensor.zeros(0, batch, hidden, dtype=x.dtype, device=ctx.device)
+    ys.append(reverse(y) if rev else y)
+    hs.append(h); cs.append(c)
+  y = Tensor.stack(*ys, dim=1)                       # (seq, dirs, batch, hidden)
+  yh, yc = Tensor.stack(*hs), Tensor.stack(*cs)     # (dirs, batch, hidden)
+  if layout: y, yh, yc = y.permute(2, 0, 1, 3), yh.transpose(0, 1), yc.transpose(0, 1)
+  return (y, yh, yc) if kind == "LSTM" else (y, yh)
+@op("RNN")
+def _rnn(ctx, x, w, r, b=None, lens=None, h0=None): return _recurrent(ctx, "RNN", x, w, r, b, lens, h0)
+@op("GRU")
+def _gru(ctx, x, w, r, b=None, lens=None, h0=None): return _recurrent(ctx, "GRU", x, w, r, b, lens, h0)
+@op("LSTM")
+def _lstm(ctx, x, w, r, b=None, lens=None, h0=None, c0=None, p=None): return _recurrent(ctx, "LSTM", x, w, r, b, lens, h0, c0, p)
