@@ -9,7 +9,7 @@ Values that shapes depend on (a Shape node's output and what is computed from it
 starts, ...) are read as Python ints when an op needs them: such subgraphs are small and constant for a given input
 shape. An operator without an implementation raises OnnxError naming it and its node."""
 from __future__ import annotations
-import math, os, struct
+import itertools, math, os, struct
 from typing import Any, Callable, Optional
 from tinyweb.dtype import DType, dtypes
 from tinyweb.device import Device
@@ -955,7 +955,6 @@ def _compress(ctx, x, cond):
     x.shrink(tuple((0, 0) if d == axis else None for d in range(x.ndim)))
 @op("NonZero")
 def _nonzero(ctx, x):
-  import itertools
   flat = x.flatten().tolist()
   hits = [pos for pos, v in zip(itertools.product(*[range(s) for s in x.shape]), flat) if v]
   cols = [[p[d] for p in hits] for d in range(x.ndim)]
@@ -1151,3 +1150,112 @@ def _rnn(ctx, x, w, r, b=None, lens=None, h0=None): return _recurrent(ctx, "RNN"
 def _gru(ctx, x, w, r, b=None, lens=None, h0=None): return _recurrent(ctx, "GRU", x, w, r, b, lens, h0)
 @op("LSTM")
 def _lstm(ctx, x, w, r, b=None, lens=None, h0=None, c0=None, p=None): return _recurrent(ctx, "LSTM", x, w, r, b, lens, h0, c0, p)
+
+@op("NonMaxSuppression")
+def _nms(ctx, boxes, scores, max_out=None, iou=None, score_min=None):
+  """Greedy per batch and class, on the host (the output's length depends on the values): boxes by score, highest first
+  (ties: lower index first), each kept unless its IoU with a kept one exceeds iou_threshold; [batch, class, box] rows."""
+  limit = ctx.ints(max_out)[0] if max_out is not None and max_out.numel() else 0
+  iou_t = float(iou.item()) if iou is not None and iou.numel() else 0.0
+  floor = float(score_min.item()) if score_min is not None and score_min.numel() else None
+  center = ctx.get("center_point_box", 0)
+  def extent(b) -> tuple[float, float, float, float]:   # (x_min, x_max, y_min, y_max)
+    if center: return b[0] - b[2] / 2, b[0] + b[2] / 2, b[1] - b[3] / 2, b[1] + b[3] / 2
+    return min(b[1], b[3]), max(b[1], b[3]), min(b[0], b[2]), max(b[0], b[2])
+  def overlaps(a, b) -> bool:
+    (ax0, ax1, ay0, ay1), (bx0, bx1, by0, by1) = extent(a), extent(b)
+    w, h = min(ax1, bx1) - max(ax0, bx0), min(ay1, by1) - max(ay0, by0)
+    if w <= 0 or h <= 0: return False
+    inter, area_a, area_b = w * h, (ax1 - ax0) * (ay1 - ay0), (bx1 - bx0) * (by1 - by0)
+    union = area_a + area_b - inter
+    return area_a > 0 and area_b > 0 and union > 0 and inter / union > iou_t
+  all_boxes, all_scores, picked = boxes.tolist(), scores.tolist(), []
+  for bi, (bb, cls_scores) in enumerate(zip(all_boxes, all_scores)):
+    for ci, sc in enumerate(cls_scores):
+      order = sorted((i for i in range(len(sc)) if floor is None or sc[i] > floor), key=lambda i: (-sc[i], i))
+      kept: list[int] = []
+      for i in order:
+        if len(kept) >= limit: break
+        if not any(overlaps(bb[i], bb[j]) for j in kept): kept.append(i)
+      picked += [[bi, ci, i] for i in kept]
+  return Tensor(picked, dtype=_index_dtype(ctx), device=ctx.device).reshape(len(picked), 3)
+
+@op("RotaryEmbedding")
+def _rotary(ctx, x, cos, sin, pos=None):
+  shape4 = x.ndim == 4
+  y = x.transpose(1, 2) if shape4 else x.reshape(x.shape[0], x.shape[1], ctx.get("num_heads"), -1)   # (batch, seq, heads, head)
+  dim = ctx.get("rotary_embedding_dim", 0) or y.shape[3]
+  rot, keep = y[..., :dim], y[..., dim:]
+  if pos is not None:
+    p = pos.cast(dtypes.int32)
+    cos, sin = cos[p], sin[p]
+  cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
+  if ctx.get("interleaved", 0): x1, x2 = rot[..., 0::2], rot[..., 1::2]
+  else: x1, x2 = rot[..., :dim // 2], rot[..., dim // 2:]
+  real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
+  rot = real.unsqueeze(-1).cat(imag.unsqueeze(-1), dim=-1).reshape(rot.shape) if ctx.get("interleaved", 0) else real.cat(imag, dim=-1)
+  out = rot.cat(keep, dim=-1) if keep.shape[-1] else rot
+  return out.transpose(1, 2) if shape4 else out.reshape(x.shape)
+
+def _reflect(v: Tensor, lo: float, hi: float) -> Tensor:
+  """v folded back into [lo, hi] by reflecting at its ends, as often as needed."""
+  rng = hi - lo
+  below, above = v < lo, v > hi
+  d = below.where(lo - v, v - hi)
+  k = (d / rng).floor()
+  rem = d - k * rng
+  even = (k - (k / 2).floor() * 2) == 0
+  folded = below.where(even.where(lo + rem, hi - rem), even.where(hi - rem, lo + rem))
+  return (below | above).where(folded, v)
+
+@op("GridSample")
+def _grid_sample(ctx, x, grid):
+  """Samples x (N, C, *spatial) at grid's normalized points (N, *out, r; the last dim in x, y, z order): each spatial
+  dim's taps (nearest 1, linear 2, cubic 4) with their weights and padding rule, combined over dims as a sum of
+  weighted reads."""
+  mode = {"bilinear": "linear", "bicubic": "cubic"}.get(ctx.get("mode", "linear"), ctx.get("mode", "linear"))
+  pad, align = ctx.get("padding_mode", "zeros"), bool(ctx.get("align_corners", 0))
+  n, c, dims = x.shape[0], x.shape[1], x.shape[2:]
+  r, out = len(dims), grid.shape[1:-1]
+  q = math.prod(out)
+  g = grid.reshape(n, q, r).float()
+  per_dim = []   # per spatial dim: [(index as float, weight, inside)] for each tap
+  for i, size in enumerate(dims):
+    v = g[:, :, r - 1 - i]
+    xf = (v + 1) / 2 * (size - 1) if align else ((v + 1) * size - 1) / 2
+    if mode == "nearest": xf = xf.round()
+    lo, hi = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+    outside = (xf < lo) | (xf > hi)
+    if pad == "border": xf = outside.where(xf.clip(0, size - 1), xf)
+    elif pad == "reflection": xf = _reflect(xf, lo, hi)
+    if mode == "nearest": taps = [(xf, None)]
+    else:
+      x0 = xf.floor()
+      t = xf - x0
+      if mode == "linear": taps = [(x0, 1 - t), (x0 + 1, t)]
+      else:
+        a = -0.75   # (Keys' cubic convolution, as in Resize)
+        w = [((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a, ((a + 2) * t - (a + 3)) * t * t + 1,
+             ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1, ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a]
+        taps = [(x0 - 1, w[0]), (x0, w[1]), (x0 + 1, w[2]), (x0 + 2, w[3])]
+    dim_taps = []
+    for idx, w in taps:   # each tap's read under the padding rule
+      if pad == "zeros": inside, idx = (idx >= 0) & (idx < size), idx.clip(0, size - 1)
+      elif pad == "border": inside, idx = None, idx.clip(0, size - 1)
+      else: inside, idx = None, _reflect(idx, lo, hi).trunc().clip(0, size - 1)
+      dim_taps.append((idx.cast(dtypes.int32), w, inside))
+    per_dim.append(dim_taps)
+  flat_x = x.reshape(n, c, -1)
+  strides = [math.prod(dims[i + 1:]) for i in range(r)]
+  total = None
+  for combo in itertools.product(*per_dim):
+    pos = sum(idx * s for (idx, _, _), s in zip(combo, strides))
+    vals = flat_x.gather(2, pos.reshape(n, 1, q).expand(n, c, q))
+    weight, inside = None, None
+    for _, w, ins in combo:
+      if w is not None: weight = w if weight is None else weight * w
+      if ins is not None: inside = ins if inside is None else inside & ins
+    if inside is not None: vals = inside.reshape(n, 1, q).where(vals, 0)
+    term = vals if weight is None else vals * weight.reshape(n, 1, q).cast(vals.dtype)
+    total = term if total is None else total + term
+  return total.cast(x.dtype).reshape((n, c) + tuple(out))
