@@ -1259,3 +1259,87 @@ def _grid_sample(ctx, x, grid):
     term = vals if weight is None else vals * weight.reshape(n, 1, q).cast(vals.dtype)
     total = term if total is None else total + term
   return total.cast(x.dtype).reshape((n, c) + tuple(out))
+
+def _run_body(ctx, body: Graph, bound: list[Tensor]) -> list:
+  """One run of a loop's body graph with its inputs bound (in order), in the enclosing scope."""
+  scope = dict(ctx.values)
+  for vi, v in zip(body.input, bound): scope[vi.name] = v
+  return ctx.runner.run_graph(body, scope, f"{ctx.label} > ")
+
+def _stack_along(parts: list[Tensor], axis: int) -> Tensor:
+  axis = axis % (parts[0].ndim + 1)
+  return Tensor.stack(*parts, dim=axis)
+
+@op("Scan")
+def _scan(ctx, *args):
+  """Runs the body once per position along each scan input's axis (unrolled when the graph is built), carrying the
+  states; the scan outputs are stacked."""
+  body, m = ctx.get("body"), ctx.get("num_scan_inputs")
+  if ctx.opset < 9: raise ctx.unsupported("Scan before opset 9 (with a batch axis and sequence_lens)")
+  n = len(args) - m
+  states, xs = list(args[:n]), args[n:]
+  in_axes, in_dirs = ctx.get("scan_input_axes", [0] * m), ctx.get("scan_input_directions", [0] * m)
+  k = len(body.output) - n
+  out_axes, out_dirs = ctx.get("scan_output_axes", [0] * k), ctx.get("scan_output_directions", [0] * k)
+  length = xs[0].shape[in_axes[0] % xs[0].ndim]
+  collected: list[list[Tensor]] = [[] for _ in range(k)]
+  for t in range(length):
+    slices = [x[(slice(None),) * (in_axes[j] % x.ndim) + (length - 1 - t if in_dirs[j] else t,)] for j, x in enumerate(xs)]
+    outs = _run_body(ctx, body, states + slices)
+    states = outs[:n]
+    for j in range(k): collected[j].append(outs[n + j])
+  return states + [_stack_along(col[::-1] if out_dirs[j] else col, out_axes[j]) for j, col in enumerate(collected)]
+
+@op("Loop")
+def _loop(ctx, trips=None, cond=None, *carried):
+  """Runs the body while the condition holds and fewer than M iterations ran (both read as the graph is built)."""
+  body = ctx.get("body")
+  limit = ctx.ints(trips)[0] if trips is not None else None
+  go = bool(cond.item()) if cond is not None else True
+  states, collected, i = list(carried), None, 0
+  while go and (limit is None or i < limit):
+    outs = _run_body(ctx, body, [Tensor(i, dtype=_index_dtype(ctx), device=ctx.device), Tensor(go, device=ctx.device)] + states)
+    go, states = bool(outs[0].item()), outs[1:1 + len(carried)]
+    scans = outs[1 + len(carried):]
+    collected = [[] for _ in scans] if collected is None else collected
+    for col, v in zip(collected, scans): col.append(v)
+    i += 1
+  if collected is None:   # no iteration: empty scan outputs of the body's declared element types
+    collected = [[] for _ in body.output[1 + len(carried):]]
+  return states + [Tensor.stack(*col) if col else Tensor.zeros(0, device=ctx.device) for col in collected]
+
+@op("CausalConvWithState")
+def _causal_conv(ctx, x, w, b=None, past=None):
+  """A depthwise 1-D convolution over the past state (zeros when absent) and x; the last k-1 steps are the new state."""
+  k = w.shape[2]
+  padded = (past.cat(x, dim=2) if past is not None else x.pad((None, None, (k - 1, 0)))) if k > 1 else x
+  y = padded.conv2d(w, b, groups=x.shape[1])
+  if ctx.get("activation", "none") in ("silu", "swish"): y = (y.float() * y.float().sigmoid()).cast(x.dtype)
+  return y, padded[:, :, padded.shape[2] - (k - 1):] if k > 1 else padded[:, :, :0]
+
+@op("LinearAttention")
+def _linear_attention(ctx, q, k, v, past=None, decay=None, beta=None):
+  """Linear attention over time with a (d_k, d_v) state per head: decayed (gated), corrected towards v (delta),
+  grown by k v^T, read by q; step after step."""
+  rule, hq, hkv = ctx.get("update_rule", "gated_delta"), ctx.get("q_num_heads"), ctx.get("kv_num_heads")
+  gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+  bsz, t = q.shape[0], q.shape[1]
+  def heads(a: Tensor, h: int) -> Tensor: return a.reshape(bsz, t, h, -1).transpose(1, 2).float()   # (B, H, T, D)
+  q4, k4, v4 = heads(q, hq), heads(k, hkv), heads(v, hkv)
+  dk, dv = q4.shape[-1], v4.shape[-1]
+  if gating:
+    dec = decay.reshape(bsz, t, hkv, 1).transpose(1, 2) if decay.shape[-1] == hkv else heads(decay, hkv)
+    dec = dec.float()
+  if delta: bet = beta.reshape(bsz, t, beta.shape[-1], 1).transpose(1, 2).float()
+  state = past.float() if past is not None else Tensor.zeros(bsz, hkv, dk, dv, device=ctx.device)
+  scale = ctx.get("scale", 0.0) or 1 / math.sqrt(dk)
+  outs = []
+  for i in range(t):
+    kt, vt = k4[:, :, i, :], v4[:, :, i, :]
+    if gating: state = state * dec[:, :, i, :].exp().unsqueeze(-1)
+    if delta: vt = bet[:, :, i, :] * (vt - (state * kt.unsqueeze(-1)).sum(2))
+    state = state + kt.unsqueeze(-1) * vt.unsqueeze(-2)
+    read = state.repeat_interleave(hq // hkv, 1) if hq != hkv else state
+    outs.append((q4[:, :, i, :].unsqueeze(-1) * read).sum(2) * scale)
+  out = Tensor.stack(*outs, dim=2).transpose(1, 2).reshape(bsz, t, hq * dv)
+  return out.cast(q.dtype), state.cast(past.dtype if past is not None else q.dtype)
