@@ -1343,3 +1343,58 @@ def _linear_attention(ctx, q, k, v, past=None, decay=None, beta=None):
     outs.append((q4[:, :, i, :].unsqueeze(-1) * read).sum(2) * scale)
   out = Tensor.stack(*outs, dim=2).transpose(1, 2).reshape(bsz, t, hq * dv)
   return out.cast(q.dtype), state.cast(past.dtype if past is not None else q.dtype)
+
+@op("AffineGrid")
+def _affine_grid(ctx, theta, size):
+  """Normalized sampling points (N, *spatial, r) of theta applied to the output grid's own points (x, y[, z], 1)."""
+  dims = ctx.ints(size)[2:]
+  align = bool(ctx.get("align_corners", 0))
+  def axis_points(n: int) -> list[float]:
+    return [-1 + 2 * i / (n - 1) for i in range(n)] if align and n > 1 else [-1 + (2 * i + 1) / n for i in range(n)]
+  pts = [list(reversed(p)) + [1.0] for p in itertools.product(*[axis_points(n) for n in dims])]   # (x, y[, z], 1) per point
+  base = Tensor(pts, dtype=theta.dtype, device=ctx.device)   # (P, r + 1)
+  return (base @ theta.transpose(1, 2)).reshape((theta.shape[0],) + tuple(dims) + (len(dims),))
+
+@op("Col2Im")
+def _col2im(ctx, x, image_shape, block_shape):
+  """Sums the columns' blocks back into images: a (blocks x pixels) 0/1 matrix built on the host, applied by matmul."""
+  image, block = ctx.ints(image_shape), ctx.ints(block_shape)
+  r = len(image)
+  dil, strides, pads = ctx.get("dilations", [1] * r), ctx.get("strides", [1] * r), ctx.get("pads", [0] * (2 * r))
+  counts = [(image[i] + pads[i] + pads[r + i] - dil[i] * (block[i] - 1) - 1) // strides[i] + 1 for i in range(r)]
+  n, ck, L = x.shape
+  K, P = math.prod(block), math.prod(image)
+  rows = []
+  for kpos in itertools.product(*[range(b) for b in block]):
+    for lpos in itertools.product(*[range(c) for c in counts]):
+      pix = [lpos[i] * strides[i] + kpos[i] * dil[i] - pads[i] for i in range(r)]
+      rows.append(sum(p * math.prod(image[i + 1:]) for i, p in enumerate(pix)) if all(0 <= p < image[i] for i, p in enumerate(pix)) else -1)
+  m = Tensor(rows, dtype=dtypes.int32, device=ctx.device).reshape(K * L, 1) == Tensor.arange(P, device=ctx.device).reshape(1, P)
+  return (x.reshape(n, ck // K, K * L) @ m.cast(x.dtype)).reshape((n, ck // K) + tuple(image))
+
+@op("Det")
+def _det(ctx, x):
+  """Determinants by Gaussian elimination with partial pivoting on the host (float64), per matrix."""
+  def det(a: list) -> float:
+    a, n, sign = [list(map(float, row)) for row in a], len(a), 1.0
+    for col in range(n):
+      piv = max(range(col, n), key=lambda i: abs(a[i][col]))
+      if a[piv][col] == 0: return 0.0
+      if piv != col: a[col], a[piv], sign = a[piv], a[col], -sign
+      for i in range(col + 1, n):
+        f = a[i][col] / a[col][col]
+        a[i] = [a[i][j] - f * a[col][j] for j in range(n)]
+    return sign * math.prod(a[i][i] for i in range(n))
+  mats = x.reshape(-1, *x.shape[-2:]).tolist()
+  return Tensor([det(m) for m in mats], dtype=x.dtype, device=ctx.device).reshape(x.shape[:-2])
+
+@op("MaxUnpool")
+def _max_unpool(ctx, x, idx, out_shape=None):
+  """x's values written at idx (positions in the flattened output) of a zero tensor of the pooled input's shape."""
+  kernel = ctx.get("kernel_shape")
+  r = len(kernel)
+  strides, pads = ctx.get("strides", [1] * r), ctx.get("pads", [0] * (2 * r))
+  shape = ctx.ints(out_shape) if out_shape is not None else \
+    list(x.shape[:2]) + [(x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[r + i] + kernel[i] for i in range(r)]
+  flat = Tensor.zeros(math.prod(shape), dtype=x.dtype, device=ctx.device)
+  return flat.scatter(0, idx.flatten().cast(dtypes.int32), x.flatten()).reshape(shape)
