@@ -26,6 +26,11 @@ def compare(got: list, want: list) -> str | None:
   if len(got) < len(want): return f"{len(got)} outputs, expected {len(want)}"
   for k, (g, w) in enumerate(zip(got, want)):
     w = as_array(w)
+    if isinstance(w, list) or w is None:   # a sequence (element by element) or an empty optional
+      if w is None: ok = g is None
+      else: ok = isinstance(g, list) and len(g) == len(w) and compare(g, w) is None
+      if not ok: return f"output {k}: {'a sequence' if w is not None else 'an empty optional'} differs"
+      continue
     if not isinstance(w, np.ndarray): return f"output {k}: expected a {type(w).__name__} (sequences/maps are not tensors)"
     g = np.asarray(g)
     if g.shape != w.shape: return f"output {k}: shape {g.shape}, expected {w.shape}"
@@ -38,8 +43,10 @@ def compare(got: list, want: list) -> str | None:
   return None
 
 def as_array(v):
-  """A test datum as numpy: numpy scalars as 0-d arrays, TensorProtos (how the cast tests give theirs) converted by onnx."""
+  """A test datum as numpy: numpy scalars as 0-d arrays, TensorProtos (how the cast tests give theirs) converted by onnx,
+  a sequence element by element (an empty optional stays None)."""
   from onnx import TensorProto, numpy_helper
+  if isinstance(v, list): return [as_array(x) for x in v]
   return np.asarray(v) if isinstance(v, np.generic) else numpy_helper.to_array(v) if isinstance(v, TensorProto) else v
 
 def inputs_of(model, data: list) -> dict:
@@ -52,9 +59,10 @@ def run_tinyweb(case, device: str) -> str | None:
     runner = load(case.model.SerializeToString(), device=device)
     for inputs, outputs in case.data_sets:
       feed = inputs_of(case.model, inputs)
-      if any(not isinstance(v, np.ndarray) for v in feed.values()): return "an input that is not a tensor (sequence/optional)"
+      if any(not isinstance(v, (np.ndarray, list)) and v is not None for v in feed.values()): return "an input that is neither a tensor nor a sequence"
       got = runner(feed)
-      if (why := compare([got[n].numpy() for n in runner.outputs], outputs)) is not None: return why
+      def host(v): return [host(x) for x in v] if isinstance(v, list) else None if v is None else v.numpy()
+      if (why := compare([host(got[n]) for n in runner.outputs], outputs)) is not None: return why
   except Exception as e: return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
   return None
 

@@ -206,9 +206,15 @@ class OnnxRunner:
     values: dict[str, Optional[Tensor]] = {"": None, **self.initializers}
     for name, v in inputs.items():
       if name not in self.inputs and name not in self.initializers: raise OnnxError(f"unknown input {name!r}; the model takes {self.inputs}")
-      values[name] = v.to(self.device) if isinstance(v, Tensor) else Tensor(v, device=self.device)
+      values[name] = self._value(v)
     self.run_graph(self.graph, values)
     return {n: values[n] for n in self.outputs}
+
+  def _value(self, v: Any) -> Any:
+    """An input as the runner holds it: a Tensor on its device, a sequence as a list of them, an empty optional as None."""
+    if v is None: return None
+    if isinstance(v, (list, tuple)): return [self._value(x) for x in v]
+    return v.to(self.device) if isinstance(v, Tensor) else Tensor(v, device=self.device)
 
   def run_graph(self, graph: Graph, values: dict, where: str = "") -> list:
     """Runs graph's nodes on values (name -> Tensor, updated in place: a subgraph sees its outer scope's names) and
@@ -226,7 +232,7 @@ class OnnxRunner:
       except OnnxError: raise
       except (ValueError, TypeError, RuntimeError, IndexError, NotImplementedError) as e:
         raise OnnxError(f"{label}: {type(e).__name__}: {e}") from e
-      outs = out if isinstance(out, (tuple, list)) else (out,)
+      outs = out if isinstance(out, tuple) else (out,)   # (an op's several outputs come as a tuple; a list is one sequence)
       for name, v in zip(node.output, outs): values[name] = v
     return [values[o.name] for o in graph.output]
 
@@ -858,7 +864,7 @@ def _attention(ctx, q, k, v, mask=None, past_k=None, past_v=None, nonpad=None):
 @op("If")
 def _if(ctx, cond):
   branch = ctx.get("then_branch") if bool(cond.item()) else ctx.get("else_branch")
-  return ctx.runner.run_graph(branch, dict(ctx.values), f"{ctx.label} > ")
+  return tuple(ctx.runner.run_graph(branch, dict(ctx.values), f"{ctx.label} > "))
 
 # quantization (y = saturate(round_half_even(x / scale) + zero_point), x = (y - zero_point) * scale), per tensor, per
 # axis or per block
@@ -1288,7 +1294,7 @@ def _scan(ctx, *args):
     outs = _run_body(ctx, body, states + slices)
     states = outs[:n]
     for j in range(k): collected[j].append(outs[n + j])
-  return states + [_stack_along(col[::-1] if out_dirs[j] else col, out_axes[j]) for j, col in enumerate(collected)]
+  return tuple(states + [_stack_along(col[::-1] if out_dirs[j] else col, out_axes[j]) for j, col in enumerate(collected)])
 
 @op("Loop")
 def _loop(ctx, trips=None, cond=None, *carried):
@@ -1306,7 +1312,7 @@ def _loop(ctx, trips=None, cond=None, *carried):
     i += 1
   if collected is None:   # no iteration: empty scan outputs of the body's declared element types
     collected = [[] for _ in body.output[1 + len(carried):]]
-  return states + [Tensor.stack(*col) if col else Tensor.zeros(0, device=ctx.device) for col in collected]
+  return tuple(states + [Tensor.stack(*col) if col else Tensor.zeros(0, device=ctx.device) for col in collected])
 
 @op("CausalConvWithState")
 def _causal_conv(ctx, x, w, b=None, past=None):
@@ -1398,3 +1404,52 @@ def _max_unpool(ctx, x, idx, out_shape=None):
     list(x.shape[:2]) + [(x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[r + i] + kernel[i] for i in range(r)]
   flat = Tensor.zeros(math.prod(shape), dtype=x.dtype, device=ctx.device)
   return flat.scatter(0, idx.flatten().cast(dtypes.int32), x.flatten()).reshape(shape)
+
+# sequences (Python lists of tensors) and optionals (a value or None)
+@op("SequenceConstruct")
+def _seq_construct(ctx, *xs): return list(xs)
+@op("SequenceEmpty")
+def _seq_empty(ctx): return []
+def _seq_pos(ctx, seq: list, pos: Optional[Tensor], default: int) -> int:
+  p = ctx.ints(pos)[0] if pos is not None else default
+  if not -len(seq) <= p < len(seq) + (default == len(seq)): raise ctx.unsupported(f"position {p} outside a sequence of {len(seq)}")
+  return p + len(seq) if p < 0 else p
+@op("SequenceAt")
+def _seq_at(ctx, seq, pos): return seq[_seq_pos(ctx, seq, pos, 0)]
+@op("SequenceInsert")
+def _seq_insert(ctx, seq, x, pos=None):
+  p = _seq_pos(ctx, seq, pos, len(seq))
+  return seq[:p] + [x] + seq[p:]
+@op("SequenceErase")
+def _seq_erase(ctx, seq, pos=None):
+  p = _seq_pos(ctx, seq, pos, len(seq) - 1)
+  return seq[:p] + seq[p + 1:]
+@op("SequenceLength")
+def _seq_length(ctx, seq): return Tensor(len(seq), dtype=_index_dtype(ctx), device=ctx.device)
+@op("ConcatFromSequence")
+def _concat_from_seq(ctx, seq):
+  axis = ctx.get("axis")
+  if ctx.get("new_axis", 0): return Tensor.stack(*seq, dim=axis if axis >= 0 else axis + seq[0].ndim + 1)
+  return seq[0].cat(*seq[1:], dim=axis)
+@op("SplitToSequence")
+def _split_to_seq(ctx, x, split=None):
+  axis = _axis(ctx, x)
+  if split is None:
+    parts = list(x.split(1, axis))
+    return [p.squeeze(axis) for p in parts] if ctx.get("keepdims", 1) == 0 else parts
+  sizes = ctx.ints(split)
+  if split.ndim == 0: sizes = [sizes[0]] * (x.shape[axis] // sizes[0]) + ([x.shape[axis] % sizes[0]] if x.shape[axis] % sizes[0] else [])
+  return list(x.split(sizes, axis))
+@op("SequenceMap")
+def _seq_map(ctx, seq, *others):
+  body = ctx.get("body")
+  outs = [_run_body(ctx, body, [x] + [o[i] if isinstance(o, list) else o for o in others]) for i, x in enumerate(seq)]
+  return tuple([o[j] for o in outs] for j in range(len(body.output)))
+@op("Optional")
+def _optional(ctx, x=None): return x
+@op("OptionalHasElement")
+def _optional_has(ctx, x=None): return Tensor(x is not None, device=ctx.device)
+@op("OptionalGetElement")
+def _optional_get(ctx, x):
+  if x is None: raise ctx.unsupported("OptionalGetElement of an empty optional")
+  return x
