@@ -80,6 +80,7 @@ class Node:
   ins: tuple = ()               # node indices and Consts
   p: dict = field(default_factory=dict)   # op parameters; a leaf's are v (np array) and grad (bool)
   red: str = "wsum"             # how the loss reduces this node if it is a float output: wsum, sum or mean
+  mutated: bool = False         # a parameter was set to a likely invalid value (mutate) and torch accepted it
 
 @dataclass(eq=False)
 class Case:
@@ -925,6 +926,7 @@ class Gen:
           mutated = self.d.int(0, 24) == 0 and (m := mutate(self, got[1])) is not None
           if mutated: got = (got[0], m)
           self.add(name, *got)
+          self.nodes[-1].mutated = mutated
           break
         except Retry: pass
         except Reject:
@@ -1143,7 +1145,8 @@ def find_failing(case: Case, vals: dict) -> Optional[int]:
 
 @dataclass
 class Outcome:
-  status: str                  # pass, fail, raised (both raised), torch-raised (torch raised, tinyweb did not), unsupported
+  status: str                  # pass, fail, raised (both raised), torch-raised (torch raised, tinyweb did not), unsupported,
+                               # refused (an out-of-range int scalar), refused-arg (a mutated argument torch accepts)
   kind: str = ""               # value, nan, inf, shape, dtype, crash; grad-value, grad-nan, grad-inf, grad-crash, grad-missing
   op: str = ""                 # the op blamed: of the mismatching output, of the op that raised, or of the case's last op
   detail: str = ""
@@ -1264,6 +1267,8 @@ def check(case: Case, device: str, grad: bool = True) -> Outcome:
     stage, i, e = tw.err
     if unsupported(e, device): return Outcome("unsupported", detail=exc_line(e))
     if out_of_range_scalar(e): return Outcome("refused", detail=exc_line(e))
+    if stage == "build" and i is not None and case.nodes[i].mutated and isinstance(e, ValueError):   # (conv_transpose's dilation 0)
+      return Outcome("refused-arg", op=case.nodes[i].op, detail=exc_line(e))
     if stage != "backward":
       blamed = case.nodes[i].op if i is not None else last
       return Outcome("fail", "crash", blamed, f"{stage}: {exc_line(e)}", ("crash", exc_sig(e)))
@@ -1507,7 +1512,7 @@ def main(argv=None):
   ok, why = Device.check(device)
   if not ok: raise SystemExit(f"device {device} is unavailable: {why}")
   ops = select_ops(a.ops, a.skip_ops)
-  stats: dict = {"pass": 0, "raised": 0, "torch-raised": 0, "unsupported": 0, "refused": 0, "fail": 0, "unchecked": 0}
+  stats: dict = {"pass": 0, "raised": 0, "torch-raised": 0, "unsupported": 0, "refused": 0, "refused-arg": 0, "fail": 0, "unchecked": 0}
   classes_: dict = {}          # (op, kind, error) -> [count, first case, what its first case shrank to]
   torch_raised: dict = {}      # op -> [count, example]
   shrunk: dict = {}            # shrunk signature -> (ops of the minimal graph, repro, devices...)
@@ -1547,7 +1552,8 @@ def main(argv=None):
   print(f"\n=== fuzz summary: device {device}, seed {a.seed}, cases {a.start}..{a.start + n - 1} ({n}), "
         f"{'forward only' if a.no_grad else 'forward and gradients'}, {len(ops)} ops")
   print(f"passed {stats['pass']}, both raised {stats['raised']}, device refused a dtype {stats['unsupported']}, "
-        f"refused an out-of-range int scalar {stats['refused']}, torch raised but tinyweb did not {stats['torch-raised']} (skipped), "
+        f"refused an out-of-range int scalar {stats['refused']}, refused an invalid argument torch accepts {stats['refused-arg']}, "
+        f"torch raised but tinyweb did not {stats['torch-raised']} (skipped), "
         f"FAILED {stats['fail']}")
   if stats["unchecked"]: print(f"  ({stats['unchecked']} passed cases computed some outputs or their gradients from an overflow, x / 0 or the "
                                f"like: {device} may assume none occurs (WGSL's finite math), so those values were not compared)")

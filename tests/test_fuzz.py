@@ -15,7 +15,7 @@ def test_fuzz_case(device, case):
   c = generate(SEED, case, max_ops=MAX_OPS)
   out = check(c, device)
   if out.status == "torch-raised": pytest.skip(f"{out.op}: {out.detail}")
-  assert out.status in ("pass", "raised", "unsupported", "refused"), f"{out.kind} in {out.op}: {out.detail}\n{repro(c, device, out)}"
+  assert out.status in ("pass", "raised", "unsupported", "refused", "refused-arg"), f"{out.kind} in {out.op}: {out.detail}\n{repro(c, device, out)}"
 
 def test_cases_are_reproducible():
   for i in range(20):
@@ -86,6 +86,14 @@ def test_devices_without_float64_are_compared_with_scans_accumulated_in_float32_
     for ax in (1, -1, 0):
       with np.errstate(over="ignore", invalid="ignore"): want = ref(x, axis=ax, dtype=np.float32)
       np.testing.assert_array_equal(scan_in_float32(torch.tensor(x), ax, op).numpy(), want, err_msg=f"{op} {ax}")
+
+def test_an_invalid_argument_tinyweb_refuses_and_torch_accepts_is_counted_apart():
+  # seed 30 case 2110: a mutated conv_transpose dilation of 0, which torch's transposed convolution accepts and
+  # tinyweb refuses with a ValueError naming it (as torch's conv2d does)
+  c = generate(30, 2110)
+  assert c.nodes[-1].op == "conv_transpose" and c.nodes[-1].mutated and 0 in c.nodes[-1].p["d"]
+  out = check(c, "PYTHON")
+  assert out.status == "refused-arg" and "dilation must be positive" in out.detail, out
 
 def test_planted_defect_is_found_shrunk_and_printed(monkeypatch):
   # exp that is 1% off: every case using it fails, and shrinking must reduce one to this op on a single element

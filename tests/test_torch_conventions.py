@@ -425,3 +425,20 @@ def test_silu_gradient_at_huge_inputs(device):
   # torch's g * s * (1 + x (1 - s)): 1 - s is exactly 0 at 3e38, so the gradient is g (not (g x) s (1 - s) = inf * 0)
   v = [0.0, 1.0, -1.0, 3e38, -3e38, 100.0, -100.0, 88.0, -88.0, 20.0, -20.0, 5.0]
   grads_like_torch(device, lambda x: x.silu(), F.silu, v, cot=[1.0, -1.5, 2.0, -1.5, 3.0, 1e30, -2.0, 1.0, 1.0, 1.0, 1.0, 1.0], what="silu")
+
+def test_gelu_tanh_tail_is_exactly_zero_as_torchs(device):
+  # torch's (1 + tanh(z)) / 2 is exactly 0 where tanh(z) rounds to -1; x * sigmoid(2z), equal in exact arithmetic, gave
+  # -2e-16 at x = -7.2, whose log was NaN where torch's is -inf (LLVM seed 30 case 2905)
+  x = np.array([-7.2056036, -9.0, -20.0, -3.0, 0.5, 4.0], np.float32)
+  got = Tensor(x, device=device).gelu().numpy()
+  want = F.gelu(torch.tensor(x), approximate="tanh").numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+  assert (got[:3] == 0).all() and np.signbit(got[:3]).all(), got
+  assert Tensor(x[:1], device=device).gelu().log().numpy()[0] == -np.inf
+
+def test_std_of_an_empty_tensor_with_negative_correction_is_nan(device):
+  # (LLVM seed 30 case 2855: n - correction = 1 > 0 took the scaled path, which divided by n = 0 in Python)
+  for correction in (-1, 0, 1):
+    t = Tensor(np.zeros((0, 0), np.float32), device=device).std((0, 1), correction=correction)
+    want = torch.std(torch.zeros(0, 0), dim=(0, 1), correction=correction)
+    assert t.shape == () and np.isnan(t.numpy()) and torch.isnan(want), (correction, t.numpy())

@@ -430,7 +430,7 @@ class MathMixin:
   def celu(self, alpha=1.0) -> Self: return self._elu(alpha, 1.0, 1 / alpha)
   def selu(self, alpha=1.6732632423543772, gamma=1.0507009873554805) -> Self: return self._elu(alpha, gamma, 1.0)
   def gelu(self, approximate: str = "tanh") -> Self:
-    """approximate="tanh" (tinygrad's default): x * (1 + tanh(z)) / 2 = x * sigmoid(2z), z = sqrt(2/pi) * (x + 0.044715 x^3);
+    """approximate="tanh" (tinygrad's default): x * (1 + tanh(z)) / 2, z = sqrt(2/pi) * (x + 0.044715 x^3);
     "none" (PyTorch's default): x * (1 + erf(x / sqrt(2))) / 2."""
     if approximate not in ("tanh", "none"): raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
     x, k = self._float_input(), math.sqrt(2 / math.pi)
@@ -438,9 +438,12 @@ class MathMixin:
     if approximate == "none":
       c = ((d * (1 / math.sqrt(2))).erf() + 1) * 0.5
       return (d * c).custom_gradient([x], lambda g: (g * (c + d * (k * 0.5) * (d * d * -0.5).exp()),))   # PyTorch's
-    s = (d * (2 * k) * (1 + 0.044715 * d * d)).sigmoid()
-    # PyTorch's gradient: (1 + tanh(z)) / 2 + x / 2 * (1 - tanh(z)^2) * dz/dx, where 1 + tanh(z) = 2s, 1 - tanh(z)^2 = 4s(1 - s)
-    return (d * s).custom_gradient([x], lambda g: (g * (s + 2 * d * s * (1 - s) * (k * (1 + 3 * 0.044715 * d * d))),))
+    # PyTorch's form, (1 + tanh(z)) / 2: in the negative tail tanh(z) rounds to -1 and the result is exactly -0.0 (the
+    # equal x * sigmoid(2z) gave -2e-16 at x = -7.2, whose log is NaN where torch's is -inf); and PyTorch's gradient,
+    # (1 + tanh(z)) / 2 + x / 2 * (1 - tanh(z)^2) * dz/dx
+    t = (d * k * (1 + 0.044715 * d * d)).tanh()
+    half = (t + 1) * 0.5
+    return (d * half).custom_gradient([x], lambda g: (g * (half + d * 0.5 * (1 - t * t) * (k * (1 + 3 * 0.044715 * d * d))),))
   def quick_gelu(self) -> Self: return self * (self * 1.702).sigmoid()
   def silu(self) -> Self:
     x = self._float_input()

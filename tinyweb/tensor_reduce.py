@@ -117,7 +117,7 @@ class ReduceMixin:
     x = self._float_input()
     axes = x._axes("std", axis)
     n = prod(self.shape[a] for a in axes)
-    if n - correction <= 0:   # var's inf/NaN conventions; PyTorch's std gradient: 0 where std is 0, not inf * 0
+    if n == 0 or n - correction <= 0:   # var's inf/NaN conventions; PyTorch's std gradient: 0 where std is 0, not inf * 0
       s = (v := x.var(axis, keepdim, correction)).sqrt()
       return s.custom_gradient([v], lambda g: ((s == 0).where(0.0, g / (2 * s)),))
     # half deviations (exact, and within float32 even for +-3e38), divided by the largest before squaring: std([1, -1e30])
