@@ -442,3 +442,25 @@ def test_std_of_an_empty_tensor_with_negative_correction_is_nan(device):
     t = Tensor(np.zeros((0, 0), np.float32), device=device).std((0, 1), correction=correction)
     want = torch.std(torch.zeros(0, 0), dim=(0, 1), correction=correction)
     assert t.shape == () and np.isnan(t.numpy()) and torch.isnan(want), (correction, t.numpy())
+
+def test_division_gradient_to_the_divisor_grouped_as_torchs(device):
+  # g * (-(a / b) / b): with a = 3e38, b = -1.4, g = 2 it is -3.06e38, where -(g * (a / b)) / b overflowed to -inf
+  # (LLVM seed 30 case 5574)
+  a, b = np.float32(3e38), np.array([9.4, -9.2, -1.4], np.float32)
+  tb, pb = Tensor(b, device=device, requires_grad=True), torch.tensor(b, requires_grad=True)
+  w = np.array([1.0, -0.5, 2.0], np.float32)
+  ((Tensor(a, device=device) / tb) * Tensor(w, device=device)).sum().backward()
+  ((torch.tensor(a) / pb) * torch.tensor(w)).sum().backward()
+  np.testing.assert_allclose(tb.grad.numpy(), pb.grad.numpy(), rtol=1e-6)
+
+def test_pow_gradient_with_an_int_exponent_takes_e_minus_1_in_its_dtype(device):
+  # torch computes e - 1 of an int32 exponent in int32: at e = -2^31 it wraps to 2^31 - 1, so the gradient at base 0
+  # is e * 0 ** (2^31 - 1) = -0.0 (LLVM seed 30 case 7915); e = -2 and 3 check the ordinary case
+  for e in (-2 ** 31, -2, 3):
+    x = Tensor(np.array([0.0, 1.5], np.float32), device=device, requires_grad=True)
+    p = torch.tensor([0.0, 1.5], requires_grad=True)
+    (x ** Tensor(np.array(e, np.int32), device=device)).sum().backward()
+    (p ** torch.tensor(e, dtype=torch.int32)).sum().backward()
+    got, want = x.grad.numpy(), p.grad.numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=str(e))
+    assert (np.signbit(got) == np.signbit(want)).all(), (e, got, want)

@@ -33,7 +33,8 @@ def grad_rule(u: UOp, g: UOp) -> tuple[Optional[UOp], ...]:
   if op is Ops.MUL: return (_alu(Ops.MUL, g, s[1]), _alu(Ops.MUL, g, s[0]))
   if op is Ops.NEG: return (_alu(Ops.NEG, g),)
   if op is Ops.FDIV:
-    return (_alu(Ops.FDIV, g, s[1]), _alu(Ops.NEG, _alu(Ops.FDIV, _alu(Ops.MUL, g, u), s[1])))
+    # (torch's grouping for the divisor, g * (-(a / b) / b): 2 * (3e38 / -1.4) / -1.4 overflows where this stays finite)
+    return (_alu(Ops.FDIV, g, s[1]), _alu(Ops.MUL, g, _alu(Ops.FDIV, _alu(Ops.NEG, u), s[1])))
   if op is Ops.EXP2: return (_alu(Ops.MUL, _alu(Ops.MUL, g, u), _c(u, math.log(2))),)
   if op is Ops.LOG2: return (_alu(Ops.FDIV, g, _alu(Ops.MUL, s[0], _c(u, math.log(2)))),)
   if op is Ops.SIN: return (_alu(Ops.MUL, g, _alu(Ops.COS, s[0])),)

@@ -101,6 +101,10 @@ class MathMixin:
         if out is not None: return out.custom_gradient([self], lambda g: (g.zeros_like() if x == 0 else g * (x * self.pow(x - 1)),))
     base, ex = self._broadcasted(x, "pow", reverse)
     if not base.dtype.is_float: return base._int_pow(ex)
+    # an integer tensor exponent's e - 1 is taken in its own dtype, as torch does (so it wraps: 0 ** int32 min has
+    # the gradient e * 0 ** (2^31 - 1) = -0.0 there, where float32's e - 1 rounds back to -2^31 and gives -inf)
+    int_ex = x if not reverse and isinstance(x, type(self)) and not x.dtype.is_float and not x.dtype.is_bool else None
+    ex_minus_1 = (int_ex - 1).cast(ex.dtype)._broadcast_to(ex.shape, "pow") if int_ex is not None else ex - 1
     # C's powf: |b|^e via exp2/log2; the sign of b for odd integer e (-0.0 and -inf included), NaN for b < 0 and
     # non-integer e; 1 for e = 0, b = 1 and b = -1 with e = +-inf
     b, e = base.detach(), ex.detach()
@@ -111,7 +115,7 @@ class MathMixin:
     out = ((e == 0) | (b == 1) | ((b == -1) & e.isinf())).where(1.0, out)
     # PyTorch's gradients: e * b**(e-1) (0 where e = 0) and b**e * ln(b) (0 where b = 0 and e >= 0)
     # (grouped as torch: e * b**(e-1) first, so 3e38 * 0**3e38 is 0 before it meets g)
-    return out.custom_gradient([base, ex], lambda g: ((ex == 0).where(0.0, g * (ex * base.pow(ex - 1))),
+    return out.custom_gradient([base, ex], lambda g: ((ex == 0).where(0.0, g * (ex * base.pow(ex_minus_1))),
                                                       g * ((base == 0) & (ex >= 0)).where(0.0, out * base.log())))
   def _pow_by_squaring(self, n: int) -> Self:
     """self ** n for an int n >= 0, multiplying (exact for ints; for floats PyTorch's x*x and x*x*x, few roundings)."""
