@@ -784,7 +784,7 @@ def _resize_axis(ctx, x: Tensor, axis: int, scale: float, out_len: int, mode: st
 
 @op("Resize", "Upsample")
 def _resize(ctx, x, roi=None, scales=None, sizes=None):
-  if ctx.node.op_type == "Upsample": scales, roi = (roi if roi is not None else None), None   # (Upsample: X, scales)
+  if ctx.node.op_type == "Upsample": scales, roi = roi, None   # (Upsample takes X, scales: its second input is the scales)
   mode = ctx.get("mode", "nearest")
   if mode not in ("nearest", "linear", "cubic"): raise ctx.unsupported(f"Resize mode {mode!r}")
   r = x.ndim
