@@ -1,9 +1,9 @@
 """The e2e harness: building and serving the site, launching Chromium, opening the playground, running snippets in the
 page and natively, comparing results. The fixtures that use it are in e2e/conftest.py (its docstring says how)."""
 from __future__ import annotations
-import ast, contextlib, fcntl, hashlib, os, re, shutil, subprocess, tempfile, time
-from http.server import SimpleHTTPRequestHandler
+import ast, contextlib, fcntl, hashlib, os, shutil, subprocess, tempfile, threading, time
 from pathlib import Path
+from tinyweb.serve import StaticHandler, StaticServer
 
 ROOT = Path(__file__).resolve().parent.parent
 DIST = ROOT / "dist"
@@ -12,7 +12,8 @@ CHROMIUM = os.environ.get("TINYWEB_CHROMIUM", "/usr/lib/chromium/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--no-first-run", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--disable-quic"]
 WEBGPU_FLAG = "--enable-unsafe-webgpu"
-BUILD_INPUTS = ["tinyweb", "backends", "web", "package.json", "package-lock.json", "vite.config.ts", "tsconfig.json", "pyproject.toml",
+BUILD_INPUTS = ["tinyweb", "backends", "web", "package.json", "package-lock.json", "vite.config.ts", "vite.lib.config.ts", "tsconfig.json",
+                "tsconfig.lib.json", "pyproject.toml",
                 "README.md"]   # (the wheel's description)
 LOAD_TIMEOUT_MS = 120_000   # Pyodide + tinyweb on a busy 2-core machine
 
@@ -56,43 +57,28 @@ def build_site():
     if p.returncode != 0: raise RuntimeError(f"npm run build failed:\n{p.stdout}\n{p.stderr}")
     stamp.write_text(digest)
 
-class RangeHandler(SimpleHTTPRequestHandler):
-  """Static files with single-range `Range: bytes=a-b` support (206 / 416), quiet; /e2e-data/ maps to the test data.
-  A URL with `?norange` is served like by a server without Range support (the whole file, 200)."""
+class SiteHandler(StaticHandler):
+  """tinyweb.serve's handler (Range requests, 206 / 416), quiet; /e2e-data/ maps to the test data. A URL with
+  `?norange` is served like by a server without Range support (the whole file, 200, no Accept-Ranges)."""
   data_dir: Path
-  def log_message(self, *args): pass
   def translate_path(self, path):
     if path.startswith("/e2e-data/"): return str(self.data_dir / path[len("/e2e-data/"):].split("?")[0])
     return super().translate_path(path)
   def send_head(self):
-    m = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range", ""))
-    path = self.translate_path(self.path)
-    if not m or not os.path.isfile(path) or self.path.endswith("?norange"): return super().send_head()
-    size = os.path.getsize(path)
-    start, end = (int(m[1]), int(m[2]) if m[2] else size - 1) if m[1] else (max(0, size - int(m[2])), size - 1)
-    end = min(end, size - 1)
-    if start > end:
-      self.send_error(416, "Range Not Satisfiable")
-      return None
-    f = open(path, "rb")
-    f.seek(start)
-    self.send_response(206)
-    self.send_header("Content-Type", self.guess_type(path))
-    self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-    self.send_header("Content-Length", str(end - start + 1))
-    self.end_headers()
-    self.range_left = end - start + 1
-    return f
-  def copyfile(self, source, outputfile):
-    if (left := getattr(self, "range_left", None)) is None: return super().copyfile(source, outputfile)
-    outputfile.write(source.read(left))
-  def end_headers(self):
-    if not self.path.endswith("?norange"): self.send_header("Accept-Ranges", "bytes")
-    self.send_header("Cache-Control", "no-cache")
-    super().end_headers()
+    if self.path.endswith("?norange"): del self.headers["Range"]
+    return super().send_head()
+  def send_header(self, keyword, value):
+    if not (keyword == "Accept-Ranges" and self.path.endswith("?norange")): super().send_header(keyword, value)
+
+def serve_site(data_dir: Path) -> StaticServer:
+  """dist/ (and data_dir at /e2e-data/) on a free port of 127.0.0.1, served by tinyweb.serve in a thread of this process
+  (so a test can read `server.bytes_sent`)."""
+  server = StaticServer(DIST, port=0, quiet=True, handler=type("Handler", (SiteHandler,), {"data_dir": data_dir}))
+  threading.Thread(target=server.serve_forever, daemon=True).start()
+  return server
 
 class Site:
-  def __init__(self, url: str, data_dir: Path): self.url, self.data_dir = url, data_dir
+  def __init__(self, server: StaticServer, data_dir: Path): self.server, self.url, self.data_dir = server, server.url, data_dir
 
 # ---------------------------------------------------------------------------------------------------------------
 # the browser

@@ -3,7 +3,8 @@ Playwright, with tinyweb running inside the page (Pyodide) on the browser's WebG
 
 Fixtures:
 - `site`: builds dist/ when its sources changed (under a lock, so xdist workers build once) and serves it on 127.0.0.1
-  with HTTP Range support; files under `site.data_dir` are served at `/e2e-data/` (tests write weights there).
+  with tinyweb.serve (HTTP Range support); files under `site.data_dir` are served at `/e2e-data/` (tests write weights
+  there); `site.server.bytes_sent` counts the bytes sent per URL path.
 - `chromium`: one headless Chromium per test process (/usr/lib/chromium/chromium, never a downloaded browser).
 - `page`: the playground page with tinyweb loaded, opened once per test process (Pyodide's boot is the slow part;
   snippets run in fresh Python namespaces).
@@ -13,21 +14,18 @@ Fixtures:
 Measurements a test records with `record_property("measure:<name>", value)` are printed at the end of the run.
 """
 from __future__ import annotations
-import threading
-from http.server import ThreadingHTTPServer
 import pytest
-from browser_harness import DIST, BrowserRunner, RangeHandler, Site, build_site, launch_chromium, missing_requirement, open_playground
+from browser_harness import BrowserRunner, Site, build_site, launch_chromium, missing_requirement, open_playground, serve_site
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory):
   if (why := missing_requirement()): pytest.skip(f"e2e needs {why}")
   build_site()
   data_dir = tmp_path_factory.mktemp("e2e-data")
-  handler = type("Handler", (RangeHandler,), {"data_dir": data_dir})
-  server = ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(DIST)))
-  threading.Thread(target=server.serve_forever, daemon=True).start()
-  yield Site(f"http://127.0.0.1:{server.server_address[1]}/", data_dir)
+  server = serve_site(data_dir)
+  yield Site(server, data_dir)
   server.shutdown()
+  server.server_close()
 
 @pytest.fixture(scope="session")
 def playwright_instance():

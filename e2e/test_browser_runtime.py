@@ -141,7 +141,7 @@ per_launch = (time.perf_counter() - st) / ${n}
   value, per_realize, per_launch, last = got
   assert value == 5 + n and last == 6 + n   # (the raw launches recompute the same out = in + 1)
   record_property("measure:cold start, page open to first result (s)", round(cold, 2))
-  record_property("measure:  of which: Pyodide boot / wheel fetch+unpack / tinyweb import+WebGPU device open (s)", " / ".join(
+  record_property("measure:  of which: Pyodide boot (the wheel fetched meanwhile) / wheel unpack / tinyweb import+WebGPU device open (s)", " / ".join(
     f"{marks['tinyweb:' + b] - marks['tinyweb:' + a]:.2f}" for a, b in [("pyodide", "tinyweb"), ("tinyweb", "device"), ("device", "ready")]))
   record_property("measure:tiny op realize in the browser, graph+schedule+launch (ms)", round(per_realize * 1e3, 3))
   record_property("measure:kernel launch in the browser, recorded into a batch (ms)", round(per_launch * 1e3, 3))

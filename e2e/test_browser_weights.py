@@ -174,3 +174,19 @@ def test_tensors_by_name_of_a_file_with_only_its_whole_sha256_fetch_it_whole(wei
   ranges = data_ranges(site.data_dir / "model-2.safetensors")
   assert [(u.rsplit("/", 1)[1], r) for u, r in requests if "model-" in u] == \
     [("model-2.safetensors", "bytes=0-7"), ("model-2.safetensors", ranges["header"]), ("model-2.safetensors", ranges["data"])]
+
+def test_tensors_by_name_are_all_the_server_sends(weights, site):
+  # counted by the site's server (tinyweb.serve, in this process): a subset costs the 8-byte length, the JSON header and
+  # the requested tensors' bytes, nothing more; the whole file costs its size
+  page, _, _, _, subset = weights
+  name = "counted.safetensors"
+  raw = write(site, name, subset)
+  header = 8 + int.from_bytes(raw[:8], "little")
+  sent = lambda: site.server.bytes_sent[f"/e2e-data/{name}"]
+  before = sent()
+  got = page.evaluate(LOAD_JS, [site.url + "e2e-data/" + name, {"tensors": ["small", "mid"], "cache": False}])
+  check_tensors(got["tensors"], {k: subset[k] for k in ("small", "mid")})
+  assert sent() - before == header + subset["small"].nbytes + subset["mid"].nbytes   # (not the 16 KiB of "big")
+  before = sent()
+  check_tensors(page.evaluate(LOAD_JS, [site.url + "e2e-data/" + name, {"cache": False}])["tensors"], subset)
+  assert sent() - before == len(raw)

@@ -1,6 +1,7 @@
 // The playground page: a text area with Python, a Run button, the output, and which device runs it.
-// The loaded API is also left at `window.tinyweb` (the e2e tests drive it from there).
-import { loadTinyweb, type Tinyweb } from "./tinyweb";
+// The loaded API is also left at `window.tinyweb` (the e2e tests drive it from there). It uses the package's own module
+// (web/tinyweb.ts, built to dist/lib/tinyweb.js for other sites) with the runtime files the build puts in runtime/.
+import { loadTinyweb, type Tinyweb } from "./tinyweb.js";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const status = $("status"), output = $("output"), runButton = $<HTMLButtonElement>("run");
@@ -11,7 +12,7 @@ declare global { interface Window { tinyweb?: Tinyweb; tinywebError?: string } }
 
 try {
   const started = performance.now();
-  const tw = await loadTinyweb({ onProgress: (p) => (status.textContent = p.message), onStdout: write, onStderr: write });
+  const tw = await loadTinyweb({ baseURL: "./runtime/", onProgress: (p) => (status.textContent = p.message), onStdout: write, onStderr: write });
   const r = tw.report;
   status.textContent = `ready in ${((performance.now() - started) / 1000).toFixed(1)} s`;
   $("device").textContent = r.device ?? `none (${r.error})`;

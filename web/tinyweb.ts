@@ -1,19 +1,42 @@
-// tinyweb in the browser: boots Pyodide from the site's own files (dist/pyodide/, copied there by `npm run build`;
-// never a CDN), installs the tinyweb wheel built from this repository, opens the WebGPU device and offers a small API:
-//   const tw = await loadTinyweb({ baseURL, onProgress });
+// tinyweb in the browser, the `tinyweb` npm package: boots Pyodide from self-hosted files (never a CDN), installs the
+// tinyweb wheel, opens the WebGPU device and offers a small API:
+//   import { loadTinyweb } from "tinyweb";
+//   const tw = await loadTinyweb({ baseURL: "/tinyweb/", onProgress });
 //   await tw.runPython("from tinyweb import Tensor; (Tensor([1.0, 2.0]) * 2).tolist()")   // -> [2, 4]
+// `baseURL` is the folder holding the runtime files that `npm run build` writes to dist/runtime/ (in the package:
+// node_modules/tinyweb/dist/runtime/, also `tinyweb/runtime/*` in its exports): tinyweb-manifest.json, wheels/ and
+// pyodide/. The manifest names the wheel and its sha256, so this module needs nothing defined at build time.
 // Python started by runPython may read tensors synchronously (.tolist(), .item()): it runs through runPythonAsync, so
 // Pyodide's JSPI `run_sync` can block on the GPU. Without JSPI, use `await t.tolist_async()` / `await t.data_async()`.
+//
+// Two steps: `resolveRuntime(baseURL)` reads the manifest into plain URLs (a `Runtime`, data only), and `startTinyweb
+// (runtime, options)` boots Pyodide in the calling thread from them; `loadTinyweb` is both. The second step touches
+// no DOM (it runs as well in a worker), so a host in a Web Worker can resolve in the page and start in the worker.
 import type { PyodideAPI, PyodideConfig } from "pyodide";
 import type { PyProxy, TypedArray } from "pyodide/ffi";
-import { clearWeightsCache, fetchWeights, type WeightsOptions } from "./weights";
+import { clearWeightsCache, fetchWeights, pageURL, type WeightsOptions } from "./weights.js";
 
-// set by vite.config.ts: the wheel's file name in dist/wheels/ and its sha256 (also used to bust HTTP caches)
-declare const __TINYWEB_WHEEL__: { file: string; sha256: string };
+export { clearWeightsCache, fetchWeights, WeightsError } from "./weights.js";
+export type { WeightsFile, WeightsOptions, WeightsProgress } from "./weights.js";
+
+/** The runtime manifest's file name, in the baseURL folder. */
+export const MANIFEST_FILE = "tinyweb-manifest.json";
+
+/** What the build writes to tinyweb-manifest.json (paths relative to the manifest). */
+export interface RuntimeManifest {
+  format: 1;
+  tinyweb: string;                          // the wheel's version
+  wheel: { file: string; sha256: string };  // e.g. "wheels/tinyweb-0.1.0-py3-none-any.whl" and its hex digest
+  pyodide: { dir: string; version: string };
+}
+/** The runtime's files as absolute URLs (plain data: it can be posted to a worker). */
+export interface Runtime { manifestURL: string; pyodideURL: string; wheelURL: string; wheelSha256: string; version: string }
+
+export class TinywebLoadError extends Error { override name = "TinywebLoadError"; }
 
 export interface Progress { stage: "pyodide" | "tinyweb" | "device" | "ready"; message: string }
 export interface LoadOptions {
-  baseURL?: string | URL;                  // where the built site lives (holds pyodide/ and wheels/); default: the page's folder
+  baseURL?: string | URL;                  // the runtime folder (holds tinyweb-manifest.json); default: the page's folder
   onProgress?: (p: Progress) => void;
   onStdout?: (text: string) => void;       // Python's print(); default console.log
   onStderr?: (text: string) => void;
@@ -103,22 +126,65 @@ def tinyweb_load_weights(files, device):   # files: JS Uint8Arrays of whole safe
   return {k: v for f in files for k, v in safe_load(f.to_memoryview(), device).items()}
 `;
 
+/** Read `${baseURL}tinyweb-manifest.json` and check it: where Pyodide and the wheel are. */
+export async function resolveRuntime(baseURL: string | URL = "./"): Promise<Runtime> {
+  const manifestURL = new URL(MANIFEST_FILE, new URL(String(baseURL), pageURL())).href;
+  const hint = `baseURL must be the folder holding ${MANIFEST_FILE}, wheels/ and pyodide/ (dist/runtime/ of the tinyweb package)`;
+  let response: Response;
+  try { response = await fetch(manifestURL, { cache: "no-cache" }); }
+  catch (e) { throw new TinywebLoadError(`tinyweb: fetching the runtime manifest ${manifestURL} failed: ${(e as Error).message}; ${hint}`); }
+  if (!response.ok) throw new TinywebLoadError(`tinyweb: no runtime manifest at ${manifestURL} (HTTP ${response.status}); ${hint}`);
+  const text = await response.text();
+  let m: RuntimeManifest;
+  try { m = JSON.parse(text); }
+  catch { throw new TinywebLoadError(`tinyweb: ${manifestURL} is not JSON (it starts ${JSON.stringify(text.slice(0, 40))}); ${hint}`); }
+  const bad = (field: string, value: unknown, want: string) => new TinywebLoadError(
+    `tinyweb: ${manifestURL}: "${field}" is ${JSON.stringify(value)}, expected ${want} (npm run build writes the manifest)`);
+  if (m?.format !== 1) throw bad("format", m?.format, "1 (the manifest format this module reads)");
+  if (typeof m.wheel?.file !== "string" || !m.wheel.file.endsWith(".whl")) throw bad("wheel.file", m.wheel?.file, "the wheel's path, ending in .whl");
+  if (typeof m.wheel.sha256 !== "string" || !/^[0-9a-f]{64}$/.test(m.wheel.sha256)) throw bad("wheel.sha256", m.wheel.sha256, "64 hex digits");
+  if (typeof m.pyodide?.dir !== "string" || !m.pyodide.dir.endsWith("/")) throw bad("pyodide.dir", m.pyodide?.dir, "a folder path ending in /");
+  const wheel = new URL(m.wheel.file, manifestURL);
+  wheel.searchParams.set("v", m.wheel.sha256.slice(0, 16));   // (a new wheel under the same name gets past HTTP caches)
+  return { manifestURL, pyodideURL: new URL(m.pyodide.dir, manifestURL).href, wheelURL: wheel.href,
+           wheelSha256: m.wheel.sha256, version: String(m.tinyweb) };
+}
+
 export async function loadTinyweb(options: LoadOptions = {}): Promise<Tinyweb> {
-  const base = new URL(String(options.baseURL ?? "./"), document.baseURI);
+  return startTinyweb(await resolveRuntime(options.baseURL), options);
+}
+
+async function bootPyodide(pyodideURL: string): Promise<PyodideAPI> {
+  let mod: { loadPyodide(config: PyodideConfig): Promise<PyodideAPI> };
+  try { mod = await import(/* @vite-ignore */ /* webpackIgnore: true */ pyodideURL + "pyodide.mjs"); }
+  catch (e) { throw new TinywebLoadError(`tinyweb: loading ${pyodideURL}pyodide.mjs failed: ${(e as Error).message}`); }
+  return mod.loadPyodide({ indexURL: pyodideURL });
+}
+
+async function fetchWheel(runtime: Runtime): Promise<ArrayBuffer> {
+  let response: Response;
+  try { response = await fetch(runtime.wheelURL); }
+  catch (e) { throw new TinywebLoadError(`tinyweb: fetching the wheel ${runtime.wheelURL} failed: ${(e as Error).message}`); }
+  if (!response.ok) throw new TinywebLoadError(`tinyweb: fetching the wheel ${runtime.wheelURL} failed: HTTP ${response.status}`);
+  const wheel = await response.arrayBuffer();
+  const digest = [...new Uint8Array(await crypto.subtle.digest("SHA-256", wheel))].map((b) => b.toString(16).padStart(2, "0")).join("");
+  if (digest !== runtime.wheelSha256)
+    throw new TinywebLoadError(`tinyweb: the wheel ${runtime.wheelURL} (${wheel.byteLength} bytes) has sha256 ${digest}, ` +
+                               `${runtime.manifestURL} says ${runtime.wheelSha256}: the runtime folder mixes two builds`);
+  return wheel;
+}
+
+/** Boot Pyodide from `runtime`'s files in this thread, install the wheel (checked against its sha256), open the device. */
+export async function startTinyweb(runtime: Runtime, options: Omit<LoadOptions, "baseURL"> = {}): Promise<Tinyweb> {
   // each stage also leaves a performance mark ("tinyweb:pyodide", ...): where the start-up time goes
   const progress = (p: Progress) => { performance.mark(`tinyweb:${p.stage}`); options.onProgress?.(p); };
   progress({ stage: "pyodide", message: "loading Pyodide" });
-  const pyodideURL = new URL("pyodide/", base).href;
-  const mod = await import(/* @vite-ignore */ pyodideURL + "pyodide.mjs");
-  const pyodide: PyodideAPI = await mod.loadPyodide({ indexURL: pyodideURL } satisfies PyodideConfig);
+  // the wheel is fetched and checked while Pyodide boots (a wrong wheel fails at once)
+  const [pyodide, wheel] = await Promise.all([bootPyodide(runtime.pyodideURL), fetchWheel(runtime)]);
   pyodide.setStdout({ batched: options.onStdout ?? ((s) => console.log(s)) });
   pyodide.setStderr({ batched: options.onStderr ?? ((s) => console.error(s)) });
-
-  progress({ stage: "tinyweb", message: `installing ${__TINYWEB_WHEEL__.file}` });
-  const wheelURL = new URL(`wheels/${__TINYWEB_WHEEL__.file}?v=${__TINYWEB_WHEEL__.sha256.slice(0, 16)}`, base);
-  const response = await fetch(wheelURL);
-  if (!response.ok) throw new Error(`tinyweb: fetching the wheel ${wheelURL} failed: HTTP ${response.status}`);
-  pyodide.unpackArchive(await response.arrayBuffer(), "wheel");
+  progress({ stage: "tinyweb", message: `installing ${decodeURIComponent(new URL(runtime.wheelURL).pathname.split("/").pop()!)}` });
+  pyodide.unpackArchive(wheel, "wheel");
 
   progress({ stage: "device", message: "opening the WebGPU device" });
   const helpers = pyodide.globals.get("dict")();

@@ -24,6 +24,9 @@ export class WeightsError extends Error { override name = "WeightsError"; }
 
 const DEFAULT_CACHE = "tinyweb-weights";
 
+/** What relative URLs are resolved against: the page's base URL, or a worker's own URL (workers have no document). */
+export function pageURL(): string { return globalThis.document?.baseURI ?? globalThis.location.href; }
+
 /** Forget every cached weights file (a file changed on the server under the same URL and without a sha256 in an index
  * would otherwise keep coming from the cache). */
 export async function clearWeightsCache(cache: string = DEFAULT_CACHE): Promise<void> { await caches.delete(cache); }
@@ -33,7 +36,7 @@ interface Entry { dtype: string; shape: number[]; data_offsets: [number, number]
 type Progress = (p: WeightsProgress) => void;
 
 export async function fetchWeights(url: string, options: WeightsOptions = {}): Promise<WeightsFile[]> {
-  const abs = new URL(url, document.baseURI);
+  const abs = new URL(url, pageURL());
   if (!abs.pathname.endsWith(".json")) return [await fetchFile(abs.href, options.tensors, { tensors: {} }, options)];
   const index = await (await get(abs.href)).json().catch((e: Error) => { throw new WeightsError(`${abs}: not a JSON index: ${e.message}`); });
   if (typeof index?.weight_map !== "object")

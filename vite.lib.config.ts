@@ -1,0 +1,63 @@
+// The npm package `tinyweb` (`npm run build`, first step; `npm pack` packs what it writes):
+//   dist/lib/tinyweb.js          the ES module (web/tinyweb.ts and web/weights.ts; tsc adds the .d.ts next to it)
+//   dist/runtime/                what a site serves at loadTinyweb's baseURL:
+//     tinyweb-manifest.json      {format, tinyweb, wheel: {file, sha256}, pyodide: {dir, version}}, paths relative to it
+//     wheels/tinyweb-*.whl       the pure-Python wheel of this checkout, built by pip
+//     pyodide/                   Pyodide's own files, from the pyodide npm package
+// The module reads the manifest at run time: nothing about the wheel is compiled into it.
+import { defineConfig, type Plugin } from "vite";
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { cpSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const root = import.meta.dirname;
+const PYODIDE_FILES = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"];
+const WHEEL_SOURCES = ["pyproject.toml", "README.md", "tinyweb", "backends"];
+
+// the pure-Python wheel of this repository (tinyweb + tinyweb.backends, no dependencies), built from a clean copy of
+// its sources (so nothing stale from an earlier build/ folder gets in, and nothing is written into the checkout)
+function buildWheel(): { file: string; bytes: Buffer } {
+  const tmp = mkdtempSync(join(tmpdir(), "tinyweb-wheel-")), src = join(tmp, "src"), out = join(tmp, "out");
+  try {
+    const wanted = (p: string) => !p.includes("__pycache__") && !lstatSync(p).isSymbolicLink();   // (tinyweb/backends link)
+    for (const f of WHEEL_SOURCES) cpSync(resolve(root, f), join(src, f), { recursive: true, filter: wanted });
+    execFileSync(process.env.PYTHON ?? "python3", ["-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+      "--disable-pip-version-check", "-w", out, src], { stdio: ["ignore", "ignore", "inherit"] });
+    const file = readdirSync(out).find((f) => f.endsWith(".whl"));
+    if (!file) throw new Error(`pip wheel wrote no wheel into ${out}`);
+    return { file, bytes: readFileSync(join(out, file)) };
+  } finally { rmSync(tmp, { recursive: true, force: true }); }
+}
+
+function tinywebRuntime(): Plugin {
+  let wheel: { file: string; bytes: Buffer };
+  return {
+    name: "tinyweb-runtime",
+    config() { wheel = buildWheel(); },   // (pip takes seconds: here rather than in a timed bundle hook)
+    generateBundle() {
+      const version = wheel.file.split("-")[1];
+      const pkg = JSON.parse(readFileSync(resolve(root, "package.json"), "utf8"));
+      if (pkg.version !== version)
+        throw new Error(`package.json has version ${pkg.version}, the wheel (pyproject.toml) ${version}: make them equal`);
+      const pyodideVersion = JSON.parse(readFileSync(resolve(root, "node_modules/pyodide/package.json"), "utf8")).version;
+      const manifest = { format: 1, tinyweb: version, wheel: { file: `wheels/${wheel.file}`, sha256: createHash("sha256").update(wheel.bytes).digest("hex") },
+                         pyodide: { dir: "pyodide/", version: pyodideVersion } };
+      this.emitFile({ type: "asset", fileName: "runtime/tinyweb-manifest.json", source: JSON.stringify(manifest, null, 2) + "\n" });
+      this.emitFile({ type: "asset", fileName: `runtime/wheels/${wheel.file}`, source: wheel.bytes });
+      for (const f of PYODIDE_FILES)
+        this.emitFile({ type: "asset", fileName: `runtime/pyodide/${f}`, source: readFileSync(resolve(root, "node_modules/pyodide", f)) });
+    },
+  };
+}
+
+export default defineConfig({
+  publicDir: false,
+  build: {
+    outDir: resolve(root, "dist"), emptyOutDir: true, target: "es2022",
+    minify: false,   // (a library: the site that bundles it minifies)
+    lib: { entry: resolve(root, "web/tinyweb.ts"), formats: ["es"], fileName: () => "lib/tinyweb.js" },
+  },
+  plugins: [tinywebRuntime()],
+});
