@@ -1,5 +1,7 @@
 // The npm package `tinyweb` (`npm run build`, first step; `npm pack` packs what it writes):
-//   dist/lib/tinyweb.js          the ES module (web/tinyweb.ts and web/weights.ts; tsc adds the .d.ts next to it)
+//   dist/lib/tinyweb.js          the ES module (web/tinyweb.ts), which imports host.js and weights.js next to it and
+//                                starts worker.js (web/worker.ts) as `new Worker(new URL("./worker.js", import.meta.url))`,
+//                                the form a site's bundler recognizes (tsc adds the .d.ts files next to them)
 //   dist/runtime/                what a site serves at loadTinyweb's baseURL:
 //     tinyweb-manifest.json      {format, tinyweb, wheel: {file, sha256}, pyodide: {dir, version}}, paths relative to it
 //     wheels/tinyweb-*.whl       the pure-Python wheel of this checkout, built by pip
@@ -14,6 +16,7 @@ import { join, resolve } from "node:path";
 
 const root = import.meta.dirname;
 const PYODIDE_FILES = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"];
+const LIB_MODULES = ["tinyweb", "worker", "host", "weights"];
 const WHEEL_SOURCES = ["pyproject.toml", "README.md", "tinyweb", "backends"];
 
 // the pure-Python wheel of this repository (tinyweb + tinyweb.backends, no dependencies), built from a clean copy of
@@ -52,12 +55,35 @@ function tinywebRuntime(): Plugin {
   };
 }
 
+// The module must keep `new Worker(new URL("./worker.js", import.meta.url), ...)` as written: that form is how the
+// site's bundler finds the worker script and bundles it with the site. (Vite would otherwise bundle the worker here
+// already, into dist/assets/ under a hashed name and an absolute URL.) So the expression is hidden from Vite's worker
+// transform while the library is built, and put back as it was in the output.
+const WORKER_URL = 'new URL("./worker.js", import.meta.url)', HIDDEN_WORKER_URL = '"tinyweb:worker-url"';
+function keepWorkerURL(): Plugin {
+  return {
+    name: "tinyweb-keep-worker-url", enforce: "pre",
+    transform(code, id) {
+      if (!id.endsWith("/web/tinyweb.ts")) return null;
+      if (!code.includes(WORKER_URL)) throw new Error(`web/tinyweb.ts no longer says ${WORKER_URL}: update vite.lib.config.ts`);
+      return code.replace(WORKER_URL, `(${HIDDEN_WORKER_URL} as unknown as URL)`);
+    },
+    renderChunk(code, chunk) {
+      if (chunk.name !== "tinyweb") return null;
+      if (!code.includes(HIDDEN_WORKER_URL)) throw new Error("the worker's URL did not reach dist/lib/tinyweb.js");
+      return code.replace(HIDDEN_WORKER_URL, WORKER_URL);
+    },
+  };
+}
+
 export default defineConfig({
   publicDir: false,
   build: {
     outDir: resolve(root, "dist"), emptyOutDir: true, target: "es2022",
     minify: false,   // (a library: the site that bundles it minifies)
-    lib: { entry: resolve(root, "web/tinyweb.ts"), formats: ["es"], fileName: () => "lib/tinyweb.js" },
+    // (every module an entry of its own, so each keeps its name and the worker's URL stays "./worker.js")
+    lib: { entry: Object.fromEntries(LIB_MODULES.map((m) => [m, resolve(root, `web/${m}.ts`)])), formats: ["es"],
+           fileName: (_format, name) => `lib/${name}.js` },
   },
-  plugins: [tinywebRuntime()],
+  plugins: [keepWorkerURL(), tinywebRuntime()],
 });

@@ -86,31 +86,28 @@ class Site:
 def launch_chromium(playwright, webgpu: bool = True):
   return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS + ([WEBGPU_FLAG] if webgpu else []))
 
-def open_playground(browser, site: Site, on_request=None):
-  """A new page (own storage) on the playground with tinyweb loaded; returns (page, seconds to load).
-  on_request(url) is called for every request the page makes from the start."""
+def open_playground(browser, site: Site, on_request=None, worker: bool = True):
+  """A new page (own storage) on the playground with tinyweb loaded; returns (page, seconds to load). Python runs in the
+  page's Web Worker (worker=False: in the page itself, `?worker=0`). on_request(url) is called for every request the
+  page (or its worker) makes from the start."""
   page = browser.new_context().new_page()
   if on_request: page.on("request", lambda r: on_request(r.url))
   console: list[str] = []
   page.on("console", lambda m: console.append(m.text))
   st = time.perf_counter()
-  page.goto(site.url + "index.html")
+  page.goto(site.url + "index.html" + ("" if worker else "?worker=0"))
   page.wait_for_function("window.tinyweb || window.tinywebError", timeout=LOAD_TIMEOUT_MS)
   if (err := page.evaluate("window.tinywebError")): raise RuntimeError(f"tinyweb failed to load:\n{err}\nconsole:\n" + "\n".join(console))
+  assert page.evaluate("window.tinyweb.mode") == ("worker" if worker else "main")
   page.console_messages = console
   return page, time.perf_counter() - st
 
+# a snippet in a fresh namespace; its last expression comes back converted to JavaScript values (and from there to Python)
 RUN_JS = """async ([code, device]) => {
-  const tw = window.tinyweb, globals = tw.newGlobals();
-  globals.set("DEVICE", device);
+  const tw = window.tinyweb, globals = await tw.newGlobals();
   try {
-    const r = await tw.runPython(code, {globals});
-    if (r && typeof r.toJs === "function") {
-      const v = r.toJs({dict_converter: Object.fromEntries, create_pyproxies: false});
-      r.destroy();
-      return v;
-    }
-    return r;
+    await globals.set("DEVICE", device);
+    return await tw.runPython(code, {globals});
   } finally { globals.destroy(); }
 }"""
 

@@ -6,8 +6,10 @@ Fixtures:
   with tinyweb.serve (HTTP Range support); files under `site.data_dir` are served at `/e2e-data/` (tests write weights
   there); `site.server.bytes_sent` counts the bytes sent per URL path.
 - `chromium`: one headless Chromium per test process (/usr/lib/chromium/chromium, never a downloaded browser).
-- `page`: the playground page with tinyweb loaded, opened once per test process (Pyodide's boot is the slow part;
-  snippets run in fresh Python namespaces).
+- `page`: the playground page with tinyweb loaded (Python in its Web Worker, the default), opened once per test process
+  (Pyodide's boot is the slow part; snippets run in fresh Python namespaces).
+- `main_page`: the same with Python in the page itself (`loadTinyweb({worker: false})`), for what needs `tw.pyodide`
+  or compares the two modes; opened when a test first asks for it.
 - `browser`: `browser(code)` runs a Python snippet inside that page and returns its last expression (JSON-able
   values). `browser.compare(code)` runs the snippet natively on the CPU device too (the reference, computed in the same
   run) and returns both results; snippets say `DEVICE` wherever a device name goes.
@@ -42,6 +44,12 @@ def chromium(playwright_instance):
 @pytest.fixture(scope="session")
 def page(chromium, site):
   p, _ = open_playground(chromium, site)
+  yield p
+  p.context.close()
+
+@pytest.fixture(scope="session")
+def main_page(chromium, site):
+  p, _ = open_playground(chromium, site, worker=False)
   yield p
   p.context.close()
 

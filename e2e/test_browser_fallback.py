@@ -1,5 +1,5 @@
-"""Chromium without WebGPU (no --enable-unsafe-webgpu): tinyweb still loads, says why WEBGPU is unavailable, shows a
-notice, and Device.DEFAULT falls through to the next available device. The pure-Python `PYTHON` device (another branch)
+"""Chromium without WebGPU (no --enable-unsafe-webgpu): tinyweb still loads, says why WEBGPU is unavailable and what to
+do about it in this browser (not a native machine's advice), shows a notice, and Device.DEFAULT falls through to the next available device. The pure-Python `PYTHON` device (another branch)
 is that device: until it is registered, the test that runs ops on it is skipped, saying so."""
 import pytest
 from browser_harness import BrowserRunner, assert_close, launch_chromium, open_playground, run_native
@@ -18,6 +18,13 @@ def test_reports_why_webgpu_is_unavailable(no_webgpu_page):
   assert report["device"] != "WEBGPU"
   notice = no_webgpu_page.text_content("#notice")
   assert no_webgpu_page.is_visible("#notice") and "WebGPU is not available" in notice, notice
+  # advice for this browser (headless Chromium: the flag), none for a native machine's (no "apt-get install clang")
+  assert report["advice"] == "headless Chromium has WebGPU only when launched with --enable-unsafe-webgpu", report["advice"]
+  assert notice == report["notice"] and report["advice"] in notice, notice
+  assert report["devices"]["CPU"] == "a native device: not available in a browser", report["devices"]
+  said = [notice, *report["devices"].values(), *no_webgpu_page.console_messages]
+  assert not [s for s in said if "apt-get" in s or "install" in s], said
+  assert any(m == f"tinyweb: {report['notice']}" for m in no_webgpu_page.console_messages), no_webgpu_page.console_messages
   # the page names the device it falls back to, or says that there is none
   assert no_webgpu_page.text_content("#device") == (report["device"] or f"none ({report['error']})")
 

@@ -20,3 +20,25 @@ def test_python_errors_show_in_the_output(page):
   page.wait_for_function("document.querySelector('#output').textContent !== 'running…' && !document.querySelector('#run').disabled")
   out = page.text_content("#output")
   assert "Traceback" in out and "(2,)" in out and "(3,)" in out, out
+
+def run_in_playground(page, code: str) -> str:
+  page.fill("#code", code)
+  page.click("#run")
+  page.wait_for_function("document.querySelector('#output').textContent !== 'running…' && !document.querySelector('#run').disabled")
+  return page.text_content("#output")
+
+def test_results_are_shown_as_python_reprs(page):
+  # the last expression's repr(), as Python would show it (not JavaScript's String() of a converted value)
+  assert [run_in_playground(page, code) for code in ["10.0", "True", "None", "'text'", "[1.0, None, False]", "x = 1", "1 + 1;"]] == \
+    ["10.0", "True", "None", "'text'", "[1.0, None, False]", "", ""]
+  assert run_in_playground(page, "from tinyweb import Tensor\nprint('a')\nTensor([1.0, 2.0]).sum()") == "a\n<Tensor () float32 on WEBGPU>"
+
+def test_tracebacks_start_at_the_users_code(page):
+  out = run_in_playground(page, "def f(x):\n  return x.reshape(5)\n\nfrom tinyweb import Tensor\nf(Tensor([1.0, 2.0]))")
+  lines = out.splitlines()
+  assert lines[0] == "Traceback (most recent call last):", out
+  assert lines[1].startswith('  File "<python-input-') and lines[1].endswith('", line 5, in <module>'), out
+  assert lines[2].strip() == "f(Tensor([1.0, 2.0]))" and "line 2, in f" in out and "return x.reshape(5)" in out, out
+  assert "_pyodide" not in out and "<tinyweb-host>" not in out and "eval_code" not in out and "run_async" not in out, out
+  out = run_in_playground(page, "x = (")   # a syntax error: no frame at all, just where
+  assert out.startswith('  File "<python-input-') and out.endswith("SyntaxError: '(' was never closed"), out

@@ -41,11 +41,12 @@ with contextlib.redirect_stdout(buf), Context(DEBUG=2):
   assert out[0] == 24.0
   assert "WEBGPU" in out[1] and " ms " in out[1] and "GFLOP/s" in out[1], out[1]
 
-def test_reading_without_jspi_needs_the_async_variants(page):
+def test_reading_without_jspi_needs_the_async_variants(main_page):
   # Python called from JavaScript as a plain (not promising) call cannot block: .tolist() says what to use instead.
   # The async variants are then run with the runtime's run_sync replaced by one that fails, as in a browser without JSPI.
-  got = page.evaluate("""async () => {
-    const tw = window.tinyweb, g = tw.newGlobals();
+  # (Through Pyodide itself, tw.pyodide: there in the main-thread mode only.)
+  got = main_page.evaluate("""async () => {
+    const tw = window.tinyweb, g = tw.pyodide.globals.get("dict")();
     tw.pyodide.runPython(`
 from pyodide.ffi import can_run_sync
 from tinyweb import Tensor
@@ -75,41 +76,41 @@ async def read_async():
 def test_typed_arrays_in_and_out(page):
   got = page.evaluate("""async () => {
     const tw = window.tinyweb;
-    const counter = tw.newGlobals();   // counts uploads that go straight from JavaScript memory to the GPU
+    const counter = await tw.newGlobals();   // counts uploads that go straight from JavaScript memory to the GPU
     await tw.runPython(`
 from tinyweb import Device
 alloc, direct = Device["WEBGPU"].allocator, []
 def counted(handle, array, upload=alloc.copyin_js): direct.append(array.length); upload(handle, array)
 alloc.copyin_js = counted`, {globals: counter});
-    const a = tw.tensor(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
-    const b = tw.tensor(new Int32Array([7, -8, 9]));
-    const c = tw.tensor(new Uint8Array([1, 2, 250, 4, 5]));   // 5 bytes: not a whole number of words, copied via Python
-    const g = tw.newGlobals(); g.set("a", a); g.set("b", b); g.set("c", c);
+    const a = await tw.tensor(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
+    const b = await tw.tensor(new Int32Array([7, -8, 9]));
+    const c = await tw.tensor(new Uint8Array([1, 2, 250, 4, 5]));   // 5 bytes: not a whole number of words, copied via Python
+    const g = await tw.newGlobals(); await g.set("a", a); await g.set("b", b); await g.set("c", c);
     const prod = await tw.runPython("a @ a.T", {globals: g});
     const sum = await tw.runPython("b * 2", {globals: g});
     const bytes = await tw.runPython("c + 10", {globals: g});
     const out = [await tw.toTypedArray(prod), await tw.toTypedArray(sum), await tw.toTypedArray(bytes)];
-    let err = null;
-    try { tw.tensor(new Float64Array([1, 2])); } catch (e) { err = e.message; }
-    const direct = (await tw.runPython("del alloc.copyin_js\\ndirect", {globals: counter})).toJs();
-    let shapeErr = null;
-    try { tw.tensor(new Float32Array(6), [4, 2]); } catch (e) { shapeErr = e.message; }
+    const err = await tw.tensor(new Float64Array([1, 2])).then(() => "no error", (e) => `${e.name}: ${e.message}`);
+    const direct = await tw.runPython("del alloc.copyin_js\\ndirect", {globals: counter});
+    const shapeErr = await tw.tensor(new Float32Array(6), [4, 2]).then(() => "no error", (e) => e.message);
     [a, b, c, prod, sum, bytes, g, counter].forEach((p) => p.destroy());
-    return {types: out.map((x) => x.constructor.name), values: out.map((x) => Array.from(x)), err, shapeErr, direct};
+    return {types: out.map((x) => x.constructor.name), values: out.map((x) => Array.from(x)), err, shapeErr, direct,
+            refs: [a, b, c, prod].map(String)};
   }""")
   assert got["types"] == ["Float32Array", "Int32Array", "Uint8Array"]
   assert got["values"] == [[14.0, 32.0, 32.0, 77.0], [14, -16, 18], [11, 12, 4, 14, 15]]   # [[1,2,3],[4,5,6]] @ its T; 260 wraps
   assert got["direct"] == [6, 3]   # the Float32Array and the Int32Array; the 5 bytes took the other way
   assert "(4, 2)" in got["shapeErr"] and "6" in got["shapeErr"], got["shapeErr"]
-  assert "float64" in got["err"] and "WEBGPU" in got["err"], got["err"]
+  assert got["err"].startswith("PythonError: ") and "float64" in got["err"] and "WEBGPU" in got["err"], got["err"]
+  assert got["refs"] == ["[PyRef Tensor [2,3] float32 on WEBGPU]", "[PyRef Tensor [3] int32 on WEBGPU]",
+                         "[PyRef Tensor [5] uint8 on WEBGPU]", "[PyRef Tensor [2,2] float32 on WEBGPU]"]
 
 def test_cold_start_and_dispatch_overhead(chromium, site, record_property):
   st, urls = time.perf_counter(), []
   page, _ = open_playground(chromium, site, on_request=urls.append)   # a new context: nothing cached
   try:
     marks = dict(page.evaluate("performance.getEntriesByType('mark').map((m) => [m.name, m.startTime / 1000])"))
-    first = page.evaluate("window.tinyweb.runPython('from tinyweb import Tensor\\n(Tensor([1.0, 2.0]) + 1).tolist()')"
-                          ".then((r) => { const v = r.toJs(); r.destroy(); return v; })")
+    first = page.evaluate("window.tinyweb.runPython('from tinyweb import Tensor\\n(Tensor([1.0, 2.0]) + 1).tolist()')")
     cold = time.perf_counter() - st
     assert first == [2.0, 3.0]
     n = 200
@@ -133,7 +134,7 @@ for _ in range(${n}): kernel.run(handles)
 Device["WEBGPU"].synchronize()
 per_launch = (time.perf_counter() - st) / ${n}
 [value, per_realize, per_launch, x.tolist()[0]]`);
-      const v = r.toJs(); r.destroy(); return v;
+      return r;
     }""", n)
   finally: page.context.close()
   foreign = [u for u in urls if not (u.startswith(site.url) or re.match(r"(data|blob):", u))]
@@ -150,7 +151,7 @@ def test_typed_arrays_out_of_each_dtype_copied_once(page):
   # toTypedArray copies a WEBGPU tensor once, from the mapped GPU buffer into the new array (never through Python's
   # memory: copyout_async is not called), and a PYTHON tensor once, from the interpreter's memory
   got = page.evaluate("""async () => {
-    const tw = window.tinyweb, g = tw.newGlobals();
+    const tw = window.tinyweb, g = await tw.newGlobals();
     await tw.runPython(`
 from tinyweb import Tensor, Device, dtypes
 alloc, calls = Device["WEBGPU"].allocator, []
@@ -163,16 +164,32 @@ tensors = [x, Tensor([-128, -1, 0, 5, 127], dtype=dtypes.int8, device="WEBGPU"),
            Tensor([True, False, True], device="WEBGPU"), Tensor([65535, 1, 2], dtype=dtypes.uint16, device="WEBGPU"),
            Tensor([1.0, -2.0, 3.0], device="WEBGPU").cast(dtypes.bfloat16), Tensor.zeros(0, 3, device="WEBGPU"),
            Tensor([1.5, 2.5], device="PYTHON") * 2]`, {globals: g});
-    const tensors = g.get("tensors"), out = [];
-    for (let i = 0; i < tensors.length; i++) { const t = tensors.get(i); out.push(await tw.toTypedArray(t)); t.destroy(); }
-    const first = await tw.toTypedArray(g.get("x"));
+    const tensors = await g.get("tensors"), out = [];   // (a list of Tensors: an Array of PyRefs)
+    for (const t of tensors) { out.push(await tw.toTypedArray(t)); t.destroy(); }
+    const first = await tw.toTypedArray(await g.get("x"));
     first[0] = 99;   // an array of its own: neither the tensor nor a later read sees the write
-    const again = Array.from(await tw.toTypedArray(g.get("x")));
-    const calls = (await tw.runPython("del alloc.copyout_js, alloc.copyout_async\\ncalls", {globals: g})).toJs();
-    tensors.destroy(); g.destroy();
+    const again = Array.from(await tw.toTypedArray(await g.get("x")));
+    const calls = await tw.runPython("del alloc.copyout_js, alloc.copyout_async\\ncalls", {globals: g});
+    g.destroy();
     return {types: out.map((a) => a.constructor.name), values: out.map((a) => Array.from(a)), again, calls};
   }""")
   assert got["types"] == ["Float32Array", "Int8Array", "Uint8Array", "Uint16Array", "Uint16Array", "Float32Array", "Float32Array"]
   assert got["values"] == [[1, 4, 2, 5, 3, 6], [-128, -1, 0, 5, 127], [1, 0, 1], [65535, 1, 2], [0x3F80, 0xC000, 0x4040], [], [3, 5]]
   assert got["again"] == [1, 4, 2, 5, 3, 6]
   assert got["calls"] == ["js"] * 7   # 5 WEBGPU tensors with values, then x twice; the empty and the PYTHON one: no GPU read
+
+def test_numpy_is_not_in_the_page_and_the_error_says_what_to_use(browser):
+  # there is no Pyodide build of numpy to self-host offline: .numpy() (which imports it) fails saying what reads values
+  got = browser("""
+from tinyweb import Tensor
+t = Tensor([1.0, 2.0], device=DEVICE)
+try: t.numpy(); msg = "no error"
+except ModuleNotFoundError as e: msg = [e.name, str(e)]
+try:
+  import numpy
+except ImportError as e: msg.append(type(e).__name__)
+[msg, t.tolist()]
+""")
+  (name, msg, again), values = got
+  assert name == "numpy" and again == "ModuleNotFoundError" and values == [1.0, 2.0]
+  assert msg.startswith("No module named 'numpy'") and "t.tolist()" in msg and "tw.toTypedArray(t)" in msg, msg

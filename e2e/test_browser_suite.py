@@ -73,12 +73,12 @@ SETUP_JS = """async ([url, dir, code]) => {
   const tw = window.tinyweb, r = await fetch(url);
   if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
   tw.pyodide.unpackArchive(await r.arrayBuffer(), "zip", {extractDir: dir});
-  window.suite = tw.newGlobals();
+  window.suite = await tw.newGlobals();
   await tw.runPython(code, {globals: window.suite});
 }"""
 
 RUN_JS = """async (nodeid) => {
-  window.suite.set("nodeid", nodeid);
+  await window.suite.set("nodeid", nodeid);
   return await window.tinyweb.runPython("run_test(nodeid)", {globals: window.suite});
 }"""
 
@@ -86,7 +86,9 @@ RUN_JS = """async (nodeid) => {
 def suite(chromium, site):
   """run(nodeid) -> (outcome, text): the test run by pytest in a page of its own (its imports stay out of other tests)."""
   (site.data_dir / "browser-suite.zip").write_bytes(suite_archive())
-  page, _ = open_playground(chromium, site)
+  # (in the main-thread mode: the page's exposed function, which the numpy/torch proxies call, is on the window, and
+  # the archive is unpacked with tw.pyodide)
+  page, _ = open_playground(chromium, site, worker=False)
   page.expose_function("tinywebNative", remote_modules.Server(NATIVE_MODULES))
   page.evaluate(SETUP_JS, [site.url + "e2e-data/browser-suite.zip", PAGE_DIR, SETUP_PY])
   def run(nodeid: str) -> tuple[str, str]:

@@ -1,7 +1,9 @@
 """Weights from the served site: safetensors by URL with Range requests, a sharded set with sha256 in its index, the
 Cache API on a second visit (no network fetch at all), and clear errors for a truncated file and a wrong sha256.
-The files are written here with the `safetensors` package (an independent writer) and served at /e2e-data/."""
-import hashlib, json
+The files are written here with the `safetensors` package (an independent writer) and served at /e2e-data/.
+The page's requests (its worker's: Python and loadWeights run there) are recorded as (url, Range header) for GETs, and
+as (url, status, If-Modified-Since header) for the HEAD requests that revalidate a cached file."""
+import email.utils, hashlib, json, os, time
 import numpy as np
 import pytest
 from browser_harness import assert_close, open_playground
@@ -40,17 +42,19 @@ def weights(chromium, site):
   (site.data_dir / "truncated.safetensors").write_bytes(full[:-10])
   page, _ = open_playground(chromium, site)
   requests: list[tuple[str, str | None]] = []
-  page.on("request", lambda r: requests.append((r.url, r.headers.get("range"))))
+  page.heads = []
+  page.on("request", lambda r: r.method == "GET" and requests.append((r.url, r.headers.get("range"))))
+  page.on("response", lambda r: r.request.method == "HEAD" and page.heads.append((r.url, r.status, r.request.headers.get("if-modified-since"))))
   yield page, requests, w, {k: v for t in shards.values() for k, v in t.items()}, subset
   page.context.close()
 
 LOAD_JS = """async ([url, options]) => {
   const tw = window.tinyweb, progress = [];
   const sd = await tw.loadWeights(url, {...options, onProgress: (p) => progress.push(p)});
-  const g = tw.newGlobals(); g.set("sd", sd);
-  const r = await tw.runPython("{k: [v.device, v.dtype.name, list(v.shape), v.tolist()] for k, v in sd.items()}", {globals: g});
-  const out = r.toJs({dict_converter: Object.fromEntries}); r.destroy(); sd.destroy(); g.destroy();
-  return {tensors: out, progress};
+  const g = await tw.newGlobals(); await g.set("sd", sd);
+  const out = await tw.runPython("{k: [v.device, v.dtype.name, list(v.shape), v.tolist()] for k, v in sd.items()}", {globals: g});
+  sd.destroy(); g.destroy();
+  return {tensors: out, progress, type: sd.type};
 }"""
 
 def load_error(page, url: str, options: dict | None = None) -> str:
@@ -75,15 +79,19 @@ def test_single_file_with_range_requests_then_from_the_cache(weights, site):
   assert fetched == ["bytes=0-7", fetched[1], fetched[2]] and all(r and r.startswith("bytes=") for r in fetched), fetched
   size = (site.data_dir / "single.safetensors").stat().st_size
   last = got["progress"][-1]
-  assert last["loaded"] == last["total"] and not last["cached"] and last["total"] < size   # data only, after the header
-  # a second visit: a reloaded page loads the same weights from the Cache API, with no request for them at all
+  assert last["loaded"] == last["total"] == size and not last["cached"]   # length, header and data: the whole file here
+  assert got["type"] == "dict"   # (loadWeights resolved to a PyRef of the dict)
+  # a second visit: a reloaded page loads the same weights from the Cache API; the index gives no digest, so one
+  # conditional HEAD request asks whether the file changed (304: no), and nothing is downloaded
   page.reload()
   page.wait_for_function("window.tinyweb", timeout=120_000)
   requests.clear()
+  page.heads.clear()
   again = page.evaluate(LOAD_JS, [url, {}])
   check_tensors(again["tensors"], w)
   assert [u for u, _ in requests if "e2e-data" in u] == []
-  assert again["progress"] and all(p["cached"] for p in again["progress"])
+  assert [(u, status) for u, status, _ in page.heads] == [(url, 304)]
+  assert again["progress"] and all(p["cached"] for p in again["progress"]) and again["progress"][-1]["total"] == size
   # after clearWeightsCache the file comes from the network again
   page.evaluate("window.tinyweb.clearWeightsCache()")
   requests.clear()
@@ -97,6 +105,7 @@ def test_a_server_without_range_support_sends_the_whole_file(weights, site):
   got = page.evaluate(LOAD_JS, [url, {}])
   check_tensors(got["tensors"], w)
   assert [r for u, r in requests if u == url] == ["bytes=0-7"]   # asked for a range, got the whole file: no more requests
+  assert got["progress"][-1]["loaded"] == got["progress"][-1]["total"] == (site.data_dir / "single.safetensors").stat().st_size
   requests.clear()
   got = page.evaluate(LOAD_JS, [url, {"tensors": ["steps"], "cache": False}])   # a subset: taken from that whole file
   check_tensors(got["tensors"], {"steps": w["steps"]})
@@ -144,11 +153,13 @@ def test_tensors_by_name_fetch_only_their_bytes(weights, site):
   ranges = data_ranges(site.data_dir / "subset.safetensors")
   fetched = [r for u, r in requests if u == url]
   assert fetched[:2] == ["bytes=0-7", ranges["header"]] and sorted(fetched[2:]) == sorted([ranges["small"], ranges["mid"]]), fetched
-  assert got["progress"][-1]["loaded"] == 7 + 400   # the 16 KiB tensor left out was never requested
-  # the same subset again: header and tensors come from the cache
+  header = int(ranges["header"].rsplit("-", 1)[1]) + 1
+  assert got["progress"][-1]["loaded"] == got["progress"][-1]["total"] == header + 7 + 400   # (not the 16 KiB tensor left out)
+  # the same subset again: header and tensors come from the cache (after one HEAD request: the file has no digest)
   requests.clear()
+  page.heads.clear()
   check_tensors(page.evaluate(LOAD_JS, [url, {"tensors": ["mid"]}])["tensors"], {"mid": subset["mid"]})
-  assert [u for u, _ in requests if "e2e-data" in u] == []
+  assert [u for u, _ in requests if "e2e-data" in u] == [] and [(u, st) for u, st, _ in page.heads] == [(url, 304)]
   err = load_error(page, url, {"tensors": ["small", "nope"]})
   assert "no tensor named nope" in err and "big" in err, err
 
@@ -190,3 +201,47 @@ def test_tensors_by_name_are_all_the_server_sends(weights, site):
   before = sent()
   check_tensors(page.evaluate(LOAD_JS, [site.url + "e2e-data/" + name, {"cache": False}])["tensors"], subset)
   assert sent() - before == len(raw)
+
+def test_progress_total_is_what_the_load_reads_on_every_path(weights, site):
+  # one meaning of `total` (and of the last `loaded`): the bytes of the file this load reads, counted here by the server
+  # that sent them: a whole file with Range requests, a subset, a server without Range support (the whole file), and
+  # the same again from the cache (then no byte is sent: the total is what was read from the Cache API)
+  page, _, _, _, subset = weights
+  name = "progress.safetensors"
+  raw = write(site, name, subset)
+  header = 8 + int.from_bytes(raw[:8], "little")
+  sent = lambda: site.server.bytes_sent[f"/e2e-data/{name}"]
+  cases = [({}, "", len(raw)), ({"tensors": ["small", "mid"]}, "", header + 7 + 400), ({}, "?norange", len(raw)),
+           ({"tensors": ["mid"]}, "?norange", len(raw))]
+  for options, query, want in cases:
+    before = sent()
+    last = page.evaluate(LOAD_JS, [site.url + "e2e-data/" + name + query, {**options, "cache": False}])["progress"][-1]
+    assert last == {"url": site.url + "e2e-data/" + name + query, "loaded": want, "total": want, "cached": False}, (options, query, last)
+    assert sent() - before == want, (options, query)
+  page.evaluate(LOAD_JS, [site.url + "e2e-data/" + name, {"tensors": ["small"]}])   # (into the cache: header and "small")
+  before = sent()
+  last = page.evaluate(LOAD_JS, [site.url + "e2e-data/" + name, {"tensors": ["small"]}])["progress"][-1]
+  assert last["cached"] and last["loaded"] == last["total"] == header + 7 and sent() == before
+
+def test_a_file_without_a_digest_is_revalidated_before_use(weights, site):
+  # cached, then changed on the server under the same URL: the next load asks with If-Modified-Since (the
+  # Last-Modified tinyweb.serve sent), gets 200 instead of 304, drops the cached copy and downloads the new file
+  page = weights[0]
+  name, url = "changing.safetensors", site.url + "e2e-data/changing.safetensors"
+  path, t0 = site.data_dir / name, int(time.time()) - 100
+  old, new = {"w": np.arange(6, dtype=np.float32)}, {"w": np.arange(6, dtype=np.float32) * -3}
+  write(site, name, old)
+  os.utime(path, (t0, t0))
+  check_tensors(page.evaluate(LOAD_JS, [url, {}])["tensors"], old)
+  page.heads.clear()
+  check_tensors(page.evaluate(LOAD_JS, [url, {}])["tensors"], old)
+  assert page.heads == [(url, 304, email.utils.formatdate(t0, usegmt=True))]
+  write(site, name, new)   # (the same size: only the validators tell)
+  os.utime(path, (t0 + 50, t0 + 50))
+  page.heads.clear()
+  got = page.evaluate(LOAD_JS, [url, {}])
+  check_tensors(got["tensors"], new)
+  assert page.heads == [(url, 200, email.utils.formatdate(t0, usegmt=True))] and not got["progress"][-1]["cached"]
+  page.heads.clear()
+  check_tensors(page.evaluate(LOAD_JS, [url, {}])["tensors"], new)   # the new copy is cached, with the new date
+  assert page.heads == [(url, 304, email.utils.formatdate(t0 + 50, usegmt=True))]

@@ -8,19 +8,37 @@ import numpy as np
 import pytest
 from browser_harness import LOAD_TIMEOUT_MS, ROOT, build_site, locked, missing_requirement
 
-CONSUMER_TS = """import { loadTinyweb, TinywebLoadError, type Tinyweb } from "tinyweb";
-declare global { interface Window { tw?: Tinyweb; twError?: string; loadTinyweb: typeof loadTinyweb } }
-window.loadTinyweb = loadTinyweb;
+CONSUMER_TS = """import { loadTinyweb, TinywebLoadError, webgpuAdvice, type PyRef, type Tinyweb } from "tinyweb";
+declare global { interface Window { tw?: Tinyweb; twError?: string; loadTinyweb: typeof loadTinyweb; compute: typeof compute;
+                                    webgpuAdvice: typeof webgpuAdvice } }
+Object.assign(window, { loadTinyweb, compute, webgpuAdvice });
 try {
-  window.tw = await loadTinyweb({ baseURL: new URL("tinyweb/", location.href) });
+  window.tw = await loadTinyweb({ baseURL: new URL("tinyweb/", location.href) });   // (Python in a Web Worker)
   const device: string | null = window.tw.report.device;
-  document.getElementById("status")!.textContent = `ready on ${device}`;
+  document.getElementById("status")!.textContent = `ready on ${device} (${window.tw.mode})`;
 } catch (e) {
   window.twError = `${e instanceof TinywebLoadError ? "TinywebLoadError: " : ""}${(e as Error).stack ?? e}`;
 }
-export function neverCalled() {
+// c = ((a @ b).relu() * 2 - a.sum()).sum(1), with the package's types: a Float32Array in, a Float32Array out
+async function compute(tw: Tinyweb, a: number[], b: number[]) {
+  const g = await tw.newGlobals();
+  await g.set("a", await tw.tensor(new Float32Array(a), [3, 4]));
+  await g.set("b", await tw.tensor(new Float32Array(b), [4, 5]));
+  const out = await tw.runPython("import js\\nc = ((a @ b).relu() * 2 - a.sum()).sum(1)\\n[c.device, list(c.shape), js.globalThis.constructor.name]", {globals: g});
+  const values: Float32Array = await tw.toTypedArray(await g.get("c") as PyRef, "float32");
+  const t = await tw.tensor(new Int32Array([1, 2]));
+  const ints: Int32Array = await tw.toTypedArray(t);   // (the dtype follows from the array's type)
+  g.destroy();
+  t.destroy();
+  return [out, Array.from(values), Array.from(ints)];
+}
+export async function neverCalled(tw: Tinyweb) {
   // @ts-expect-error baseURL is a string or a URL (the package's types are in force, not `any`)
-  return loadTinyweb({ baseURL: 42 });
+  loadTinyweb({ baseURL: 42 });
+  // @ts-expect-error a float32 tensor's values are a Float32Array, not an Int32Array
+  const wrong: Int32Array = await tw.toTypedArray(await tw.tensor(new Float32Array(2)));
+  const repr: string | undefined = await tw.runPython("1", { result: "repr" });
+  return [wrong, repr];
 }
 """
 CONSUMER_HTML = """<!doctype html>
@@ -71,7 +89,8 @@ def test_the_tarball_holds_the_module_its_types_and_the_runtime(packed, record_p
   tarball, info = packed
   files = {f["path"] for f in info["files"]}
   wheel = next(f for f in files if f.startswith("dist/runtime/wheels/"))
-  assert files == {"package.json", "README.md", "dist/lib/tinyweb.js", "dist/lib/tinyweb.d.ts", "dist/lib/weights.d.ts",
+  lib = {f"dist/lib/{m}.{ext}" for m in ["tinyweb", "worker", "host", "weights"] for ext in ["js", "d.ts"]}
+  assert files == {"package.json", "README.md", *lib,
                    "dist/runtime/tinyweb-manifest.json", wheel, *(f"dist/runtime/pyodide/{f}" for f in
                    ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"])}
   assert re.fullmatch(r"dist/runtime/wheels/tinyweb-[\w.]+-py3-none-any\.whl", wheel), wheel
@@ -82,6 +101,10 @@ def test_a_vite_project_using_the_package_runs_tinyweb_on_webgpu(consumer, chrom
   dist = consumer / "dist"
   bundle = "".join(f.read_text() for f in (dist / "assets").glob("*.js"))
   assert "tinyweb-manifest.json" in bundle and "__TINYWEB_WHEEL__" not in bundle   # (the module, needing no build-time define)
+  # the project's bundler found the package's worker script (new Worker(new URL("./worker.js", import.meta.url))) and
+  # bundled it as a file of its own, with the host in it
+  workers = [f for f in (dist / "assets").glob("worker-*.js")]
+  assert len(workers) == 1 and "tw_run" in workers[0].read_text(), sorted(f.name for f in (dist / "assets").iterdir())
   assert (dist / "tinyweb" / "tinyweb-manifest.json").is_file()
   server = subprocess.Popen([sys.executable, "-m", "tinyweb.serve", str(dist), "--port", "0", "--quiet", "--coop-coep"],
                             cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -96,24 +119,31 @@ def test_a_vite_project_using_the_package_runs_tinyweb_on_webgpu(consumer, chrom
       page.goto(url)
       page.wait_for_function("window.tw || window.twError", timeout=LOAD_TIMEOUT_MS)
       assert page.evaluate("window.twError") is None, page.evaluate("window.twError")
-      assert page.text_content("#status") == "ready on WEBGPU"
+      assert page.text_content("#status") == "ready on WEBGPU (worker)"
       assert page.evaluate("window.crossOriginIsolated") is True   # (--coop-coep's headers)
       rng = np.random.default_rng(15)
       a, b = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
-      got = page.evaluate("""async ([a, b]) => {
-        const tw = window.tw, g = tw.newGlobals();
-        g.set("a", tw.tensor(new Float32Array(a), [3, 4])); g.set("b", tw.tensor(new Float32Array(b), [4, 5]));
-        const out = await tw.runPython("c = ((a @ b).relu() * 2 - a.sum()).sum(1)\\n[c.device, list(c.shape)]", {globals: g});
-        const values = Array.from(await tw.toTypedArray(g.get("c")));
-        const r = [out.toJs(), values]; out.destroy(); g.destroy();
-        return r;
-      }""", [a.ravel().tolist(), b.ravel().tolist()])
+      got = page.evaluate("([a, b]) => window.compute(window.tw, a, b)", [a.ravel().tolist(), b.ravel().tolist()])
       want = (np.maximum(a.astype(np.float64) @ b, 0) * 2 - a.astype(np.float64).sum()).sum(1)
-      assert got[0] == ["WEBGPU", [3]]
+      assert got[0] == ["WEBGPU", [3], "DedicatedWorkerGlobalScope"]   # on WebGPU, in the worker
       np.testing.assert_allclose(got[1], want, rtol=1e-5, atol=1e-5)
+      assert got[2] == [1, 2]
+      # the advice for a browser without WebGPU, by user agent (this page's own is a secure context with WebGPU)
+      advice = page.evaluate("""() => [
+        window.webgpuAdvice(false, "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:140.0) Gecko/20100101 Firefox/140.0", true),
+        window.webgpuAdvice(false, "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/139.0.0.0 Safari/537.36", true),
+        window.webgpuAdvice(true, "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/139.0.0.0 Safari/537.36 Edg/139.0.0.0", true),
+        window.webgpuAdvice(false, "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.5 Safari/605.1.15", true),
+        window.webgpuAdvice(false, "anything", false)]""")
+      assert "Firefox has WebGPU from version 141" in advice[0] and "about:config" in advice[0], advice[0]
+      assert "chrome://flags/#enable-unsafe-webgpu" in advice[1], advice[1]
+      assert "no adapter" in advice[2] and "edge://gpu" in advice[2], advice[2]
+      assert "Safari 26" in advice[3] and "Feature Flags" in advice[3], advice[3]
+      assert "secure context" in advice[4], advice[4]
       paths = {re.sub(r"\?.*", "", u[len(url):]) for u in requests}
       assert all(u.startswith(url) for u in requests), requests   # everything from the site itself
-      assert {"tinyweb/tinyweb-manifest.json", "tinyweb/pyodide/pyodide.mjs", "tinyweb/pyodide/pyodide.asm.wasm"} <= paths, paths
+      assert {"tinyweb/tinyweb-manifest.json", "tinyweb/pyodide/pyodide.mjs", "tinyweb/pyodide/pyodide.asm.wasm",
+              f"assets/{workers[0].name}"} <= paths, paths
       assert any(re.fullmatch(r"tinyweb/wheels/tinyweb-.+\.whl", p) for p in paths), paths
       # a wrong baseURL: the error names the manifest URL it looked for
       err = page.evaluate("window.loadTinyweb({baseURL: 'nowhere/'}).then(() => 'no error', (e) => `${e.name}: ${e.message}`)")

@@ -6,10 +6,15 @@ import hashlib, json, zipfile
 from browser_harness import DIST
 
 def test_dist_holds_the_site_the_module_and_the_runtime(site):
-  for f in ["index.html", "lib/tinyweb.js", "lib/tinyweb.d.ts", "lib/weights.d.ts", "runtime/pyodide/pyodide.mjs",
+  for f in ["index.html", *(f"lib/{m}.{ext}" for m in ["tinyweb", "worker", "host", "weights"] for ext in ["js", "d.ts"]),
+            "runtime/pyodide/pyodide.mjs",
             "runtime/pyodide/pyodide.asm.wasm", "runtime/pyodide/python_stdlib.zip", "runtime/pyodide/pyodide-lock.json"]:
     assert (DIST / f).is_file(), f
   assert "__TINYWEB_WHEEL__" not in (DIST / "lib" / "tinyweb.js").read_text()   # (nothing defined at build time)
+  # the module starts its worker by a URL relative to itself, in the form a site's bundler recognizes (the library build
+  # leaves it for that bundler: no worker of its own in dist/assets/ under a hashed name)
+  assert 'new Worker(new URL("./worker.js", import.meta.url), { type: "module" })' in (DIST / "lib" / "tinyweb.js").read_text()
+  assert "startHost" in (DIST / "lib" / "worker.js").read_text() and 'from "./host.js"' in (DIST / "lib" / "worker.js").read_text()
   wheels = list((DIST / "runtime" / "wheels").glob("tinyweb-*-py3-none-any.whl"))
   assert len(wheels) == 1, wheels
   manifest = json.loads((DIST / "runtime" / "tinyweb-manifest.json").read_text())

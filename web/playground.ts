@@ -1,6 +1,8 @@
 // The playground page: a text area with Python, a Run button, the output, and which device runs it.
 // The loaded API is also left at `window.tinyweb` (the e2e tests drive it from there). It uses the package's own module
 // (web/tinyweb.ts, built to dist/lib/tinyweb.js for other sites) with the runtime files the build puts in runtime/.
+// Python runs in a Web Worker; `?worker=0` in the page's URL runs it in the page instead (loadTinyweb's {worker: false}).
+// The result of the code's last expression is shown as Python's repr() (10.0, True, None); a trailing ';' hides it.
 import { loadTinyweb, type Tinyweb } from "./tinyweb.js";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -12,29 +14,28 @@ declare global { interface Window { tinyweb?: Tinyweb; tinywebError?: string } }
 
 try {
   const started = performance.now();
-  const tw = await loadTinyweb({ baseURL: "./runtime/", onProgress: (p) => (status.textContent = p.message), onStdout: write, onStderr: write });
+  const worker = new URLSearchParams(location.search).get("worker") !== "0";
+  const tw = await loadTinyweb({ baseURL: "./runtime/", worker, onProgress: (p) => (status.textContent = p.message), onStdout: write, onStderr: write });
   const r = tw.report;
-  status.textContent = `ready in ${((performance.now() - started) / 1000).toFixed(1)} s`;
+  status.textContent = `ready in ${((performance.now() - started) / 1000).toFixed(1)} s (Python in ${worker ? "a Web Worker" : "the page"})`;
   $("device").textContent = r.device ?? `none (${r.error})`;
   const a = r.webgpu;
   $("adapter").textContent = a ? [a.vendor, a.architecture, a.device, a.description].filter(Boolean).join(" ") +
     (a.isFallbackAdapter ? " (fallback adapter, on the CPU)" : "") : "no WebGPU adapter";
-  if (r.device !== "WEBGPU") {
+  if (r.notice) {   // (WebGPU is missing: why, and what to do about it in this browser)
     const notice = $("notice");
     notice.hidden = false;
-    notice.textContent = `WebGPU is not available (${r.devices["WEBGPU"] || "unknown reason"}); ` +
-      (r.device ? `running on ${r.device} instead, which is much slower.` : "no device can run tinyweb here.");
+    notice.textContent = r.notice;
   }
-  const globals = tw.newGlobals();
+  const globals = await tw.newGlobals();
   runButton.disabled = false;
   runButton.addEventListener("click", async () => {
     runButton.disabled = true;
     output.textContent = "running…";
     sink = [];
     try {
-      const result = await tw.runPython(($("code") as HTMLTextAreaElement).value, { globals });
-      if (result !== undefined) sink.push(String(result));
-      if (result && typeof result.destroy === "function") result.destroy();
+      const result = await tw.runPython(($("code") as HTMLTextAreaElement).value, { globals, result: "repr" });
+      if (result !== undefined) sink.push(result);
       output.textContent = sink.join("\n");
     } catch (e) {
       output.textContent = sink.join("\n") + (sink.length ? "\n" : "") + String((e as Error).message ?? e);

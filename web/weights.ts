@@ -10,8 +10,16 @@
 //   a file with a `sha256` but without the `tensor_sha256` of a tensor wanted from it is fetched whole and checked, then
 //   the tensors are taken from it (integrity is never traded for bytes).
 // - Cache: each complete, checked file (or header and tensor) is stored in the Cache API ("tinyweb-weights"), keyed by
-//   its URL and digest when known; a later load (also after a reload) reads it from there without any network request.
+//   its URL and digest when known; a later load (also after a reload) reads it from there. What is keyed by a digest is
+//   used without any network request. What is not (a file the index gives no sha256) is stored with the response's
+//   validators (ETag, Last-Modified) and revalidated before use, with one conditional HEAD request per file and load
+//   (If-None-Match / If-Modified-Since): a 304 keeps it, a changed file is dropped and downloaded again. (Without
+//   validators from the server such a file is not cached; when the server cannot be reached the cached copy is used.)
 //   `clearWeightsCache()` forgets them.
+/** Progress of one file (`url`): `total` is the number of bytes this load reads of it, from the network or the cache:
+ * the 8-byte length, the JSON header and the tensor data it needs (all of the file's data, or the wanted tensors'
+ * bytes); where the server ignores Range requests, the whole file it sends. `loaded` counts them as they come;
+ * `cached`: all of them so far came from the Cache API. */
 export interface WeightsProgress { url: string; loaded: number; total: number; cached: boolean }
 export interface WeightsOptions {
   onProgress?: (p: WeightsProgress) => void;
@@ -27,8 +35,8 @@ const DEFAULT_CACHE = "tinyweb-weights";
 /** What relative URLs are resolved against: the page's base URL, or a worker's own URL (workers have no document). */
 export function pageURL(): string { return globalThis.document?.baseURI ?? globalThis.location.href; }
 
-/** Forget every cached weights file (a file changed on the server under the same URL and without a sha256 in an index
- * would otherwise keep coming from the cache). */
+/** Forget every cached weights file (to free the storage; a changed file is noticed anyway: through its digest, or by
+ * revalidation where it has none). */
 export async function clearWeightsCache(cache: string = DEFAULT_CACHE): Promise<void> { await caches.delete(cache); }
 
 interface Digests { file?: string; tensors: Record<string, string> }
@@ -55,10 +63,11 @@ export async function fetchWeights(url: string, options: WeightsOptions = {}): P
 async function fetchFile(url: string, names: string[] | undefined, digests: Digests, options: WeightsOptions): Promise<WeightsFile> {
   const progress = options.onProgress ?? (() => {});
   const cache = options.cache === false ? null : await caches.open(options.cache ?? DEFAULT_CACHE);
+  if (cache && !digests.file) await revalidate(cache, url);
   const fileKey = cacheKey(url, "file", digests.file);
   const piecewise = names && !(await cache?.match(fileKey)) && (!digests.file || names.every((n) => n in digests.tensors));
   if (names && piecewise) return { url, bytes: await fetchTensors(url, names, digests, cache, progress) };
-  const [bytes, cached] = await cachedBytes(cache, fileKey, async () => {
+  const [bytes, cached] = await cachedBytes(cache, fileKey, url, !digests.file, async () => {
     const bytes = await download(url, progress);
     if (digests.file) await checkSha256(url, bytes, digests.file);
     return bytes;
@@ -73,9 +82,11 @@ async function fetchFile(url: string, names: string[] | undefined, digests: Dige
 // the header, then each tensor's bytes with a Range request of its own (all from the cache when they are there)
 async function fetchTensors(url: string, names: string[], digests: Digests, cache: Cache | null, progress: Progress): Promise<Uint8Array<ArrayBuffer>> {
   let whole: Uint8Array<ArrayBuffer> | null = null;   // what a server without Range support sends: the tensors come from it
-  const [header] = await cachedBytes(cache, cacheKey(url, "header", digests.file), async () => {
+  const unsigned = !digests.file;
+  const [header, headerCached] = await cachedBytes(cache, cacheKey(url, "header", digests.file), url, unsigned, async () => {
     const first = await get(url, [0, 8]);
-    const lenBytes = first.status === 206 ? new Uint8Array(await first.arrayBuffer()) : (whole = await readAll(url, first, null, progress));
+    const lenBytes = first.status === 206 ? new Uint8Array(await first.arrayBuffer())
+                   : (whole = await readAll(url, first, null, (loaded, total) => progress({ url, loaded, total, cached: false })));
     const n = headerLength(url, first.status === 206 ? rangeTotal(url, first) : lenBytes.length, lenBytes);
     const out = new Uint8Array(8 + n);
     out.set(lenBytes.subarray(0, 8));
@@ -83,14 +94,16 @@ async function fetchTensors(url: string, names: string[], digests: Digests, cach
     return out;
   });
   const entries = parseHeader(url, header.subarray(8)), base = header.length;
-  const total = names.reduce((sum, n) => sum + (entries[n] ? entries[n].data_offsets[1] - entries[n].data_offsets[0] : 0), 0);
-  let loaded = 0;
+  const total = base + names.reduce((sum, n) => sum + (entries[n] ? entries[n].data_offsets[1] - entries[n].data_offsets[0] : 0), 0);
+  let loaded = base, allCached = headerCached;
+  if (!whole) progress({ url, loaded, total, cached: allCached });
   return assemble(url, entries, names, digests, async (e, name) => {
     const [start, end] = [base + e.data_offsets[0], base + e.data_offsets[1]];
     if (whole) return whole.subarray(start, end);
-    const [bytes, cached] = await cachedBytes(cache, cacheKey(url, `tensor ${name}`, digests.tensors[name] ?? digests.file),
-                                              () => readRange(url, start, end));
-    progress({ url, loaded: loaded += bytes.length, total, cached });
+    const [bytes, cached] = await cachedBytes(cache, cacheKey(url, `tensor ${name}`, digests.tensors[name] ?? digests.file), url,
+                                              !(digests.tensors[name] ?? digests.file), () => readRange(url, start, end));
+    allCached &&= cached;
+    progress({ url, loaded: loaded += bytes.length, total, cached: allCached });
     return bytes;
   });
 }
@@ -123,12 +136,52 @@ function cacheKey(url: string, part: string, sha256?: string): string {
   return key.href;
 }
 
-async function cachedBytes(cache: Cache | null, key: string, fetchBytes: () => Promise<Uint8Array<ArrayBuffer>>): Promise<[Uint8Array<ArrayBuffer>, boolean]> {
+// (unsigned: the key holds no digest, so the entry keeps the validators of url's response, for revalidate())
+async function cachedBytes(cache: Cache | null, key: string, url: string, unsigned: boolean,
+                           fetchBytes: () => Promise<Uint8Array<ArrayBuffer>>): Promise<[Uint8Array<ArrayBuffer>, boolean]> {
   const hit = await cache?.match(key);
   if (hit) return [new Uint8Array(await hit.arrayBuffer()), true];
   const bytes = await fetchBytes();
-  await cache?.put(key, new Response(bytes, { headers: { "content-type": "application/octet-stream" } }));
+  const v = validatorsSeen.get(url);
+  if (cache && (!unsigned || v?.etag || v?.lastModified)) {
+    const headers: Record<string, string> = { "content-type": "application/octet-stream" };
+    if (unsigned && v?.etag) headers.etag = v.etag;
+    if (unsigned && v?.lastModified) headers["last-modified"] = v.lastModified;
+    await cache.put(key, new Response(bytes, { headers }));
+  }
   return [bytes, false];
+}
+
+interface Validators { etag: string | null; lastModified: string | null }
+const validatorsSeen = new Map<string, Validators>();   // URL -> the validators of its latest response
+
+// a cache key (cacheKey) of url without a digest in it
+function isUnsignedKeyOf(key: string, url: string): boolean {
+  const k = new URL(key), part = k.searchParams.get("tinyweb-cache");
+  if (part === null || part.includes("sha256=")) return false;
+  k.searchParams.delete("tinyweb-cache");
+  return k.href === new URL(url).href;
+}
+
+// The cached parts of url that no digest vouches for: one conditional HEAD request with the validators they were
+// stored with; they stay when the server answers 304 (or, ignoring the condition, sends the same validators) and are
+// dropped otherwise (a changed file, an error). When the server cannot be reached they are used as they are.
+async function revalidate(cache: Cache, url: string): Promise<void> {
+  const keys = (await cache.keys(url, { ignoreSearch: true })).filter((k) => isUnsignedKeyOf(k.url, url));
+  if (!keys.length) return;
+  const stored = await Promise.all(keys.map(async (key) => {
+    const h = (await cache.match(key))?.headers;
+    return { key, etag: h?.get("etag") ?? null, lastModified: h?.get("last-modified") ?? null };
+  }));
+  const asked = stored[0], headers: Record<string, string> = {};
+  if (asked.etag) headers["If-None-Match"] = asked.etag;
+  if (asked.lastModified) headers["If-Modified-Since"] = asked.lastModified;
+  let r: Response;
+  try { r = await fetch(url, { method: "HEAD", cache: "no-store", headers }); }
+  catch { return; }   // (offline: the cached copy is all there is)
+  const now: Validators = r.status === 304 ? asked : { etag: r.headers.get("etag"), lastModified: r.headers.get("last-modified") };
+  const same = (a: Validators, b: Validators) => a.etag && b.etag ? a.etag === b.etag : !!a.lastModified && a.lastModified === b.lastModified;
+  await Promise.all(stored.filter((s) => !((r.status === 304 || r.ok) && same(s, now))).map((s) => cache.delete(s.key)));
 }
 
 async function checkSha256(what: string, bytes: Uint8Array<ArrayBuffer>, want: string) {
@@ -141,7 +194,7 @@ async function checkSha256(what: string, bytes: Uint8Array<ArrayBuffer>, want: s
 async function download(url: string, progress: (p: WeightsProgress) => void): Promise<Uint8Array<ArrayBuffer>> {
   const first = await get(url, [0, 8]);
   if (first.status !== 206) {   // no Range support: the whole file came in one response
-    const bytes = await readAll(url, first, null, progress);
+    const bytes = await readAll(url, first, null, (loaded, total) => progress({ url, loaded, total, cached: false }));
     const n = headerLength(url, bytes.length, bytes);
     return bytes.subarray(0, dataEnd(url, bytes.length, n, bytes.subarray(8, 8 + n)));
   }
@@ -153,7 +206,9 @@ async function download(url: string, progress: (p: WeightsProgress) => void): Pr
   const out = new Uint8Array(end);
   out.set(lenBytes.subarray(0, 8), 0);
   out.set(header, 8);
-  if (end > 8 + n) out.set(await readAll(url, await get(url, [8 + n, end]), end - 8 - n, progress), 8 + n);
+  progress({ url, loaded: 8 + n, total: end, cached: false });
+  if (end > 8 + n)
+    out.set(await readAll(url, await get(url, [8 + n, end]), end - 8 - n, (loaded) => progress({ url, loaded: 8 + n + loaded, total: end, cached: false })), 8 + n);
   return out;
 }
 
@@ -192,6 +247,7 @@ async function readRange(url: string, start: number, end: number): Promise<Uint8
 async function get(url: string, range?: [number, number]): Promise<Response> {
   const r = await fetch(url, { cache: "no-store", headers: range ? { Range: `bytes=${range[0]}-${range[1] - 1}` } : {} });
   if (!r.ok) throw new WeightsError(`${url}: HTTP ${r.status} ${r.statusText}`);
+  validatorsSeen.set(url, { etag: r.headers.get("etag"), lastModified: r.headers.get("last-modified") });
   return r;
 }
 
@@ -201,9 +257,9 @@ function rangeTotal(url: string, r: Response): number {
   return Number(m[1]);
 }
 
-// the body, with progress; `expected` bytes when known (a short body is an error)
+// the body, with onChunk(bytes so far, bytes expected in all); `expected` bytes when known (a short body is an error)
 async function readAll(url: string, r: Response, expected: number | null,
-                       progress: (p: WeightsProgress) => void): Promise<Uint8Array<ArrayBuffer>> {
+                       onChunk: (loaded: number, total: number) => void): Promise<Uint8Array<ArrayBuffer>> {
   const total = expected ?? Number(r.headers.get("content-length") ?? 0);
   const chunks: Uint8Array[] = [];
   let loaded = 0;
@@ -211,7 +267,7 @@ async function readAll(url: string, r: Response, expected: number | null,
   for (let c = await reader.read(); !c.done; c = await reader.read()) {
     chunks.push(c.value);
     loaded += c.value.length;
-    progress({ url, loaded, total, cached: false });
+    onChunk(loaded, Math.max(total, loaded));
   }
   if (expected !== null && loaded !== expected)
     throw new WeightsError(`${url}: truncated: expected ${expected} bytes of tensor data, got ${loaded}`);
