@@ -137,11 +137,14 @@ class StaticHandler(SimpleHTTPRequestHandler):
   def _write(self, data: bytes, count: bool = True) -> bool:
     """Send body bytes (counted in server.bytes_sent when they are the file's); False when the client has gone (a page
     that cancelled a fetch)."""
+    # counted before the write: a client that has read the whole body must find it counted (a test asks right after)
+    path, n = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path), len(data) if count else 0
+    self.server.count(path, n)
     try: self.wfile.write(data)
     except (BrokenPipeError, ConnectionResetError):
+      self.server.count(path, -n)
       self.close_connection = True
       return False
-    if count: self.server.count(urllib.parse.unquote(urllib.parse.urlsplit(self.path).path), len(data))
     return True
 
   def end_headers(self):
@@ -171,7 +174,8 @@ class StaticServer(ThreadingHTTPServer):
     return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
 
   def count(self, path: str, n: int):
-    with self._lock: self.bytes_sent[path] += n
+    if n:
+      with self._lock: self.bytes_sent[path] += n
 
 def main(argv: list[str] | None = None) -> int:
   p = argparse.ArgumentParser(prog="python -m tinyweb.serve", description="Serve a folder (a tinyweb site, weights) over "

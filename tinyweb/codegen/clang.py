@@ -181,6 +181,9 @@ static inline unsigned short tw_f32_to_bf16(float f) {
   return (unsigned short)((c.u + 0x7fffu + ((c.u >> 16) & 1u)) >> 16);
 }
 static inline float tw_bf16_round(float f) { return tw_bf16_to_f32(tw_f32_to_bf16(f)); }
+// float -> uint64 as AVX-512's vcvttsd2usi, all ones where there is no answer: the plain C cast is undefined there,
+// and clang's code for CPUs without AVX-512 answers differently (2^63 for NaN), so results would depend on the machine
+static inline unsigned long long tw_f2u64(double x) { return (x > -1.0 && x < 18446744073709551616.0) ? (unsigned long long)x : ~0ull; }
 static inline tw_float16 tw_fma16(tw_float16 a, tw_float16 b, tw_float16 c) {   // a*b+c rounded once, as __builtin_fmaf
 #pragma clang fp contract(fast)
   return a * b + c;   /* contracted to one fma here only: kernels are compiled with -ffp-contract=off */
@@ -233,7 +236,7 @@ static inline float tw_log2f(float x) {   // x = m * 2^e, m in [sqrt(1/2), sqrt(
     if dt == dtypes.bfloat16: return f"tw_bf16_round({expr})"
     return expr
   def float_to_int(self, x: str, dt: DType) -> str:   # through int64 so out-of-range values wrap instead of being UB
-    return f"({x})" if dt == dtypes.uint64 else f"(long long)({x})"
+    return f"tw_f2u64({x})" if dt == dtypes.uint64 else f"(long long)({x})"
   def render_bitcast(self, x: str, dt: DType, sdt: DType) -> str:
     if sdt == dtypes.bfloat16: x = f"tw_f32_to_bf16({x})"
     elif sdt == dtypes.float16: x = f"(__fp16)({x})"

@@ -54,7 +54,7 @@ class OpenCLRenderer(CStyleRenderer):
     if dt == dtypes.float16: return f"tw_f16_round({expr})"
     if dt == dtypes.bfloat16: return f"tw_bf16_round({expr})"
     return expr
-  def float_to_int(self, x: str, dt: DType) -> str: return f"({x})" if dt == dtypes.uint64 else f"tw_f2l({x})"
+  def float_to_int(self, x: str, dt: DType) -> str: return f"tw_f2ul({x})" if dt == dtypes.uint64 else f"tw_f2l({x})"
   def render_bitcast(self, x: str, dt: DType, sdt: DType) -> str:
     if sdt in HALF16: x = f"{self.half_fn[sdt][1]}({x})"
     elif sdt.is_bool: x = f"((uchar)({x}))"
@@ -98,9 +98,11 @@ static inline ushort tw_f32_to_f16(float f) {
 }
 static inline float tw_f16_round(float f) { return tw_f16_to_f32(tw_f32_to_f16(f)); }
 static inline long __attribute__((overloadable)) tw_f2l(float x) { return fabs(x) < 0x1p63f ? (long)x : (-9223372036854775807L-1); }
+static inline ulong __attribute__((overloadable)) tw_f2ul(float x) { return (x > -1.0f && x < 0x1p64f) ? (ulong)x : ~0UL; }
 """
   fp64_prelude = """#pragma OPENCL EXTENSION cl_khr_fp64 : enable
 static inline long __attribute__((overloadable)) tw_f2l(double x) { return fabs(x) < 0x1p63 ? (long)x : (-9223372036854775807L-1); }
+static inline ulong __attribute__((overloadable)) tw_f2ul(double x) { return (x > -1.0 && x < 0x1p64) ? (ulong)x : ~0UL; }
 """
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
     # the work-group size is fixed at compile time; the runtime reads it back from the kernel to launch it
