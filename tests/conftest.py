@@ -9,10 +9,20 @@ ALL_DEVICES = [d.strip().upper() for d in os.getenv("TEST_DEVICES", ",".join(Dev
 # would run more than this many lane-operations on it in all is skipped there, saying so (CI runs small shapes on it).
 PYTHON_WORK_BUDGET = float(os.getenv("TINYWEB_PYTHON_WORK_BUDGET", "5e7"))
 
+# The CL device (PoCL on CI's CPU) takes 0.4 s to build a kernel, 3-10x any other device, and most of a cold suite's
+# time went there. It runs every test of the device-level modules (ops, dtypes, special values, fuzzing, the code
+# generator); these API-level modules, whose kernels are those ops composed, skip it unless TINYWEB_TEST_CL_EVERYWHERE=1.
+CL_SKIPS_MODULES = {"test_api_movement", "test_api_math", "test_autograd", "test_nn", "test_optim", "test_state",
+                    "test_api_hash", "test_tinygrad_api"}
+
 @pytest.fixture(params=ALL_DEVICES)
 def device(request):
   ok, why = Device.check(request.param)
   if not ok: pytest.skip(f"{request.param} unavailable: {why}")
+  if request.param == "CL" and request.module.__name__.rpartition(".")[2] in CL_SKIPS_MODULES and \
+     os.getenv("TINYWEB_TEST_CL_EVERYWHERE") != "1":
+    pytest.skip("CL: an API-level module, run on the other devices (its ops run on CL in the device-level modules; "
+                "TINYWEB_TEST_CL_EVERYWHERE=1 runs it on CL too)")
   if request.param != "PYTHON":
     yield request.param
     return
