@@ -1,27 +1,29 @@
 """The CUDA compile check for machines without an NVIDIA GPU (CI): every kernel the tests build, on any device, is also
-lowered for CUDA, rendered and NVRTC-compiled to cubin for sm_80 (NVRTCCheck, disk-cached).
-Invalid CUDA fails the test that built the kernel, with NVRTC's log. Off when the CUDA device runs here (the suite then
-runs on it), when NVRTC is missing, or with TINYWEB_CUDA_CHECK=0. conftest.py imports the two fixtures."""
+lowered for CUDA, rendered and NVRTC-compiled (NVRTCCheck, disk-cached): to PTX for compute_80, and a kernel with
+tensor-core inline assembly (mma.sync) to a cubin for sm_80, which also assembles it. Invalid CUDA fails the test that
+built the kernel, with NVRTC's log. Off when the CUDA device runs here (the suite then runs on it), when NVRTC is
+missing, or with TINYWEB_CUDA_CHECK=0. conftest.py imports the two fixtures. (PTX, not a cubin for every kernel: ptxas
+took half the check's time and more on big kernels, 5.2 s of a 400 KB kernel's 6.9, and only inline assembly can be
+valid CUDA C yet invalid PTX. One arch: the source does not depend on it. test_cuda.py and test_tensor_cores.py build
+cubins for sm_80 and sm_90.)"""
 import os, pytest
 from tinyweb import engine
 from tinyweb.device import Device
 from tinyweb.codegen.lower import lower
 from tinyweb.codegen.cuda import CUDARenderer
 
-# one arch: the source is the same for every arch (no __CUDA_ARCH__), and the cubin (not just PTX) also checks the
-# inline PTX of the tensor-core kernels; test_cuda.py and test_tensor_cores.py compile their kernels for sm_90 as well
-ARCHS = ("sm_80",)
-
 class NVRTCCheck:
-  """Without a GPU: lower a kernel AST for CUDA, render it and compile it for each arch (disk-cached like any kernel).
-  Raises RuntimeError naming the kernel, with NVRTC's log, when the CUDA code is invalid."""
-  def __init__(self, archs: tuple[str, ...] = ARCHS):
+  """Without a GPU: lower a kernel AST for CUDA, render it and compile it (see the module's docstring; `archs`: every
+  source for each of them instead). Raises RuntimeError naming the kernel, with NVRTC's log, when the CUDA code is
+  invalid."""
+  def __init__(self, archs: tuple[str, ...] | None = None):
     from tinyweb.backends.cuda import NVRTCCompiler   # (the CUDA runtime module, only where the check runs)
     self.renderer = CUDARenderer()
-    self.compilers = [NVRTCCompiler(a) for a in archs]
+    self.compilers = [NVRTCCompiler(a) for a in archs] if archs else None
+    self.ptx, self.cubin = NVRTCCompiler("compute_80"), NVRTCCompiler("sm_80")
   def __call__(self, ast) -> str:
     src = self.renderer.render(lower(ast, self.renderer))
-    for c in self.compilers: c.compile_cached(src)
+    for c in self.compilers or [self.cubin if "mma.sync" in src else self.ptx]: c.compile_cached(src)
     return src
 
 def make_observer(check, errors: list[str]):
@@ -37,7 +39,7 @@ def make_observer(check, errors: list[str]):
 def nvrtc_check():
   """The NVRTCCheck to run, or None when it is off (see the module's docstring)."""
   if os.getenv("TINYWEB_CUDA_CHECK", "1") == "0" or Device.check("CUDA")[0]: return None
-  try: return NVRTCCheck(ARCHS)
+  try: return NVRTCCheck()
   except RuntimeError: return None   # NVRTC not installed
 
 _errors: list[str] = []
@@ -59,4 +61,4 @@ def cuda_compile_errors_fail_the_test(cuda_compile_check):
   if _errors:
     msg = "\n\n".join(_errors)
     _errors.clear()
-    pytest.fail(f"CUDA compile check ({', '.join(ARCHS)}): a kernel this test built is not valid CUDA:\n{msg}", pytrace=False)
+    pytest.fail(f"CUDA compile check (PTX for compute_80, tensor-core kernels sm_80): a kernel this test built is not valid CUDA:\n{msg}", pytrace=False)
