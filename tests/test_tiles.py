@@ -79,3 +79,25 @@ def test_tile_errors(device):
   with pytest.raises(OptError, match="GROUP cannot be combined"): lower(ast, r, [Opt("TILE", 0, 4), Opt("GROUP", 0, 16)])
   with pytest.raises(OptError, match="not tiled yet"): lower(ast, r, [Opt("TILE", 0, 4), Opt("TILE", 0, 2)])
   with pytest.raises(OptError, match="at most"): lower(ast, r, [Opt("TILE", 0, 32), Opt("TILE", 1, r.max_local_size)])
+
+def test_values_the_staging_stores_share_with_later_code_are_defined_before_the_loop():
+  """A padded stride-2 convolution + SiLU concatenated with another tensor (YOLOv8's downsampling conv and Concat, issue 17),
+  lowered for CUDA, whose heuristics stage it: its staging stores (inside the reduction's outer loop) and the code after
+  the loop share a clamped channel index. Each value must be defined in a scope enclosing all its uses; defined inside
+  the loop, it was an undefined identifier after it, which NVRTC refused."""
+  from tinyweb.codegen.cuda import CUDARenderer
+  rng = np.random.default_rng(0)
+  x, w, b, o, b2 = (Tensor(rng.standard_normal(s).astype(np.float32), device="CPU") for s in [(1, 64, 32, 32), (64, 64, 3, 3), (64,), (1, 2, 16, 16), (2,)])
+  y = x.conv2d(w, b, stride=2, padding=1).silu().cat((o + b2.reshape(1, -1, 1, 1)).silu(), dim=1)
+  items, _, _ = create_schedule([y.uop])
+  (ast,) = [it.ast for it in items if it.kind == "kernel"]
+  p = lower(ast, CUDARenderer())
+  assert any(u.op is Ops.DEFINE_LOCAL for u in p.uops), "not staged: the case no longer tests staging"
+  open_loops, scope, misplaced = [], {}, []
+  for u in p.uops:
+    misplaced += [(s.op, u.op) for s in u.src if s in scope and scope[s] != tuple(open_loops[:len(scope[s])])]
+    if u.op is Ops.ENDRANGE: open_loops.pop()
+    else:
+      scope[u] = tuple(open_loops)
+      if u.op is Ops.RANGE: open_loops.append(u)
+  assert not misplaced, f"values used outside the loop they are defined in (value, user): {misplaced}"

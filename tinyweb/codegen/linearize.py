@@ -60,8 +60,10 @@ def linearize(sink: UOp, out_ranges: list[UOp], staging: Optional[dict[UOp, list
     if u.op is Ops.REDUCE:
       group = [x for x in siblings[u.src[1:]] if x not in done]
       red = frozenset(u.src[1:])
-      # loop-invariant parts of the bodies are computed once, before the reduction loop
-      hoist([x.src[0] for x in group], open_ranges)
+      # loop-invariant parts of the bodies are computed once, before the reduction loop; so are those of the staging
+      # stores inside its loops (else a value they share with code after the loop, e.g. a clamped index, would be
+      # emitted in a loop's scope and be undefined after it)
+      hoist([x.src[0] for x in group] + [st for r in u.src[1:] for st in staging.get(r, ())], open_ranges)
       for x in group:
         if x in inits: emit(inits[x], open_ranges)
         out.append(UOp(Ops.DEFINE_ACC, x.dtype, (x, inits[x]) if x in inits else (x,)))
