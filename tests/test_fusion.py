@@ -56,6 +56,73 @@ def test_expanded_reduce_gets_its_own_kernel(device):
   x = fresh(N, N, device=device)
   assert kernels(lambda: x - x.max(1, keepdim=True)) == 2
 
+def test_reduction_read_through_several_views_is_computed_once(device):
+  # an LSTM's gates: one matmul, read as four chunks. Recomputed per chunk, the loop ran four times over; stored, once
+  x, w = fresh(4, 8, device=device), fresh(8, 12, device=device)
+  i, f, g = (x @ w).chunk(3, 1)
+  out = i.sigmoid() * f.tanh() + g
+  assert kernels(lambda: out) == 2
+  gates = x.numpy() @ w.numpy()
+  np.testing.assert_allclose(out.numpy(), 1 / (1 + np.exp(-gates[:, :4])) * np.tanh(gates[:, 4:8]) + gates[:, 8:], rtol=1e-4, atol=1e-5)
+
+def _costly(x: Tensor) -> Tensor:   # 30 ALU ops an element
+  for _ in range(10): x = (x * 1.5 + 0.25).maximum(x)
+  return x
+
+def test_costly_elementwise_value_used_by_two_kernels_is_stored(device):
+  x = fresh(N, N, device=device)
+  e = _costly(x)
+  rows, cols = e.sum(1), e.sum(0)
+  GlobalCounters.reset()
+  Tensor.realize(rows, cols)
+  assert GlobalCounters.kernel_count == 3   # e, then the two sums read it
+  ref = x.numpy()
+  for _ in range(10): ref = np.maximum(ref * 1.5 + 0.25, ref)
+  np.testing.assert_allclose(rows.numpy(), ref.sum(1), rtol=1e-4)
+  np.testing.assert_allclose(cols.numpy(), ref.sum(0), rtol=1e-4)
+
+def test_cheap_elementwise_value_used_by_two_kernels_is_recomputed(device):
+  x = fresh(N, N, device=device)
+  e = (x * 2).relu()
+  rows, cols = e.sum(1), e.sum(0)
+  GlobalCounters.reset()
+  Tensor.realize(rows, cols)
+  assert GlobalCounters.kernel_count == 2
+  np.testing.assert_allclose(cols.numpy(), np.maximum(x.numpy() * 2, 0).sum(0), rtol=1e-5)
+
+def test_reduction_in_a_concatenation_gets_its_own_kernel(device):
+  # fused into the concatenation's kernel, the matmul ran in the concatenation's loops, where the heuristics see no matmul
+  x, w, y = fresh(4, 8, device=device), fresh(8, 6, device=device), fresh(4, 3, device=device)
+  out = (x @ w).cat(y, dim=1)
+  assert kernels(lambda: out) == 2
+  np.testing.assert_allclose(out.numpy(), np.concatenate([x.numpy() @ w.numpy(), y.numpy()], 1), rtol=1e-5, atol=1e-6)
+
+def test_costly_value_broadcast_into_a_conv_is_stored_once(device):
+  x, w = fresh(1, 4, 8, 8, device=device), fresh(6, 4, 3, 3, device=device)
+  silu = x.silu()   # exp, add, reciprocal, multiply: per input element once, not once per output channel and tap
+  assert kernels(lambda: silu.conv2d(w, padding=1)) == 2
+  assert kernels(lambda: (x * 2).conv2d(w, padding=1)) == 1   # one multiply: cheaper to recompute than a pass over memory
+  import torch
+  want = torch.nn.functional.conv2d(torch.nn.functional.silu(torch.tensor(x.numpy())), torch.tensor(w.numpy()), padding=1)
+  np.testing.assert_allclose(silu.conv2d(w, padding=1).numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+
+def test_rnn_cell_gradient_kernels_stay_small(device):
+  # two steps of an LSTM cell, backward: every gradient recomputed the gate gradient (and the four gate chunks of its
+  # matmuls) for itself, in kernels of up to 9,800 uops that took seconds each to compile
+  from tinyweb import nn
+  from tinyweb.device import Device
+  from tinyweb.schedule import create_schedule
+  from tinyweb.codegen.lower import lower
+  m = nn.LSTMCell(5, 7, device=device)
+  x = fresh(3, 5, device=device).requires_grad_()
+  h, c = m(x)
+  h2, c2 = m(x * 0.5, (h, c))
+  (h2.cat(c2, dim=-1) * fresh(3, 14, device=device)).sum().backward()
+  grads = [x.grad, m.weight_ih.grad, m.weight_hh.grad, m.bias_ih.grad, m.bias_hh.grad]
+  items, _, _ = create_schedule([g.uop for g in grads])
+  sizes = [len(lower(it.ast, Device[device].renderer).uops) for it in items if it.kind == "kernel"]
+  assert max(sizes) < 1000, sizes
+
 def test_shared_intermediate_between_targets(device):
   x = fresh(N, N, device=device)
   s = x.sum(0)

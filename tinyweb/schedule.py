@@ -1,11 +1,17 @@
 """The scheduler: decides which values of a tensor graph become buffers and groups everything else into kernels.
 
 Fusion rules (each kernel stores one value):
-- elementwise ops and movement ops never get a buffer of their own: they are computed inside the kernel that uses them,
-  and movement ops become index arithmetic on the loads;
+- elementwise ops and movement ops are computed inside the kernel that uses them (movement ops become index arithmetic
+  on the loads), except where that would compute them many times over (below);
 - a reduction fuses with the elementwise ops that feed it and with the elementwise ops that consume it;
 - a reduction gets its own buffer when its result is expanded (recomputing it per element would repeat the whole
-  reduction) or when several kernels use it;
+  reduction), padded (a piece of a concatenation: the kernel's loops would be the concatenation's, not the
+  reduction's, and a conv computed that way ran 8x slower), or read in several places: by several kernels, or by one
+  through several views (an LSTM's gates.chunk(4) ran the gates' matmul four times);
+- an elementwise value gets a buffer when it is read in several places and costs RECOMPUTE_MAX ALU ops or more (an
+  RNN cell's gate gradient, read by the weight, bias and input gradients: recomputed in each, kernels of 10,000 uops
+  took seconds to compile), or when it is broadcast into a reduction's loop and costs BROADCAST_RECOMPUTE_MAX or more
+  (a SiLU or a concatenation feeding a conv, a matmul's elementwise operand: recomputed for every output it meets);
 - CONTIGUOUS, COPY and ASSIGN, and every value asked for (`realize()` targets), are stored in buffers. A target that is
   only a view of an existing buffer needs no kernel at all.
 """
@@ -17,7 +23,7 @@ from typing import Optional
 from tinyweb.device import Buffer, Device
 from tinyweb.dtype import DType
 from tinyweb.helpers import deep_recursion, prod, largest_divisor, make_room
-from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, substitute, const_key
+from tinyweb.uop import UOp, Ops, ALU, MOVEMENT, ELEMENTWISE, substitute, const_key
 from tinyweb.codegen.lowering import reduce_identity
 
 @dataclass(eq=False)
@@ -235,19 +241,36 @@ def _create_schedule(targets: list[UOp], sink: UOp, graph: list[UOp]) -> tuple[l
     if u.op is Ops.COPY:
       realize.add(u)
       if not is_contiguous_buffer(u.src[0]): realize.add(u.src[0])
-  # walk from the outputs down: a reduction that is expanded, or whose value ends up in several kernels, gets a buffer
-  under_expand: dict[UOp, bool] = {}
-  kernels_using: dict[UOp, set] = {}
+  # walk from the outputs down, deciding what else gets a buffer: what kernels would otherwise compute many times over
+  # (see the module's docstring). A place is a kernel and the chain of movement ops and reductions between its output
+  # and the value: each place computes the value again (two places are enough to decide: no node keeps more).
+  under_expand: dict[UOp, bool] = {}            # the value is broadcast on its way to its kernel's output
+  under_pad: dict[UOp, bool] = {}               # ...padded (a piece of a concatenation)
+  in_reduction: dict[UOp, bool] = {}            # ...read inside a reduction's loop
+  expanded_into_reduction: dict[UOp, bool] = {} # ...broadcast into a reduction's loop (a matmul's or conv's operand)
+  places: dict[UOp, set] = {}
   target_set = set(targets)
   for u in reversed(graph):
     if u.op is Ops.SINK: continue
     cs = [c for c in consumers[u] if c.op is not Ops.SINK]
-    under_expand[u] = any(_expands(c) or (c not in realize and under_expand.get(c, False)) for c in cs)
-    users = set()
-    for c in cs: users |= {c} if c in realize else kernels_using.get(c, set())
-    if u in target_set: users.add(u)
-    if u.op is Ops.REDUCE_AXIS and (under_expand[u] or len(users) > 1): realize.add(u)
-    kernels_using[u] = {u} if u in realize else users
+    fused = [c for c in cs if c not in realize]
+    under_expand[u] = any(_expands(c) for c in cs) or any(under_expand[c] for c in fused)
+    under_pad[u] = any(c.op is Ops.PAD for c in cs) or any(under_pad[c] for c in fused)
+    # (a reduction's own input is computed in its loop, whether the reduction gets a buffer or not)
+    in_reduction[u] = any(c.op is Ops.REDUCE_AXIS for c in cs) or any(in_reduction[c] for c in fused)
+    expanded_into_reduction[u] = any((_expands(c) and in_reduction[c]) or expanded_into_reduction[c] for c in fused)
+    read_at: set = {u} if u in target_set else set()
+    for c in cs:
+      if len(read_at) > 1: break
+      if c in realize: read_at.add(c)
+      elif c.op in MOVEMENT or c.op is Ops.REDUCE_AXIS: read_at.update((c, p) for p in places[c])
+      else: read_at.update(places[c])
+    if u.op is Ops.REDUCE_AXIS:
+      if under_expand[u] or under_pad[u] or len(read_at) > 1: realize.add(u)
+    elif u.op in ELEMENTWISE:
+      if (len(read_at) > 1 and _costs_at_least(u, realize, RECOMPUTE_MAX)) or \
+         (expanded_into_reduction[u] and _costs_at_least(u, realize, BROADCAST_RECOMPUTE_MAX)): realize.add(u)
+    places[u] = {u} if u in realize else set(itertools.islice(read_at, 2))
   for u in list(realize):
     if u.op in (Ops.BUFFER, Ops.DEVICE) or (u.op in MOVEMENT and is_buffer_view(u) and u not in target_set): realize.discard(u)
   _split_for_buffer_limit(graph, realize)
@@ -296,6 +319,21 @@ def _create_schedule(targets: list[UOp], sink: UOp, graph: list[UOp]) -> tuple[l
 
   return _order(items, assigns), {t: result.get(s, s) for t, s in zip(orig_targets, targets)}, \
          {u: r for u, r in result.items() if u.op is Ops.ASSIGN}
+
+RECOMPUTE_MAX = 24            # ALU ops an elementwise value read in several places may cost before it gets a buffer of its own
+BROADCAST_RECOMPUTE_MAX = 2   # ...and one broadcast into a reduction's loop (a conv's input: recomputed for every use)
+
+def _costs_at_least(u: UOp, realize: set, limit: int) -> bool:
+  """Whether computing `u` inside a kernel takes `limit` or more ALU ops (a pad counts as one: its bounds check; a
+  concatenation is pads and adds). It stops at values with buffers, reductions and leaves; a shared subexpression
+  counts once."""
+  seen, stack, n = set(), [u], 0
+  while stack:
+    if (x := stack.pop()) in seen or (x is not u and (x in realize or x.op is Ops.REDUCE_AXIS)): continue
+    seen.add(x)
+    if (x.op in ALU or x.op is Ops.PAD) and (n := n + 1) >= limit: return True
+    stack.extend(x.src)
+  return False
 
 def _kernel_value(u: UOp) -> Optional[UOp]:
   """What the kernel realizing `u` computes (None for copies)."""
