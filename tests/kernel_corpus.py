@@ -82,7 +82,7 @@ def load_records(dump: str) -> list[tuple]:
 
 def render(dump: str, out: str, targets: list[str]):
   import tinyweb
-  from tinyweb import engine
+  from tinyweb.device import Device
   from tinyweb.helpers import Context
   from tinyweb.codegen.lower import lower
   from tinyweb.codegen.cuda import CUDARenderer
@@ -96,8 +96,9 @@ def render(dump: str, out: str, targets: list[str]):
   for i, (target, ast, noopt, tiles) in enumerate(jobs):
     try:
       with Context(NOOPT=noopt, TILES=tiles):
-        if target == "CUDA": prog = lower(ast, cuda); src = cuda.render(prog)   # (as the CUDA compile check does)
-        else: prog, src = engine.build_kernel(target, ast)
+        # (lowered here, not by engine.build_kernel, which may read the result back from its disk cache)
+        renderer = cuda if target == "CUDA" else Device[target].renderer
+        prog = lower(ast, renderer); src = renderer.render(prog)
       results.append((target, src.replace(prog.name, "KERNEL")))
     except Exception as e: results.append((target, f"ERROR {type(e).__name__}: {str(e)[:300]}"))
     if i and i % 5000 == 0: print(f"  {i} in {time.time() - start:.0f} s", flush=True)

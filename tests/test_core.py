@@ -135,6 +135,37 @@ def test_compiled_kernels_are_cached_on_disk(tmp_path):
   assert out1 == out2 == "[41.75, 83.25]\n"
   assert {f: f.stat().st_mtime_ns for f in (tmp_path / "kernels").iterdir()} == mtimes   # reused, not rewritten
 
+@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+def test_lowered_kernels_are_cached_on_disk(tmp_path, dev):
+  # a second process reads the lowered kernels back instead of lowering again; a damaged file is lowered again, and
+  # other tinyweb sources (an edit of the code generator) are other keys
+  ok, why = Device.check(dev)
+  if not ok: pytest.skip(f"{dev} unavailable: {why}")
+  code = textwrap.dedent(f"""
+    import os, sys
+    from tinyweb import Tensor, engine
+    if os.getenv("OTHER_SOURCES"): engine.sources_digest = lambda: "another checkout"
+    lowered = []
+    real_lower = engine.lower
+    engine.lower = lambda *a, **kw: lowered.append(1) or real_lower(*a, **kw)
+    x = Tensor([[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]], device="{dev}")
+    print((x.relu() * 2.5 + 1).sum(1).tolist(), (x @ x.T).tolist(), len(lowered))
+  """)
+  env = {**os.environ, "TINYWEB_CACHE_DIR": str(tmp_path)}
+  def run(**extra) -> tuple[str, int]:
+    out = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True, check=True).stdout
+    values, _, n = out.strip().rpartition(" ")
+    return values, int(n)
+  x = np.array([[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]])
+  values, first = run()
+  assert values == f"{(np.maximum(x, 0) * 2.5 + 1).sum(1).tolist()} {(x @ x.T).tolist()}" and first >= 2
+  files = sorted((tmp_path / "lowered").iterdir())
+  assert len(files) == first
+  assert run() == (values, 0)
+  files[0].write_text("{not json")
+  assert run() == (values, 1)
+  assert run(OTHER_SOURCES="1") == (values, first)
+
 def test_core_runs_without_numpy():
   code = textwrap.dedent("""
     import sys

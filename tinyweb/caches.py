@@ -60,9 +60,12 @@ def caches() -> list[Cache]:
     Cache("free buffers", "size -> freed device allocations kept for reuse, per opened device", "tinyweb.device.Allocator.cache",
           lambda: sum(len(v) for a in _allocators() for v in a.cache.values()), lambda: [a.free_cache() for a in _allocators()]),
     _disk("kernels", "binaries on disk", "hash of (compiler, source) -> compiled binary", "tinyweb.device.Compiler._disk_path"),
+    _disk("lowered", "lowered kernels on disk", "hash of (tinyweb's sources, kernel, device, target, settings) -> source and launch "
+          "settings", "tinyweb.engine.build_kernel"),
     _disk("beam", "beam results on disk", "hash of (kernel, device, target) -> the actions BEAM search chose", "tinyweb.search.beam_search"),
     *_memo("tinyweb.helpers", "getenv", "environment variable -> its value, read once"),
     *_memo("tinyweb.helpers", "_host_cpu_flags", "the CPU's instruction-set flags"),
+    *_memo("tinyweb.engine", "sources_digest", "a digest of tinyweb's sources, read once (the lowered kernels' disk key)"),
     *[c for fn in ("alu", "cast", "bitcast", "make_fold") for c in _memo("tinyweb.backends.python", fn, f"(op, dtypes) -> the PYTHON device's {fn} function")],
   ]
 

@@ -3,11 +3,11 @@
 DEBUG=1 prints a summary per realize, DEBUG=2 one line per kernel (time, GFLOP/s, GB/s), DEBUG=3 adds the kernel's
 lowered loop structure, DEBUG=4 prints the generated source. GRAPH=1 writes each realize's schedule as a graph (graph.py)."""
 from __future__ import annotations
-import contextlib, contextvars, os, sys, time
+import contextlib, contextvars, dataclasses, functools, hashlib, json, os, re, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from tinyweb.device import Device
 from tinyweb.dtype import dtypes
-from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GRAPH, GlobalCounters, at_fork, make_room
+from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GRAPH, GlobalCounters, at_fork, make_room, cache_dir, getenv
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.program import Program, CompiledKernel
 from tinyweb.codegen.lower import lower
@@ -48,7 +48,10 @@ def check_index_range(ast: UOp, device: str):
 def kernel_key(device: str, ast: UOp) -> tuple: return (device, ast, BEAM.value, NOOPT.value, TILES.value)
 
 def build_kernel(device: str, ast: UOp) -> tuple[Program, str]:
-  """Lower (with BEAM search when it is on) and render a kernel."""
+  """Lower (with BEAM search when it is on) and render a kernel, or read both back from the disk cache of lowered
+  kernels, where a process that built the same kernel for the same target and settings, with the same tinyweb sources,
+  left it (lowering is most of a new process's first call: 0.2-0.5 s a kernel of a real model)."""
+  if (path := _lowered_path(device, ast)) is not None and (hit := _read_lowered(path)) is not None: return hit
   dev = Device[device]
   opts = None   # the heuristics choose (or NOOPT)
   if BEAM >= 1 and not NOOPT:
@@ -57,7 +60,52 @@ def build_kernel(device: str, ast: UOp) -> tuple[Program, str]:
   src = dev.renderer.render(prog)
   if DEBUG >= 3: print(f"{prog.name}: loops {[u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]} optimizations {prog.opts or 'none'}")
   if DEBUG >= 4: print(src)
+  if path is not None: _write_lowered(path, prog, src)
   return prog, src
+
+# ---- the disk cache of lowered kernels: JSON files (no pickles: a cache file never runs code), one per kernel, keyed by
+# the kernel's AST listing, the target's declared settings, the compiler's, BEAM/NOOPT/TILES, the cores, and a digest of
+# tinyweb's own sources (editing the code generator invalidates it). Off with DEBUG >= 3 (which shows the lowering) and
+# DISABLE_COMPILER_CACHE=1.
+_LAUNCH_FIELDS = ("name", "outputs", "global_shape", "flops", "mem_estimate", "parallel", "threads", "local_size", "grid",
+                  "group", "tiled")
+
+@functools.cache
+def sources_digest() -> str:
+  """A digest of every Python source of tinyweb and its runtimes (imported by now: a device is open), as this process
+  imported them."""
+  h = hashlib.sha256()
+  for root in [os.path.dirname(os.path.abspath(__file__)), *sys.modules["tinyweb.backends"].__path__]:
+    for dirpath, dirnames, files in sorted(os.walk(root)):
+      dirnames.sort()
+      for fn in sorted(f for f in files if f.endswith(".py")):
+        with open(os.path.join(dirpath, fn), "rb") as f: h.update(fn.encode() + b"\0" + f.read())
+  return h.hexdigest()
+
+def _lowered_path(device: str, ast: UOp) -> str | None:
+  if DEBUG >= 3 or getenv("DISABLE_COMPILER_CACHE"): return None
+  dev = Device[device]
+  if getattr(dev, "compiler", None) is None: return None
+  text = "\n".join([sources_digest(), device, dev.renderer.target_key(), str(dev.compiler.cache_key), f"cores={os.cpu_count()}",
+                     f"BEAM={BEAM.value} NOOPT={NOOPT.value} TILES={TILES.value}", str(ast)])
+  return os.path.join(cache_dir(), "lowered", hashlib.sha256(text.encode()).hexdigest()[:40] + ".json")
+
+def _read_lowered(path: str) -> tuple[Program, str] | None:
+  try:
+    with open(path) as f: d = json.load(f)
+    fields = {k: d[k] for k in _LAUNCH_FIELDS}
+    fields["global_shape"], fields["grid"] = tuple(fields["global_shape"]), fields["grid"] and tuple(fields["grid"])
+    return Program(uops=[], globals=[], **fields), d["src"]
+  except FileNotFoundError: return None
+  except (ValueError, KeyError, TypeError): return None   # a damaged or older file: lower again (and overwrite it)
+
+def _write_lowered(path: str, prog: Program, src: str):
+  try:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "w") as f: json.dump({**{k: getattr(prog, k) for k in _LAUNCH_FIELDS}, "src": src}, f)
+    os.replace(tmp, path)
+  except OSError: pass   # (a read-only or full cache folder: the kernel is just not cached)
 
 def cache_kernel(device: str, ast: UOp, prog: Program, src: str, program) -> CompiledKernel:
   make_room(_kernel_cache, KERNEL_CACHE_SIZE)   # (the least recently used: get_kernel moves a hit to the end)
@@ -108,9 +156,9 @@ def compile_ahead(items: list[ScheduleItem]):
     seen.add(key)
     try: prog, src = build_kernel(device, it.ast)
     except Exception: break
-    if prog.name in names:   # kernels compiled together need names of their own
-      prog.name = f"{prog.name}_{len(names)}"
-      src = dev.renderer.render(prog)
+    if prog.name in names:   # kernels compiled together need names of their own: renamed in the source (where the name
+      new_name = f"{prog.name}_{len(names)}"   # starts identifiers: E_7_13, E_7_13_chunk; not E_7_131 or TYPE_7_13)
+      prog, src = dataclasses.replace(prog, name=new_name), re.sub(rf"\b{re.escape(prog.name)}(?![0-9])", new_name, src)
     names.add(prog.name)
     if dev.compiler.cached(src) is not None: cache_kernel(device, it.ast, prog, src, dev.get_program(prog.name, src))
     else:

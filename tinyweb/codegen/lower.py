@@ -173,7 +173,8 @@ def program(k: Kernel):
   # across cores as if they were big)
   mem = sum(g.dtype.itemsize * (g.arg[1] if g.arg[0] in out else min(g.arg[1], loads.get(g.arg[0], g.arg[1]))) for g in gl)
   if not k.gpu:
-    k.program = Program(name, uops, gl, out, tuple(shape), flops, mem, parallel_range=k.parallel, opts=list(k.opts))
+    k.program = Program(name, uops, gl, out, tuple(shape), flops, mem, parallel_range=k.parallel,
+                        parallel=k.parallel.src[0].arg if k.parallel is not None else 0, opts=list(k.opts))
     return
   local = group or tile_threads or ao.local or max(1, min(renderer.local_size, renderer.max_local_size, k.threads))
   if (limit := renderer.max_loop_iterations) is not None:

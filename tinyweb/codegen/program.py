@@ -9,7 +9,9 @@ if TYPE_CHECKING: from tinyweb.codegen.opts import Opt
 
 @dataclass
 class Program:
-  """A lowered kernel: its name, ordered ops, the buffers it touches and cost estimates for DEBUG output."""
+  """A lowered kernel: its name, ordered ops, the buffers it touches and cost estimates for DEBUG output. One read back
+  from the disk cache of lowered kernels (engine.build_kernel) has only what launching needs: no uops, globals or
+  parallel_range."""
   name: str
   uops: list[UOp]
   globals: list[UOp]                 # DEFINE_GLOBALs in argument order
@@ -17,7 +19,8 @@ class Program:
   global_shape: tuple[int, ...]      # the output loop sizes
   flops: int = 0
   mem_estimate: int = 0
-  parallel_range: Optional[UOp] = None   # the outermost output loop: a runtime may split it across cores
+  parallel_range: Optional[UOp] = None   # the outermost output loop: a runtime may split it across cores...
+  parallel: int = 0                      # ...its length (0: none)
   opts: list[Opt] = field(default_factory=list)  # the optimization actions applied, for DEBUG=3
   # GPU targets (renderer.has_threads): the output loops are one flat thread index `gid` < threads (a SPECIAL uop),
   # run as `grid` workgroups of `local_size` threads; the kernel returns early for gid >= threads.
@@ -28,8 +31,6 @@ class Program:
   group: int = 0
   # GPU workgroup tiles (Opt TILE): the workgroup's threads span a block of outputs; gid is the workgroup index
   tiled: bool = False
-  @property
-  def parallel(self) -> int: return self.parallel_range.src[0].arg if self.parallel_range is not None else 0
   @property
   def gid_is_workgroup(self) -> bool: return bool(self.group or self.tiled)
 
