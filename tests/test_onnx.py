@@ -1,6 +1,7 @@
 """tinyweb.onnx: its protobuf reader against the onnx package (field numbers, every tensor dtype and storage, external
 data), its errors on malformed or unsupported models, and the ONNX backend node tests (tests/onnx_conformance.py) on
-the CPU, each case expected to pass unless tests/onnx_expected_failures.txt lists it with its reason."""
+the CPU, each case expected to pass unless tests/onnx_expected_failures.txt lists it with its reason; those of the real
+models' operators also on WEBGPU."""
 import os, warnings
 import numpy as np
 import pytest
@@ -132,6 +133,27 @@ def test_onnx_backend_node_case(name):
   listed = expected_failures().get(name)
   if listed is None: assert why is None, f"{name} fails: {why}"
   else: assert why is not None, f"{name} passes now: remove it from tests/onnx_expected_failures.txt (listed: {listed})"
+
+# the operators of the real models (tests/test_onnx_models.py): their node tests also run on WEBGPU
+REAL_MODEL_OPS = {"Add", "AveragePool", "Clip", "Concat", "Conv", "Cos", "Div", "Einsum", "Gemm", "InstanceNormalization", "Log",
+                  "MaxPool", "Mul", "Pow", "Reciprocal", "Reshape", "Resize", "Shape", "Sigmoid", "Sin", "Slice", "Softmax",
+                  "Split", "Sqrt", "Squeeze", "Sub", "Transpose", "Unsqueeze"}
+WEBGPU_CASES = sorted(n for n, c in NODE_CASES.items()
+                      if c.model.graph.node and {node.op_type for node in c.model.graph.node} <= REAL_MODEL_OPS and n not in expected_failures())
+
+def _has_float64(case) -> bool:
+  from onnx_conformance import as_array
+  def f64(v): return any(f64(x) for x in v) if isinstance(v, list) else isinstance(v, np.ndarray) and v.dtype == np.float64
+  return any(f64(as_array(v)) for inputs, outputs in case.data_sets for v in [*inputs, *outputs])
+
+@pytest.mark.parametrize("name", WEBGPU_CASES)
+def test_onnx_backend_node_case_on_webgpu(name):
+  from tinyweb import Device
+  from onnx_conformance import run_tinyweb
+  ok, why = Device.check("WEBGPU")
+  if not ok: pytest.skip(f"WEBGPU unavailable: {why}")
+  if _has_float64(case := NODE_CASES[name]): pytest.skip("float64 data: WEBGPU has no 64-bit floats (WGSL)")
+  assert (why := run_tinyweb(case, "WEBGPU")) is None, f"{name} fails on WEBGPU: {why}"
 
 def test_expected_failures_list_only_known_cases():
   assert not (unknown := set(expected_failures()) - set(NODE_CASES)), f"not an ONNX node test: {sorted(unknown)[:5]}"

@@ -162,13 +162,16 @@ def tensor_bytes(t: TensorProto, base_dir: Optional[str]) -> tuple[DType, tuple[
 
 def to_tensor(t: TensorProto, device: str, base_dir: Optional[str] = None) -> Tensor:
   dt, shape, raw = tensor_bytes(t, base_dir)
-  if dt in (dtypes.int64, dtypes.uint64) and not Device[device].has_dtype(dt):   # (WEBGPU: narrowed where every value fits in 32 bits)
-    vals = struct.unpack(f"<{len(raw) // 8}{dt.fmt}", raw)
-    narrow = dtypes.int32 if dt == dtypes.int64 else dtypes.uint32
-    if any(not narrow.min <= v <= narrow.max for v in vals):
-      raise OnnxError(f"tensor {t.name!r}: {dt.name} values past {narrow.name}'s range, and {device} has no {dt.name}")
-    return Tensor(list(vals), dtype=narrow, device=device).reshape(shape)
+  if dt in (dtypes.int64, dtypes.uint64) and not Device[device].has_dtype(dt):
+    return narrowed(list(struct.unpack(f"<{len(raw) // 8}{dt.fmt}", raw)), shape, dt, device, f"tensor {t.name!r}")
   return Tensor(raw, dtype=dt, device=device).reshape(shape)
+
+def narrowed(vals: list, shape: tuple, dt: DType, device: str, what: str) -> Tensor:
+  """64-bit integers on a device without them (WEBGPU), as int32/uint32 where every value fits, else OnnxError."""
+  narrow = dtypes.int32 if dt == dtypes.int64 else dtypes.uint32
+  if any(not narrow.min <= v <= narrow.max for v in vals):
+    raise OnnxError(f"{what}: {dt.name} values past {narrow.name}'s range, and {device} has no {dt.name}")
+  return Tensor(vals, dtype=narrow, device=device).reshape(shape)
 
 
 def attribute_value(a: Attribute, device: str) -> Any:
@@ -214,7 +217,11 @@ class OnnxRunner:
     """An input as the runner holds it: a Tensor on its device, a sequence as a list of them, an empty optional as None."""
     if v is None: return None
     if isinstance(v, (list, tuple)): return [self._value(x) for x in v]
-    return v.to(self.device) if isinstance(v, Tensor) else Tensor(v, device=self.device)
+    if isinstance(v, Tensor): return v.to(self.device)
+    # a numpy array of 64-bit integers (shapes, axes, indices) on a device without them: narrowed like initializers
+    if (dt := {"int64": dtypes.int64, "uint64": dtypes.uint64}.get(str(getattr(v, "dtype", "")))) and not Device[self.device].has_dtype(dt):
+      return narrowed(v.reshape(-1).tolist(), tuple(v.shape), dt, self.device, "an input")
+    return Tensor(v, device=self.device)
 
   def run_graph(self, graph: Graph, values: dict, where: str = "") -> list:
     """Runs graph's nodes on values (name -> Tensor, updated in place: a subgraph sees its outer scope's names) and
