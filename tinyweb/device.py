@@ -18,11 +18,11 @@ Fork: a device whose runtime survives os.fork() (`fork_safe = True`: CPU, LLVM, 
 child; any other device that the parent had started is refused there with a RuntimeError (see `_DeviceRegistry`).
 """
 from __future__ import annotations
-import glob, hashlib, importlib, os, sys, threading, warnings, weakref
+import glob, hashlib, importlib, os, sys, warnings, weakref
 from collections import defaultdict
 from typing import Any, Optional
 from tinyweb.dtype import DType
-from tinyweb.helpers import GlobalCounters, cache_dir, getenv, fork_safe_lock, at_fork
+from tinyweb.helpers import GlobalCounters, cache_dir, getenv, fork_safe_lock, at_fork, write_cache_file
 
 class IdWeakSet:
   """A weak set compared by identity (Tensor.__eq__ builds a tensor, so weakref.WeakSet cannot hold tensors)."""
@@ -75,11 +75,7 @@ class Compiler:
   def store(self, src: str, lib: bytes):
     h = self._hash(src)
     self.mem[h] = lib
-    if path := self._disk_path(h):
-      os.makedirs(os.path.dirname(path), exist_ok=True)
-      tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"   # (compiles may run in threads)
-      with open(tmp, "wb") as f: f.write(lib)
-      os.replace(tmp, path)
+    if path := self._disk_path(h): write_cache_file(path, lib)
   def compile_cached(self, src: str) -> bytes:
     if (lib := self.cached(src)) is None: self.store(src, lib := self.compile_one(src))
     return lib

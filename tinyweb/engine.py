@@ -3,11 +3,11 @@
 DEBUG=1 prints a summary per realize, DEBUG=2 one line per kernel (time, GFLOP/s, GB/s), DEBUG=3 adds the kernel's
 lowered loop structure, DEBUG=4 prints the generated source. GRAPH=1 writes each realize's schedule as a graph (graph.py)."""
 from __future__ import annotations
-import contextlib, contextvars, dataclasses, functools, hashlib, json, os, re, sys, threading, time
+import contextlib, contextvars, dataclasses, functools, hashlib, json, os, re, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from tinyweb.device import Device
 from tinyweb.dtype import dtypes
-from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GRAPH, GlobalCounters, at_fork, make_room, cache_dir, getenv
+from tinyweb.helpers import DEBUG, BEAM, NOOPT, TILES, GRAPH, GlobalCounters, at_fork, make_room, cache_dir, getenv, write_cache_file
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.program import Program, CompiledKernel
 from tinyweb.codegen.lower import lower
@@ -100,11 +100,7 @@ def _read_lowered(path: str) -> tuple[Program, str] | None:
   except (ValueError, KeyError, TypeError): return None   # a damaged or older file: lower again (and overwrite it)
 
 def _write_lowered(path: str, prog: Program, src: str):
-  try:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    with open(tmp, "w") as f: json.dump({**{k: getattr(prog, k) for k in _LAUNCH_FIELDS}, "src": src}, f)
-    os.replace(tmp, path)
+  try: write_cache_file(path, json.dumps({**{k: getattr(prog, k) for k in _LAUNCH_FIELDS}, "src": src}))
   except OSError: pass   # (a read-only or full cache folder: the kernel is just not cached)
 
 def cache_kernel(device: str, ast: UOp, prog: Program, src: str, program) -> CompiledKernel:

@@ -181,6 +181,14 @@ def cache_dir() -> str:
   os.makedirs(d, exist_ok=True)
   return d
 
+def write_cache_file(path: str, data: bytes | str):
+  """Write a cache entry whole or not at all: through a temporary file named for this process and thread (compiles run
+  in threads), renamed over `path`, so a reader in another process or thread never sees part of one."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+  with open(tmp, "wb" if isinstance(data, bytes) else "w") as f: f.write(data)
+  os.replace(tmp, path)
+
 def to_python_scalar(x: Any) -> Any:
   if isinstance(x, (bool, int, float)): return x
   if hasattr(x, "item"): return x.item()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Optional
 from tinyweb.device import Device, Buffer
 from tinyweb.dtype import DType, dtypes
-from tinyweb.helpers import DEBUG, cache_dir, prod
+from tinyweb.helpers import DEBUG, cache_dir, prod, write_cache_file
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.program import CompiledKernel
 from tinyweb.codegen.opts import Opt, OptError, apply_opts, reduce_loops
@@ -227,10 +227,7 @@ def beam_search(ast: UOp, device: str, width: int) -> SearchResult:
     except (ValueError, TypeError, KeyError): pass   # a damaged or older file: search again
   res = _search(ast, device, width)
   _memory_cache[key] = res
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = f"{path}.{os.getpid()}.tmp"
-  with open(tmp, "w") as f: json.dump(res.to_json(), f)
-  os.replace(tmp, path)
+  write_cache_file(path, json.dumps(res.to_json()))
   return res
 
 def _search(ast: UOp, device: str, width: int) -> SearchResult:
