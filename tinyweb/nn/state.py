@@ -22,6 +22,7 @@ from __future__ import annotations
 import codecs, collections, contextlib, functools, io, json, os, re, reprlib, struct, tarfile, types, zipfile, zlib
 from typing import Any, Callable, Optional, Union
 from tinyweb.tensor import Tensor
+from tinyweb.device import Device
 from tinyweb.dtype import DType, dtypes
 from tinyweb.helpers import prod, FormatError
 
@@ -192,8 +193,15 @@ def _tensor_bytes(t: Tensor) -> memoryview:
   return mv.cast("B") if mv.nbytes else memoryview(b"")
 
 def _frombuffer(mem: memoryview, start: int, end: int, dt: DType, shape, device) -> Tensor:
-  """A tensor over mem[start:end], copied only when the data is not aligned to the element size."""
+  """A tensor over mem[start:end], copied only when the data is not aligned to the element size. 64-bit integers on a
+  device without them (WEBGPU) are loaded as 32-bit ones when every value fits (as tinyweb.onnx does), else FormatError."""
   raw = mem[start:end]
+  if dt in (dtypes.int64, dtypes.uint64) and not Device[Device.canonicalize(device)].has_dtype(dt):
+    narrow = dtypes.int32 if dt == dtypes.int64 else dtypes.uint32
+    values = struct.unpack(f"<{len(raw) // 8}{'q' if dt == dtypes.int64 else 'Q'}", raw)
+    if any(not narrow.min <= v <= narrow.max for v in values):
+      raise FormatError(f"a {dt.name} tensor holds values past {narrow.name}'s range, and {Device.canonicalize(device)} has no {dt.name}")
+    return Tensor(list(values), dtype=narrow, device=device).reshape(shape if shape is not None else (len(values),))
   if start % dt.itemsize: raw = memoryview(bytearray(raw))
   return Tensor.frombuffer(raw, dt, shape, device)
 
@@ -506,9 +514,16 @@ def unpickle(data: bytes, find_global: Callable[[str, str], Any], persistent_loa
   """The value pickled in `data` (protocols 0-5), built from plain values only. `find_global(module, name)` gives what a
   global stands for (a _Reducer to allow REDUCE on it, or an inert value) or raises FormatError; `persistent_load(pid)`
   what a persistent id stands for. Malformed or refused pickles raise FormatError."""
-  result = _Unpickler(bytes(data), find_global, persistent_load).run()
-  _check_expansion(result, PICKLE_EXPANSION * len(data) + (1 << 20))
-  return result
+  return _unpickle_at(bytes(data), 0, find_global, persistent_load)[0]
+
+def _unpickle_at(data: bytes, start: int, find_global: Callable[[str, str], Any],
+                 persistent_load: Optional[Callable[[Any], Any]] = None) -> tuple[Any, int]:
+  """The value of the pickle that starts at data[start], and where that pickle ends (files may hold several in a row)."""
+  u = _Unpickler(data, find_global, persistent_load)
+  u.pos = start
+  result = u.run()
+  _check_expansion(result, PICKLE_EXPANSION * (u.pos - start) + (1 << 20))
+  return result, u.pos
 
 # ---------------------------------------------------------------------------------------------------------------
 # PyTorch checkpoints (the zip format of torch.save since 1.6): <dir>/data.pkl is a pickle (protocol 2) whose tensors
@@ -531,9 +546,10 @@ class _Marker:
   def __init__(self, kind: str, dtype: Optional[DType]): self.kind, self.dtype = kind, dtype
 
 class _Storage:
-  """A storage's bytes: mem[start:start + nbytes]; `viewed` counts the bytes of the tensors made over it."""
+  """A storage's bytes: mem[start:start + nbytes] (mem None while not yet placed: legacy checkpoints); `viewed` counts
+  the bytes of the tensors made over it."""
   __slots__ = ("key", "mem", "start", "nbytes", "dtype", "viewed")
-  def __init__(self, key: str, mem: memoryview, start: int, nbytes: int, dtype: Optional[DType]):
+  def __init__(self, key: str, mem: Optional[memoryview], start: int, nbytes: int, dtype: Optional[DType]):
     self.key, self.mem, self.start, self.nbytes, self.dtype, self.viewed = key, mem, start, nbytes, dtype, 0
 
 def _marker_dtype(m: Any, kind: str) -> Optional[DType]:
@@ -562,8 +578,14 @@ def _uints(x, what: str) -> tuple[int, ...]:
   if type(x) not in (tuple, list) or not all(_is_uint(v) for v in x): raise FormatError(f"invalid {what} {_brief.repr(x)}")
   return tuple(x)
 
+class _PendingTensor(_Record):
+  """A tensor of a legacy checkpoint, made once its storage's place in the file is known (the storages follow the pickle)."""
+  __slots__ = ("args",)
+  def __init__(self, args: tuple): self.args = args
+
 def _rebuild(storage: Any, offset: Any, size: Any, stride: Any, dtype: Optional[DType], device: Optional[str]) -> Tensor:
   if not isinstance(storage, _Storage): raise FormatError(f"a tensor's storage is a {type(storage).__name__}")
+  if storage.mem is None: return _PendingTensor((storage, offset, size, stride, dtype, device))
   dt = dtype or storage.dtype
   if dt is None: raise FormatError("an untyped storage is used without a dtype")
   size, stride = _uints(size, "tensor size"), _uints(stride, "tensor stride")
@@ -602,7 +624,7 @@ def _torch_device(kind: Any, index: Any = None) -> str:
   return kind if index is None else f"{kind}:{index}"
 
 def _parameter(data: Any, *_) -> Tensor:   # a Parameter is loaded as its tensor
-  if not isinstance(data, Tensor): raise FormatError(f"a Parameter of a {type(data).__name__}")
+  if not isinstance(data, (Tensor, _PendingTensor)): raise FormatError(f"a Parameter of a {type(data).__name__}")
   return data
 
 def _torch_globals(device: Optional[str]) -> dict[tuple[str, str], Any]:
@@ -643,16 +665,15 @@ def _member(zf: zipfile.ZipFile, name: str, mem: Optional[memoryview]) -> tuple[
   return info, memoryview(bytearray(_zip_read(zf, info))), 0
 
 def torch_load(t: Source, device: Optional[str] = None) -> Any:
-  """Load a `torch.save` checkpoint (zip format) without torch: the pickled structure (dicts, OrderedDicts, lists,
-  numbers) with tinyweb Tensors in place of torch tensors. Storages are used in place where possible (mmap of a
-  path). A malformed checkpoint, or a pickle that names any other global, raises FormatError."""
+  """Load a `torch.save` checkpoint (the zip format, or the legacy one of PyTorch < 1.6) without torch: the pickled
+  structure (dicts, OrderedDicts, lists, numbers) with tinyweb Tensors in place of torch tensors. Storages are used in
+  place where possible (mmap of a path). A malformed checkpoint, or a pickle that names any other global, raises
+  FormatError."""
   mem, src = _as_memory(t), t
   with _naming(src, "torch_load"):
     try: zf = zipfile.ZipFile(os.fspath(src) if isinstance(src, (str, os.PathLike)) else io.BytesIO(mem))
     except (zipfile.BadZipFile, ValueError, EOFError):
-      if bytes(mem[:2]) == b"\x80\x02":
-        raise FormatError("this is the legacy (non-zip) torch.save format, which is not supported; "
-                          "re-save it with a recent torch.save (the zip format, the default since PyTorch 1.6)") from None
+      if mem.nbytes > 1 and mem[0] == 0x80 and 2 <= mem[1] <= 5: return _legacy_torch_load(mem, device)   # a pickle (PROTO 2+)
       raise FormatError("not a PyTorch zip checkpoint (no zip directory found: truncated, or another format?)") from None
     with zf:
       names = zf.namelist()
@@ -675,13 +696,70 @@ def torch_load(t: Source, device: Optional[str] = None) -> Any:
           st = storages[key] = _Storage(key, data, start, nbytes, dtype)
         elif (st.dtype, st.nbytes) != (dtype, nbytes): raise FormatError(f"storage {key!r} is declared twice, differently")
         return st
-      table = _torch_globals(device)
-      def find_global(module: str, name: str) -> Any:
-        if (g := table.get((module, name))) is None:
-          raise FormatError(f"refusing to load global '{module}.{name}': only tensors, storages and plain containers are "
-                            "allowed in a checkpoint")
-        return g
-      return unpickle(_zip_read(zf, zf.getinfo(pkls[0])), find_global, load_storage)
+      return unpickle(_zip_read(zf, zf.getinfo(pkls[0])), _torch_find_global(device), load_storage)
+
+def _torch_find_global(device: Optional[str]) -> Callable[[str, str], Any]:
+  table = _torch_globals(device)
+  def find_global(module: str, name: str) -> Any:
+    if (g := table.get((module, name))) is None:
+      raise FormatError(f"refusing to load global '{module}.{name}': only tensors, storages and plain containers are "
+                        "allowed in a checkpoint")
+    return g
+  return find_global
+
+LEGACY_MAGIC, LEGACY_PROTOCOL = 0x1950a86a20f9469cfc6c, 1001
+
+def _legacy_torch_load(mem: memoryview, device: Optional[str]) -> Any:
+  """torch.save's format before PyTorch 1.6: pickles in a row (the magic number, the protocol version, the writer's
+  system info, the object, the storage keys in file order), then each storage as its int64 element count and its
+  bytes. The object's storages are persistent ids ('storage', StorageType, key, location, numel, view) where view is
+  None or (view_key, offset, numel) of a slice of storage `key`."""
+  data = bytes(mem)   # the pickles (the storages are read from `mem` in place)
+  def no_globals(module: str, name: str): raise FormatError(f"a global '{module}.{name}' outside the checkpoint's object")
+  magic, pos = _unpickle_at(data, 0, no_globals)
+  version, pos = _unpickle_at(data, pos, no_globals)
+  if magic != LEGACY_MAGIC or version != LEGACY_PROTOCOL:
+    raise FormatError(f"not a legacy torch.save file (magic number {_brief.repr(magic)}, protocol {_brief.repr(version)})")
+  info, pos = _unpickle_at(data, pos, no_globals)
+  if not isinstance(info, dict) or info.get("little_endian") is not True: raise FormatError("big-endian checkpoints are not supported")
+  roots: dict[str, _Storage] = {}
+  views: dict[str, tuple[_Storage, _Storage, int]] = {}   # view key -> (the view, its root, offset in elements)
+  def declare(pid: Any) -> _Storage:
+    if type(pid) is tuple and len(pid) >= 2 and pid[0] == "module":
+      raise FormatError("the checkpoint pickles whole modules (their classes and source code): only state dicts and plain containers load")
+    if not (type(pid) is tuple and len(pid) == 6 and pid[0] == "storage" and type(pid[2]) is str and _is_uint(pid[4])):
+      raise FormatError(f"unsupported persistent id {_brief.repr(pid)}")
+    dtype, key, numel, view = _marker_dtype(pid[1], "storage"), pid[2], pid[4], pid[5]
+    isz = dtype.itemsize if dtype else 1   # an untyped storage counts bytes
+    if (root := roots.get(key)) is None: root = roots[key] = _Storage(key, None, 0, numel * isz, dtype)
+    elif (root.dtype, root.nbytes) != (dtype, numel * isz): raise FormatError(f"storage {key!r} is declared twice, differently")
+    if view is None: return root
+    if not (type(view) is tuple and len(view) == 3 and type(view[0]) is str and _is_uint(view[1]) and _is_uint(view[2])
+            and view[1] + view[2] <= numel):
+      raise FormatError(f"invalid view {_brief.repr(view)} of storage {key!r} ({numel} elements)")
+    if view[0] not in views: views[view[0]] = (_Storage(view[0], None, 0, view[2] * isz, dtype), root, view[1] * isz)
+    return views[view[0]][0]
+  obj, pos = _unpickle_at(data, pos, _torch_find_global(device), declare)
+  keys, pos = _unpickle_at(data, pos, no_globals)
+  if type(keys) is not list or not all(type(k) is str for k in keys) or set(keys) != set(roots) or len(keys) != len(roots):
+    raise FormatError(f"the storage list {_brief.repr(keys)} does not name the object's {len(roots)} storages once each")
+  for key in keys:
+    st = roots[key]
+    if pos + 8 > len(mem): raise FormatError(f"the file ends before storage {key!r} (truncated?)")
+    isz = st.dtype.itemsize if st.dtype else 1
+    if (n := int.from_bytes(mem[pos:pos + 8], "little")) * isz != st.nbytes:
+      raise FormatError(f"storage {key!r} holds {n} elements in the file but {st.nbytes // isz} in the object")
+    if pos + 8 + st.nbytes > len(mem): raise FormatError(f"storage {key!r} goes past the end of the file (truncated?)")
+    st.mem, st.start, pos = mem, pos + 8, pos + 8 + st.nbytes
+  for view, root, offset in views.values(): view.mem, view.start = mem, root.start + offset
+  def place(x: Any) -> Any:   # (the containers were bounded by _unpickle_at's expansion check)
+    if isinstance(x, _PendingTensor): return _rebuild(*x.args)
+    if isinstance(x, dict):
+      for k, v in x.items(): x[k] = place(v)
+    elif isinstance(x, list): x[:] = [place(v) for v in x]
+    elif isinstance(x, tuple): return tuple(place(v) for v in x)
+    return x
+  return place(obj)
 
 # ---------------------------------------------------------------------------------------------------------------
 # checkpoints
