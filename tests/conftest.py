@@ -37,6 +37,13 @@ def device(request):
   try: yield request.param
   finally: Device["PYTHON"].work_hook = None
 
+@pytest.fixture(params=["CPU", "WEBGPU"])
+def model_device(request):
+  """The devices the real models (test_model_*.py, test_onnx_models.py) are checked on: the CPU and WebGPU."""
+  ok, why = Device.check(request.param)
+  if not ok: pytest.skip(f"{request.param} unavailable: {why}")
+  return request.param
+
 @pytest.hookimpl(tryfirst=True)   # (before `-m browser` selects by the marks)
 def pytest_collection_modifyitems(items):
   """`@pytest.mark.browser(name=[values], ...)` marks only the parametrizations whose parameters have those values."""

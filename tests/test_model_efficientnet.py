@@ -7,18 +7,11 @@ import numpy as np
 import pytest
 import torch
 from tinyweb import Tensor
-from tinyweb.device import Device
 from tinyweb.models.efficientnet import EfficientNetLite, VARIANTS, preprocess, top_k, imagenet_classes
 from tinyweb.nn.state import get_state_dict
 import testdata
 
 efficientnet_lite_pytorch = pytest.importorskip("efficientnet_lite_pytorch")
-
-@pytest.fixture(params=["CPU", "WEBGPU"])
-def model_device(request):
-  ok, why = Device.check(request.param)
-  if not ok: pytest.skip(f"{request.param} unavailable: {why}")
-  return request.param
 
 def reference(variant: str, **overrides) -> torch.nn.Module:
   return efficientnet_lite_pytorch.EfficientNet.from_name(f"efficientnet-{variant}", **overrides).eval()

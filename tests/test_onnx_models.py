@@ -5,16 +5,9 @@ bench/onnx_models.py."""
 import numpy as np
 import pytest
 from tinyweb import onnx
-from tinyweb.device import Device
 import testdata
 
 ort = pytest.importorskip("onnxruntime")
-
-@pytest.fixture(params=["CPU", "WEBGPU"])
-def model_device(request):
-  ok, why = Device.check(request.param)
-  if not ok: pytest.skip(f"{request.param} unavailable: {why}")
-  return request.param
 
 def reference(path: str, feeds: dict) -> list[np.ndarray]:
   return ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
