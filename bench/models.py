@@ -44,9 +44,28 @@ def _efficientnet_tinyweb(device: str):
   model = EfficientNetLite.load(_weights("efficientnet-lite0.pth"), device=device)
   return lambda x: model(x)
 
+def _minilm_inputs() -> list[np.ndarray]:   # 8 sentences of 128 tokens, the last four half padding
+  ids = np.random.default_rng(0).integers(1000, 30000, (8, 128)).astype(np.int32)
+  mask = np.ones((8, 128), np.int32)
+  mask[4:, 64:] = 0
+  return [ids, mask]
+
+def _minilm_reference():
+  import torch, transformers
+  model = transformers.AutoModel.from_pretrained(os.path.dirname(_weights("all-MiniLM-L6-v2/model.safetensors"))).eval()
+  def run(ids, mask):
+    with torch.no_grad(): return model(input_ids=torch.from_numpy(ids).long(), attention_mask=torch.from_numpy(mask).long()).last_hidden_state.numpy()
+  return run
+
+def _minilm_tinyweb(device: str):
+  from tinyweb.models.bert import SentenceEncoder
+  model = SentenceEncoder.from_folder(os.path.dirname(_weights("all-MiniLM-L6-v2/model.safetensors")), device).model
+  return lambda ids, mask: model(ids, mask)
+
 MODELS = [
   Model("efficientnet-lite0", lambda: [np.random.default_rng(0).standard_normal((1, 3, 224, 224), dtype=np.float32)],
         _efficientnet_reference, _efficientnet_tinyweb),
+  Model("all-MiniLM-L6-v2", _minilm_inputs, _minilm_reference, _minilm_tinyweb),
 ]
 
 def median_time(fn, reps: int) -> float:
