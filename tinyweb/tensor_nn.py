@@ -420,9 +420,17 @@ class NNMixin:
       xt = x.transpose(x.ndim - n + j, -1).unsqueeze(-2)
       out = None
       for m in mats:
-        w = Tensor([[0.0 if v is None else v for v in row] for row in m], dtype=x.dtype, device=x.device)
-        hit = Tensor([[v is not None for v in row] for row in m], device=x.device)
-        t = hit.where(xt * w, 0.0).sum(-1)
+        if all(sum(v is not None for v in row) <= 1 for row in m):
+          # one entry per row (each tap of the linear modes): a selecting sum over a one-hot computed from the indices,
+          # which lowering makes one read, then a scale (a weighted sum would be a contraction over the whole axis)
+          cols = [next((c for c, v in enumerate(row) if v is not None), -1) for row in m]
+          hit = Tensor(cols, device=x.device).unsqueeze(-1) == Tensor.arange(len(m[0]), device=x.device)
+          w = Tensor([0.0 if c < 0 else row[c] for c, row in zip(cols, m)], dtype=x.dtype, device=x.device)
+          t = hit.where(xt, 0.0).sum(-1) * w
+        else:
+          w = Tensor([[0.0 if v is None else v for v in row] for row in m], dtype=x.dtype, device=x.device)
+          hit = Tensor([[v is not None for v in row] for row in m], device=x.device)
+          t = hit.where(xt * w, 0.0).sum(-1)
         out = t if out is None else out + t
       x = out.transpose(x.ndim - n + j, -1)
     return x
