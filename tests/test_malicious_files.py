@@ -6,7 +6,7 @@ import builtins, codecs, collections, functools, gzip, io, json, os, pickle, str
 import pytest
 from tinyweb import Tensor
 from tinyweb.nn import state, datasets
-from tinyweb.nn.state import FormatError, safe_load, safe_load_metadata, torch_load, load_checkpoint, save_checkpoint
+from tinyweb.nn.state import FormatError, safe_load, safe_load_metadata, torch_load, torch_load_modules, load_checkpoint, save_checkpoint
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -236,6 +236,67 @@ def test_pt_compressed_members_are_bounded_by_their_declared_size(tmp_path):
     z.writestr("archive/data.pkl", pkl)
     z.writestr("archive/data/0", bytes(1 << 20))
   check_pt(tmp_path, buf.getvalue(), "holds 4 uint8 (4 bytes) but its member has 1048576 bytes")
+
+# ---------------------------------------------------------------------------------------------------------------
+# checkpoints of whole modules (torch_load_modules): a class becomes an inert stand-in, its objects dicts of their state
+
+def load_modules(src): return torch_load_modules(src, device="CPU")
+
+def check_modules(tmp_path, data: bytes, *words) -> str:
+  refused(load_modules, data, *words)
+  return refused(load_modules, write(tmp_path, "m.pt", data), *words)
+
+OBJECT = glob("ultralytics.nn.tasks", "DetectionModel") + EMPTY_TUPLE + b"\x81"   # NEWOBJ: cls.__new__(cls), as torch.save writes modules
+
+def module_state(params: bytes = EMPTY_DICT) -> bytes:
+  return EMPTY_DICT + MARK + text("_parameters") + params + text("_buffers") + EMPTY_DICT + text("_modules") + EMPTY_DICT + b"u"
+
+def test_modules_are_read_as_dicts_of_their_state():
+  w = EMPTY_DICT + text("weight") + tensor_record() + SETITEM
+  out = load_modules(pt_file(EMPTY_DICT + text("model") + OBJECT + module_state(w) + BUILD + SETITEM, {"0": b"WXYZ"}))
+  m = out["model"]
+  assert type(m) is state.PickledObject and m.cls == "ultralytics.nn.tasks.DetectionModel" and list(m) == ["_parameters", "_buffers", "_modules"]
+  assert state.pickled_state_dict(m)["weight"].tolist() == list(b"WXYZ")
+  # REDUCE of a class without arguments (SimpleNamespace's way), copyreg._reconstructor (protocols 0 and 1), a set
+  ns = load_modules(pt_file(glob("types", "SimpleNamespace") + EMPTY_TUPLE + REDUCE + DICTSTATE + BUILD))
+  assert ns.cls == "types.SimpleNamespace" and ns == {"pwned": 1}
+  old = load_modules(pt_file(glob("copyreg", "_reconstructor") + tup(glob("x", "Y"), glob("__builtin__", "object"), NONE) + REDUCE))
+  assert old.cls == "x.Y" and old == {}
+  assert load_modules(pt_file(glob("__builtin__", "set") + tup(EMPTY_LIST + text("a") + APPEND) + REDUCE)) == {"a"}
+  refused(load_pt, pt_file(OBJECT), "refusing to load global 'ultralytics.nn.tasks.DetectionModel'")   # torch_load knows no classes
+
+@pytest.mark.parametrize("body,words", [
+  (glob("posix", "system") + tup(text("touch pwned")) + REDUCE, "refusing to load global 'posix.system'"),   # a function
+  (glob("builtins", "eval") + tup(text("1")) + REDUCE, "refusing to load global 'builtins.eval'"),
+  (glob("subprocess", "Popen") + tup(text("touch pwned")) + REDUCE, "REDUCE calls the class subprocess.Popen with arguments"),
+  (glob("subprocess", "Popen") + tup(text("touch pwned")) + b"\x81", "calls the class subprocess.Popen with arguments"),
+  (glob("subprocess", "Popen") + num(1) + REDUCE, "calls the class subprocess.Popen with arguments"),
+  (glob("collections", "OrderedDict") + EMPTY_TUPLE + b"\x81", "opcode b'\\x81'"),   # NEWOBJ of one of the loader's functions
+  (glob("x", "Y") + SLOTSTATE + BUILD, "BUILD sets the state of a _Class"),             # BUILD on a class stand-in
+  (glob("collections", "OrderedDict") + DICTSTATE + BUILD, "BUILD sets the state of a _Reducer"),   # on a real global
+  (OBJECT + text("k") + num(1) + SETITEM, "SETITEM into a PickledObject"),               # state only through BUILD
+  (OBJECT + num(1) + APPEND, "APPEND into a PickledObject"),
+  (OBJECT + DICTSTATE + BUILD + DICTSTATE + BUILD, "BUILD gives state twice"),
+  (OBJECT + SLOTSTATE + BUILD, "only a dict of attributes"),
+  (OBJECT + EMPTY_DICT + num(1) + num(1) + SETITEM + BUILD, "only a dict of attributes"),
+  (glob("copyreg", "_reconstructor") + tup(glob("x", "Y"), glob("builtins", "object"), text("s")) + REDUCE, "refusing copyreg._reconstructor"),
+  (glob("copyreg", "_reconstructor") + tup(glob("x", "Y"), glob("x", "Z"), NONE) + REDUCE, "refusing copyreg._reconstructor"),
+  (glob("builtins", "set") + tup(EMPTY_LIST + EMPTY_LIST + APPEND) + REDUCE, "a dict key or set item is a list"),
+  (OBJECT + put(0) + EMPTY_DICT + text("self") + get(0) + SETITEM + BUILD, "cycle"),   # (a PickledObject is a container too)
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_modules_refuse_calls_and_state_changes(tmp_path, body, words):
+  check_modules(tmp_path, pt_file(body), words)
+
+@pytest.mark.parametrize("module,name", [("builtins", "set"), ("__builtin__", "object"), ("copyreg", "_reconstructor"), ("x", "Y")], ids=lambda x: x)
+@pytest.mark.parametrize("attack", [SLOTSTATE + BUILD, DICTSTATE + BUILD, text("k") + num(1) + SETITEM, num(1) + APPEND],
+                         ids=["BUILD-setattr", "BUILD-dict", "SETITEM", "APPEND"])
+def test_modules_cannot_change_what_a_global_stands_for(tmp_path, module, name, attack):
+  check_modules(tmp_path, pt_file(glob(module, name) + attack), "torch_load_modules:")
+
+def test_pickled_state_dict_needs_torch_modules():
+  with pytest.raises(FormatError, match="the object is not a torch module"): state.pickled_state_dict({"_parameters": {}})
+  m = load_modules(pt_file(OBJECT + module_state(EMPTY_DICT + text("w") + num(1) + SETITEM) + BUILD))
+  with pytest.raises(FormatError, match="w is a int, not a tensor"): state.pickled_state_dict(m)
 
 # ---------------------------------------------------------------------------------------------------------------
 # CIFAR-10 pickles

@@ -6,6 +6,9 @@
   mmap (copy-on-write), so on the CPU the loaded tensors use the file's pages without a copy.
 - `torch_load`: a `torch.save` zip checkpoint read without torch, through an unpickler that only knows tensors,
   storages and plain containers; any other global in the pickle is refused, never imported or called.
+- `torch_load_modules`: the same for checkpoints that pickle whole modules (ultralytics' `.pt`): each object of a class
+  the pickle names is read as a `PickledObject`, a dict of its pickled state; nothing of the class is imported or run.
+  `pickled_state_dict` gives such a module's state dict ("model.0.conv.weight").
 - `save_checkpoint` / `load_checkpoint`: a model (or state dict) to and from a safetensors file, written atomically;
   a save also removes the temporary files that saves of the same file killed midway left behind.
 - tinygrad's names: `zip_extract` / `tar_extract` (an archive's files as uint8 tensors), `TensorIO` (a uint8 tensor as a
@@ -330,11 +333,13 @@ def safe_save(tensors: dict[str, Tensor], fn, metadata: Optional[dict[str, str]]
 # which gives inert stand-ins: a _Reducer (a function of the loader's, called by REDUCE with checked arguments) or a
 # value; nothing is imported. Items are added only to the lists, dicts and sets the pickle built (SETITEM(S), APPEND(S),
 # ADDITEMS), and BUILD gives state only to the loader's own records (_Record._setstate) or drops the attributes of an
-# OrderedDict: no opcode can set an attribute of anything, so a file cannot change the process. Memory grows with
-# the pickle's size: the memo is a dict (an index of 2**31 costs one entry), and the result is refused if it nests
-# deeper than MAX_PICKLE_DEPTH or, counting every path to a shared container (what `flatten_state_dict` walks) with
-# its key's length, expands past PICKLE_EXPANSION times the pickle's size plus 1M (a DAG of shared lists would be 2**40
-# paths; a dict shared by 1000 entries of a list costs 1000 times its own size, which is fine).
+# OrderedDict: no opcode can set an attribute of anything, so a file cannot change the process. Instances (NEWOBJ, or
+# REDUCE without arguments) are made only of _Class stand-ins, which torch_load_modules alone gives: an empty
+# PickledObject that BUILD's state fills once. Memory grows with the pickle's size: the memo is a dict (an index of
+# 2**31 costs one entry), and the result is refused if it nests deeper than MAX_PICKLE_DEPTH or, counting every path to
+# a shared container (what `flatten_state_dict` walks) with its key's length, expands past PICKLE_EXPANSION times the
+# pickle's size plus 1M (a DAG of shared lists would be 2**40 paths; a dict shared by 1000 entries of a list costs 1000
+# times its own size, which is fine).
 
 MAX_PICKLE_DEPTH = 100
 PICKLE_EXPANSION = 16
@@ -348,6 +353,23 @@ class _Record:
   """Base of a loader's own objects that take a pickle's BUILD state (through `_setstate`, which checks it)."""
   __slots__ = ()
   def _setstate(self, state): raise FormatError(f"BUILD gives state to a {type(self).__name__}, which takes none")
+
+class _Class:
+  """What a class named by a pickle stands for in torch_load_modules: its dotted name. Not callable, no __dict__."""
+  __slots__ = ("name",)
+  def __init__(self, name: str): self.name = name
+
+class PickledObject(dict, _Record):
+  """An object torch_load_modules read: its pickled state (the attributes BUILD gives) as a dict, and `cls`, the dotted
+  name of its class (never imported). A torch module's entries are `_parameters`, `_buffers` and `_modules`."""
+  __slots__ = ("cls",)
+  def __init__(self, cls: str): super().__init__(); self.cls = cls
+  def __repr__(self): return f"<{self.cls}: {', '.join(map(str, self))}>"
+  def _setstate(self, state):
+    if self: raise FormatError(f"BUILD gives state twice to a {self.cls}")
+    if type(state) is not dict or not all(type(k) is str for k in state):
+      raise FormatError(f"BUILD gives a {self.cls} the state {_brief.repr(state)} (only a dict of attributes is read)")
+    self.update(state)
 
 _KEY_TYPES = (str, bytes, int, float, bool, type(None))
 
@@ -471,10 +493,16 @@ class _Unpickler:
     self.push(self.find_global(module, name))
   def reduce(self):
     fn, args = self.pop_tuple(2)
-    if type(fn) is not _Reducer: self.fail(f"REDUCE calls a {type(fn).__name__}, which is not callable")
-    if type(args) is not tuple or not fn.lo <= len(args) <= fn.hi:
-      self.fail(f"{fn.fn.__name__} takes {fn.lo} to {fn.hi} arguments, got {_brief.repr(args)}")
-    self.push(fn.fn(*args))
+    if type(fn) is _Class: self.push(self.instance(fn, args, "REDUCE"))   # cls(), then BUILD: how SimpleNamespace pickles
+    else:
+      if type(fn) is not _Reducer: self.fail(f"REDUCE calls a {type(fn).__name__}, which is not callable")
+      if type(args) is not tuple or not fn.lo <= len(args) <= fn.hi:
+        self.fail(f"{fn.fn.__name__} takes {fn.lo} to {fn.hi} arguments, got {_brief.repr(args)}")
+      self.push(fn.fn(*args))
+  def instance(self, cls, args, how: str) -> "PickledObject":
+    if type(cls) is not _Class: self.fail(f"{how} makes an instance of a {type(cls).__name__} (refused: instances are read only by torch_load_modules)")
+    if args != (): self.fail(f"{how} calls the class {cls.name} with arguments {_brief.repr(args)} (refused: only cls() and its BUILD state are read)")
+    return PickledObject(cls.name)
   def build(self):
     state = self.pop()
     if isinstance(inst := self.top(), _Record): inst._setstate(state)
@@ -506,7 +534,7 @@ _PICKLE_OPS: dict[int, Callable[[_Unpickler], Any]] = {ord(c): f for c, f in {
   "p": lambda u: u.put(u.text_int("PUT index")), "q": lambda u: u.put(u.byte()), "r": lambda u: u.put(u.uint(4)), "\x94": lambda u: u.put(len(u.memo)),
   "g": lambda u: u.get(u.text_int("GET index")), "h": lambda u: u.get(u.byte()), "j": lambda u: u.get(u.uint(4)),
   "c": lambda u: u.global_(u.utf8(u.line()), u.utf8(u.line())), "\x93": lambda u: u.global_(*u.pop_tuple(2)),
-  "R": _Unpickler.reduce, "b": _Unpickler.build,
+  "R": _Unpickler.reduce, "b": _Unpickler.build, "\x81": lambda u: u.push(u.instance(*u.pop_tuple(2), "NEWOBJ (opcode b'\\x81')")),
   "P": lambda u: u.persistent(u.parse(lambda b: b.decode("ascii"), u.line(), "persistent id")), "Q": lambda u: u.persistent(u.pop()),
 }.items()}
 
@@ -644,6 +672,22 @@ def _torch_globals(device: Optional[str]) -> dict[tuple[str, str], Any]:
   table.update({("torch", name): _Marker("dtype", dt) for name, dt in _TORCH_DTYPES.items()})
   return table
 
+def _set(items: Any = ()) -> set:
+  if type(items) not in (list, tuple): raise FormatError(f"set of {_brief.repr(items)} (expected a list)")
+  return {_key(x) for x in items}
+
+def _reconstructor(cls: Any, base: Any, state: Any) -> PickledObject:   # protocols 0 and 1: copyreg._reconstructor(cls, object, None)
+  if type(cls) is not _Class or base is not _OBJECT or state is not None:
+    raise FormatError(f"refusing copyreg._reconstructor({_brief.repr(cls)}, {_brief.repr(base)}, {_brief.repr(state)})")
+  return PickledObject(cls.name)
+
+_OBJECT = _Marker("object", None)
+# what torch_load_modules allows besides torch_load's globals (a module's set of non-persistent buffer names; objects of
+# protocol 0/1 pickles)
+_MODULE_GLOBALS: dict[tuple[str, str], Any] = {
+  ("builtins", "set"): _Reducer(_set, 0, 1), ("__builtin__", "set"): _Reducer(_set, 0, 1),
+  ("builtins", "object"): _OBJECT, ("__builtin__", "object"): _OBJECT, ("copyreg", "_reconstructor"): _Reducer(_reconstructor, 3, 3)}
+
 def _zip_read(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
   """A member's bytes (at most its declared size, which zipfile holds the stream to), or FormatError."""
   if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) or info.flag_bits & 1:
@@ -669,11 +713,38 @@ def torch_load(t: Source, device: Optional[str] = None) -> Any:
   structure (dicts, OrderedDicts, lists, numbers) with tinyweb Tensors in place of torch tensors. Storages are used in
   place where possible (mmap of a path). A malformed checkpoint, or a pickle that names any other global, raises
   FormatError."""
+  return _torch_load(t, device, _torch_find_global(device), "torch_load")
+
+def torch_load_modules(t: Source, device: Optional[str] = None) -> Any:
+  """Load a checkpoint that pickles whole modules (ultralytics' `.pt`: {"model": DetectionModel, "names": ...}) like
+  torch_load, except that each object of a class the pickle names (a global whose name starts with a capital letter:
+  other names are refused) is read as a PickledObject: the dict of attributes the pickle gives it, and its class's
+  name. The class is never imported, called or given anything; an object made with arguments is refused, as is all
+  torch_load refuses. `pickled_state_dict` then gives a module's tensors by name."""
+  return _torch_load(t, device, _torch_find_global(device, modules=True), "torch_load_modules")
+
+def pickled_state_dict(module: Any, prefix: str = "") -> dict[str, Tensor]:
+  """What torch's `module.state_dict()` holds, from a module torch_load_modules read: the `_parameters` and persistent
+  `_buffers` of the module and of its `_modules`, recursively, by dotted name ("model.0.conv.weight"); None entries
+  (a layer without bias) are left out."""
+  if not isinstance(module, PickledObject) or not all(type(module.get(k)) in _DICTS for k in ("_parameters", "_buffers", "_modules")):
+    raise FormatError(f"{prefix.rstrip('.') or 'the object'} is not a torch module (a {getattr(module, 'cls', type(module).__name__)} "
+                      "without _parameters, _buffers and _modules)")
+  skip = s if isinstance(s := module.get("_non_persistent_buffers_set"), (set, frozenset)) else set()
+  out = {f"{prefix}{k}": v for k, v in module["_parameters"].items() if v is not None}
+  out.update((f"{prefix}{k}", v) for k, v in module["_buffers"].items() if v is not None and k not in skip)
+  for k, v in module["_modules"].items():
+    if v is not None: out.update(pickled_state_dict(v, f"{prefix}{k}."))
+  for k, v in out.items():
+    if not isinstance(v, Tensor): raise FormatError(f"{k} is a {type(v).__name__}, not a tensor")
+  return out
+
+def _torch_load(t: Source, device: Optional[str], find_global: Callable[[str, str], Any], loader: str) -> Any:
   mem, src = _as_memory(t), t
-  with _naming(src, "torch_load"):
+  with _naming(src, loader):
     try: zf = zipfile.ZipFile(os.fspath(src) if isinstance(src, (str, os.PathLike)) else io.BytesIO(mem))
     except (zipfile.BadZipFile, ValueError, EOFError):
-      if mem.nbytes > 1 and mem[0] == 0x80 and 2 <= mem[1] <= 5: return _legacy_torch_load(mem, device)   # a pickle (PROTO 2+)
+      if mem.nbytes > 1 and mem[0] == 0x80 and 2 <= mem[1] <= 5: return _legacy_torch_load(mem, find_global)   # a pickle (PROTO 2+)
       raise FormatError("not a PyTorch zip checkpoint (no zip directory found: truncated, or another format?)") from None
     with zf:
       names = zf.namelist()
@@ -696,20 +767,20 @@ def torch_load(t: Source, device: Optional[str] = None) -> Any:
           st = storages[key] = _Storage(key, data, start, nbytes, dtype)
         elif (st.dtype, st.nbytes) != (dtype, nbytes): raise FormatError(f"storage {key!r} is declared twice, differently")
         return st
-      return unpickle(_zip_read(zf, zf.getinfo(pkls[0])), _torch_find_global(device), load_storage)
+      return unpickle(_zip_read(zf, zf.getinfo(pkls[0])), find_global, load_storage)
 
-def _torch_find_global(device: Optional[str]) -> Callable[[str, str], Any]:
-  table = _torch_globals(device)
+def _torch_find_global(device: Optional[str], modules: bool = False) -> Callable[[str, str], Any]:
+  table = _torch_globals(device) | (_MODULE_GLOBALS if modules else {})
   def find_global(module: str, name: str) -> Any:
-    if (g := table.get((module, name))) is None:
-      raise FormatError(f"refusing to load global '{module}.{name}': only tensors, storages and plain containers are "
-                        "allowed in a checkpoint")
-    return g
+    if (g := table.get((module, name))) is not None: return g
+    if modules and name[:1].isupper(): return _Class(f"{module}.{name}")   # a class, by Python's naming convention
+    raise FormatError(f"refusing to load global '{module}.{name}': only tensors, storages, plain containers"
+                      f"{' and classes' if modules else ''} are allowed in a checkpoint")
   return find_global
 
 LEGACY_MAGIC, LEGACY_PROTOCOL = 0x1950a86a20f9469cfc6c, 1001
 
-def _legacy_torch_load(mem: memoryview, device: Optional[str]) -> Any:
+def _legacy_torch_load(mem: memoryview, find_global: Callable[[str, str], Any]) -> Any:
   """torch.save's format before PyTorch 1.6: pickles in a row (the magic number, the protocol version, the writer's
   system info, the object, the storage keys in file order), then each storage as its int64 element count and its
   bytes. The object's storages are persistent ids ('storage', StorageType, key, location, numel, view) where view is
@@ -739,7 +810,7 @@ def _legacy_torch_load(mem: memoryview, device: Optional[str]) -> Any:
       raise FormatError(f"invalid view {_brief.repr(view)} of storage {key!r} ({numel} elements)")
     if view[0] not in views: views[view[0]] = (_Storage(view[0], None, 0, view[2] * isz, dtype), root, view[1] * isz)
     return views[view[0]][0]
-  obj, pos = _unpickle_at(data, pos, _torch_find_global(device), declare)
+  obj, pos = _unpickle_at(data, pos, find_global, declare)
   keys, pos = _unpickle_at(data, pos, no_globals)
   if type(keys) is not list or not all(type(k) is str for k in keys) or set(keys) != set(roots) or len(keys) != len(roots):
     raise FormatError(f"the storage list {_brief.repr(keys)} does not name the object's {len(roots)} storages once each")

@@ -1,0 +1,54 @@
+"""Find the objects in a photo with a YOLOv8 detector and print them (class, score, box); --out draws them.
+
+  python -m demos.detect IMAGE                          # the YOLOv8s fall detector from the test data (scripts/setup.sh fetches it)
+  python -m demos.detect IMAGE --weights yolov8n.pt --out boxes.png --device WEBGPU --conf 0.4
+
+The weights are an ultralytics YOLOv8 detection checkpoint (.pt, read without torch or ultralytics); the image is any
+file Pillow reads. The detections are those of ultralytics' `model.predict(IMAGE, imgsz=640, conf=..., iou=...)`."""
+from __future__ import annotations
+import argparse, os, sys, time
+from typing import Optional, Sequence
+
+def default_weights() -> str:
+  from tests import testdata
+  return os.path.join(testdata.folder(), "yolov8s_fall.pt")
+
+def draw(image, detections, out: str) -> None:
+  """The image (a Pillow image) with each detection's box and label, saved to `out`."""
+  from PIL import ImageDraw
+  im = image.copy()
+  pen = ImageDraw.Draw(im)
+  for d in detections:
+    pen.rectangle(d.box, outline=(255, 64, 0), width=3)
+    label = f"{d.name} {d.score:.2f}"
+    left, top, right, bottom = pen.textbbox((d.box[0], d.box[1]), label)
+    pen.rectangle((left, top - (bottom - top) - 4, right + 4, top), fill=(255, 64, 0))
+    pen.text((left + 2, top - (bottom - top) - 2), label, fill=(255, 255, 255))
+  im.save(out)
+
+def main(argv: Optional[Sequence[str]] = None) -> list:
+  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("image", help="the photo (PNG, JPEG, ...)")
+  ap.add_argument("--weights", default=None, help="an ultralytics YOLOv8 .pt (default: the fall detector from the test data)")
+  ap.add_argument("--out", default=None, help="write the image with the boxes drawn here (PNG, JPEG, ...)")
+  ap.add_argument("--device", default=None, help="tinyweb device (default: Device.DEFAULT)")
+  ap.add_argument("--conf", type=float, default=0.25, help="confidence threshold (default 0.25)")
+  ap.add_argument("--iou", type=float, default=0.7, help="IoU over which a box is suppressed by a better one of its class (default 0.7)")
+  a = ap.parse_args(argv)
+  weights = a.weights or default_weights()
+  if not os.path.exists(weights): sys.exit(f"detect: no weights at {weights}: run `python -m tests.testdata` or pass --weights")
+  from PIL import Image
+  from tinyweb import Tensor, Device
+  from tinyweb.models.yolov8 import YOLOv8
+  st = time.perf_counter()
+  model = YOLOv8.load(weights, device=a.device)
+  with Image.open(a.image) as im: image = im.convert("RGB")
+  pixels = Tensor(image.tobytes(), device=a.device).reshape(image.height, image.width, 3)
+  detections = model.detect(pixels, conf=a.conf, iou=a.iou)
+  for d in detections: print(f"{d.name:<12} {d.score:.3f}  ({d.box[0]:.1f}, {d.box[1]:.1f}, {d.box[2]:.1f}, {d.box[3]:.1f})")
+  if a.out: draw(image, detections, a.out)
+  print(f"({len(detections)} found by {os.path.basename(weights)} on {Device.canonicalize(a.device)}, {time.perf_counter() - st:.1f} s)", file=sys.stderr)
+  return detections
+
+if __name__ == "__main__":
+  main()
