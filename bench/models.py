@@ -1,4 +1,5 @@
-"""The real models of tinyweb.models against their reference implementations in torch (CPU, 2 threads), in one run.
+"""The real models of tinyweb.models against their reference implementations in torch (CPU, 2 threads), in one run
+(YOLOv8: against ultralytics' ONNX export of the same checkpoint in onnxruntime, 2 threads).
 
   python -m bench.models                          # every model, tinyweb on CPU
   python -m bench.models --device WEBGPU --reps 3 --only efficientnet
@@ -89,11 +90,25 @@ def _gemma_tinyweb(device: str):
   model = Gemma.load(_weights(GEMMA), device=device)
   return lambda ids: model(ids)
 
+def _yolov8_reference():   # ultralytics cannot be installed here (torchvision): its own ONNX export of the same checkpoint
+  import onnxruntime as ort
+  opts = ort.SessionOptions()
+  opts.intra_op_num_threads, opts.inter_op_num_threads = 2, 1
+  sess = ort.InferenceSession(_weights("yolov8s_fall.onnx"), opts, providers=["CPUExecutionProvider"])
+  return lambda x: sess.run(None, {"images": x})[0]
+
+def _yolov8_tinyweb(device: str):
+  from tinyweb.models.yolov8 import YOLOv8
+  model = YOLOv8.load(_weights("yolov8s_fall.pt"), device=device)
+  return lambda x: model(x)
+
 MODELS = [
   Model("efficientnet-lite0", lambda: [np.random.default_rng(0).standard_normal((1, 3, 224, 224), dtype=np.float32)],
         _efficientnet_reference, _efficientnet_tinyweb),
   Model("all-MiniLM-L6-v2", _minilm_inputs, _minilm_reference, _minilm_tinyweb),
   Model("gemma-3-270m prompt", _gemma_inputs, _gemma_reference, _gemma_tinyweb),   # the logits of a 6-token prompt
+  Model("yolov8s (onnxruntime)", lambda: [np.random.default_rng(0).uniform(0, 1, (1, 3, 640, 640)).astype(np.float32)],
+        _yolov8_reference, _yolov8_tinyweb),   # the raw head output; the reference column is onnxruntime here
 ]
 
 def bench_decode(device: str, new_tokens: int = 32) -> dict:
