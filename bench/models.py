@@ -11,10 +11,11 @@ process would find them, unless --cold), and its median jitted call after that (
 ratio = reference time / tinyweb time: above 1 means tinyweb is faster. The largest difference of the outputs is printed
 as a check that both computed the same thing. The weights are the test data's (`python -m tests.testdata`)."""
 from __future__ import annotations
-import argparse, functools, os, statistics, sys, tempfile, time
+import argparse, functools, os, sys, tempfile, time
 from dataclasses import dataclass
 from typing import Callable
 import numpy as np
+from bench.onnx_models import median_time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
@@ -131,12 +132,6 @@ def bench_decode(device: str, new_tokens: int = 32) -> dict:
     times.append(time.perf_counter())
   return {"ref_tps": ref_tps, "tps": (len(times) - 2) / (times[-1] - times[1]), "same": ours == ref_ids,
           "text": tok.decode(ours), "ref_text": tok.decode(ref_ids)}
-
-def median_time(fn, reps: int) -> float:
-  times = []
-  for _ in range(reps):
-    st = time.perf_counter(); fn(); times.append(time.perf_counter() - st)
-  return statistics.median(times)
 
 def bench_model(m: Model, device: str, reps: int) -> dict:
   import torch
