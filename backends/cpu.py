@@ -85,6 +85,14 @@ def load_library(lib: bytes):
   try: return _Library(path)
   finally: os.unlink(path)
 
+def _split(n: int, k: int) -> list[tuple[int, int]]: return [(n * i // k, n * (i + 1) // k) for i in range(k)]
+
+@functools.lru_cache(maxsize=1024)
+def _piece_bounds(n: int, k: int):
+  """range(n) in k pieces as the C thread pool takes them: arrays of their starts and ends (shared by launches: read only)."""
+  pieces = _split(n, k)
+  return (ctypes.c_int * k)(*[p[0] for p in pieces]), (ctypes.c_int * k)(*[p[1] for p in pieces])
+
 class CoreSplitProgram:
   """A native kernel `self.fxn(*buffers[, core_lo, core_hi])` (set by the subclass) called through ctypes; a kernel with a
   parallel outer loop (core_split renderers) gets that loop split across cores: into PIECES_PER_CORE pieces per core
@@ -93,16 +101,15 @@ class CoreSplitProgram:
   fxn = chunk_fxn = compiler = None
   def bind(self, *bufs, global_size=None, parallel: int = 0, work: int = 0):
     """The launch as a no-argument callable, with the ctypes arguments and the split across cores worked out once."""
-    args, fxn = [ctypes.cast(b, ctypes.c_void_p) for b in bufs], self.fxn
+    # (addressof: the buffers are ctypes arrays; a tenth of ctypes.cast's cost, which showed in small kernels' launches)
+    args, fxn = [ctypes.c_void_p(ctypes.addressof(b)) for b in bufs], self.fxn
     if not parallel: return functools.partial(fxn, *args)
     n = min(parallel, CORES) if CORES > 1 and work >= PARALLEL_MIN_WORK else 1
     if n == 1: return functools.partial(fxn, *args, 0, parallel)
-    def split(k: int) -> list[tuple[int, int]]: return [(parallel * i // k, parallel * (i + 1) // k) for i in range(k)]
     if self.chunk_fxn is not None and (run_pieces := thread_pool(self.compiler)) is not None:
-      pieces = split(min(parallel, n * PIECES_PER_CORE))
-      lo, hi = (ctypes.c_int * len(pieces))(*[p[0] for p in pieces]), (ctypes.c_int * len(pieces))(*[p[1] for p in pieces])
-      return functools.partial(run_pieces, self.chunk_fxn, (ctypes.c_void_p * len(args))(*args), lo, hi, len(pieces), n)
-    chunks = split(n)
+      lo, hi = _piece_bounds(parallel, min(parallel, n * PIECES_PER_CORE))
+      return functools.partial(run_pieces, self.chunk_fxn, (ctypes.c_void_p * len(args))(*args), lo, hi, len(lo), n)
+    chunks = _split(parallel, n)
     def run():   # ctypes releases the GIL during the call, so the chunks run in parallel; this thread runs the first
       pending = [python_pool().submit(fxn, *args, lo, hi) for lo, hi in chunks[1:]]
       fxn(*args, *chunks[0])

@@ -16,6 +16,11 @@ def lowered(t: Tensor, device: str):
   items, _, _ = create_schedule([t.uop])
   return lower(items[-1].ast, Device[device].renderer)
 
+def lazy_index(x: Tensor, *idx) -> Tensor:
+  """x[idx] as the graph __getitem__ builds (a small read of realized tensors is computed at once instead: see
+  test_small_reads_of_realized_tensors_replay_one_kernel)."""
+  return x._getitem(idx)
+
 def loop_sizes(prog) -> list[int]: return [u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]
 
 def test_row_gather_reads_only_the_selected_rows(device):
@@ -23,13 +28,53 @@ def test_row_gather_reads_only_the_selected_rows(device):
   table = rng.standard_normal((3000, 24)).astype(np.float32)
   idx = rng.integers(-3000, 3000, 40)
   X, I = Tensor(table, device=device).realize(), Tensor(idx.astype(np.int32), device=device).realize()
-  prog = lowered(X[I], device)
+  prog = lowered(lazy_index(X, I), device)
   assert not any(u.op is Ops.DEFINE_ACC for u in prog.uops), "a gather kept its accumulator loop"
   assert all(n < 3000 for n in loop_sizes(prog)), f"a loop spans the table's rows: {loop_sizes(prog)}"
   np.testing.assert_array_equal(X[I].numpy(), table[idx])
   # the bytes it moves (DEBUG's GB/s, and the CPU's choice to split a kernel across cores) are the rows it reads and
   # writes and the indices, not the whole table
   assert prog.mem_estimate == 2 * 40 * 24 * 4 + 40 * 4, prog.mem_estimate
+
+def test_a_gather_is_one_kernel_and_a_computed_table_is_not_stored(device):
+  # the index's wrap (i < 0 -> i + n) is computed where the read uses it, not stored first; an elementwise table
+  # (W * 2 + 1) is computed at the selected rows only, not written out whole before the read
+  rng = np.random.default_rng(1)
+  table, idx = rng.standard_normal((5000, 16)).astype(np.float32), rng.integers(-5000, 5000, 12)
+  W, I = Tensor(table, device=device).realize(), Tensor(idx.astype(np.int32), device=device).realize()
+  for t, want in [(lazy_index(W, I), table[idx]), ((W * 2 + 1)[I], table[idx] * 2 + 1)]:
+    items, _, _ = create_schedule([t.uop])
+    assert [it.bufs[0].size for it in items] == [12 * 16], f"kernels writing {[it.bufs[0].size for it in items]} elements"
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-6)
+
+def test_small_reads_of_realized_tensors_replay_one_kernel(device):
+  """x[idx] of a realized table and index, with a small result, is computed at once by launching the kernel the first
+  such read built (no graph, no schedule: the Python of a lazy realize is several times a 128-row gather). Values as
+  numpy's, the table's current contents, out-of-range rows 0 as the lazy read gives, inside TinyJit too."""
+  from tinyweb import TinyJit
+  from tinyweb.helpers import GlobalCounters
+  from tinyweb.schedule import is_contiguous_buffer
+  rng = np.random.default_rng(6)
+  table = rng.standard_normal((700, 12)).astype(np.float32)
+  X = Tensor(table, device=device).realize()
+  for dt in [dtypes.int32, dtypes.int64, dtypes.uint8]:
+    if refused(device, dt): continue
+    for k in range(3):
+      idx = rng.integers(-255 if dt != dtypes.uint8 else 0, 256, (5, 3))
+      I = Tensor(idx.astype(dt.fmt if dt != dtypes.int64 else np.int64), dtype=dt, device=device).realize()
+      before = GlobalCounters.kernel_count
+      out = X[I]
+      assert is_contiguous_buffer(out.uop) and GlobalCounters.kernel_count == before + 1, "the read was not computed at once"
+      np.testing.assert_array_equal(out.numpy(), table[idx])
+  X.assign(X * 2).realize()   # the replay reads what the table holds now
+  I = Tensor(np.array([3, -1, 700, -701], dtype=np.int32), device=device).realize()
+  np.testing.assert_array_equal(X[I].numpy(), np.stack([table[3] * 2, table[-1] * 2, np.zeros(12), np.zeros(12)]))
+  step = TinyJit(lambda i: (X[i] + 1).realize())
+  for k in range(4):
+    idx = rng.integers(0, 700, 9)
+    np.testing.assert_array_equal(step(Tensor(idx.astype(np.int32), device=device).realize()).numpy(), table[idx] * 2 + 1)
+  big = Tensor.zeros(12000, 12, device=device).contiguous().realize()[Tensor(np.zeros(12000, np.int32), device=device).realize()]
+  assert not is_contiguous_buffer(big.uop), "a large read stays lazy (it fuses with what uses it)"
 
 def test_two_indexed_dims_and_gather_dim(device):
   rng = np.random.default_rng(1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil, os, sys
 from dataclasses import dataclass
 from typing import Callable
-from tinyweb import engine, schedule, search, tensor, helpers
+from tinyweb import engine, schedule, search, tensor, tensor_index, helpers
 from tinyweb.device import Device
 from tinyweb.uop import PatternMatcher
 
@@ -49,6 +49,8 @@ def caches() -> list[Cache]:
           "tinyweb.schedule.realized_cache", lambda: len(schedule.realized_cache.entries), schedule.realized_cache.entries.clear),
     Cache("schedules", "graph structure -> schedule template", "tinyweb.schedule._schedule_cache",
           lambda: len(schedule._schedule_cache), schedule._schedule_cache.clear),
+    Cache("replayed reads", "x[idx] signature (device, shapes, dtypes) -> the kernel a small read of realized tensors launches",
+          "tinyweb.tensor_index._gather_replays", lambda: len(tensor_index._gather_replays), tensor_index._gather_replays.clear),
     Cache("rewrite memos", "uop -> its rewrite, per pattern matcher (graph_rewrite without a context)",
           "tinyweb.uop.PatternMatcher.memo", lambda: sum(len(pm.memo) for pm in memos), lambda: [pm.memo.clear() for pm in memos]),
     Cache("beam results", "(kernel, device, target) -> the actions BEAM search chose", "tinyweb.search._memory_cache",
@@ -65,6 +67,7 @@ def caches() -> list[Cache]:
     _disk("beam", "beam results on disk", "hash of (kernel, device, target) -> the actions BEAM search chose", "tinyweb.search.beam_search"),
     *_memo("tinyweb.helpers", "getenv", "environment variable -> its value, read once"),
     *_memo("tinyweb.helpers", "_host_cpu_flags", "the CPU's instruction-set flags"),
+    *_memo("tinyweb.backends.cpu", "_piece_bounds", "(loop length, pieces) -> the C thread pool's piece bounds"),
     *_memo("tinyweb.engine", "sources_digest", "a digest of tinyweb's sources, read once (the lowered kernels' disk key)"),
     *[c for fn in ("alu", "cast", "bitcast", "make_fold") for c in _memo("tinyweb.backends.python", fn, f"(op, dtypes) -> the PYTHON device's {fn} function")],
   ]

@@ -168,6 +168,27 @@ def compile_ahead(items: list[ScheduleItem]):
       dev.compiler.store(src, lib)
       cache_kernel(device, ast, prog, src, dev.get_program(prog.name, src))
 
+def _launch(k: CompiledKernel, bufs: list, records: tuple[list, ...]):
+  """Run kernel `k` on `bufs` (allocated, the output first) and account for it: TinyJit's capture, the counters, DEBUG."""
+  et = k.run([b.handle for b in bufs], wait=DEBUG >= 2)
+  bufs[0].mark_written(by_schedule=True)
+  for rec in records: rec.append((k, bufs))
+  GlobalCounters.kernel_count += 1
+  GlobalCounters.global_ops += k.program.flops
+  GlobalCounters.global_mem += k.program.mem_estimate
+  if et is not None: GlobalCounters.time_sum_s += et
+  if DEBUG >= 2:
+    p = k.program
+    t = max(et or 0.0, 1e-9)
+    print(f"*** {bufs[0].device:6s} {GlobalCounters.kernel_count:4d} {p.name:28s} shape {str(p.global_shape):18s} "
+          f"{t*1e3:9.3f} ms {p.flops/t/1e9:9.2f} GFLOP/s {p.mem_estimate/t/1e9:8.2f} GB/s")
+
+def replay(k: CompiledKernel, bufs: list):
+  """Launch a kernel that an earlier schedule built on other buffers of the same sizes and dtypes (the output first)."""
+  for b in bufs: b.ensure_allocated()
+  _launch(k, bufs, capturing.get())
+  Device[bufs[0].device].flush()
+
 def run_schedule(items: list[ScheduleItem]):
   st = time.perf_counter()
   if GRAPH and items:
@@ -193,20 +214,8 @@ def run_schedule(items: list[ScheduleItem]):
       if b.device != device:
         raise RuntimeError(f"kernel reads a buffer on {b.device} while writing on {device}: move tensors with .to() first")
     if device not in devices: Device[device]   # (refused in a forked child, before a cached kernel of the parent's runs)
-    k = get_kernel(device, it.ast)
     devices.add(device)
-    et = k.run([b.handle for b in it.bufs], wait=DEBUG >= 2)
-    it.bufs[0].mark_written(by_schedule=True)
-    for rec in records: rec.append((k, it.bufs))
-    GlobalCounters.kernel_count += 1
-    GlobalCounters.global_ops += k.program.flops
-    GlobalCounters.global_mem += k.program.mem_estimate
-    if et is not None: GlobalCounters.time_sum_s += et
-    if DEBUG >= 2:
-      p = k.program
-      t = max(et or 0.0, 1e-9)
-      print(f"*** {device:6s} {GlobalCounters.kernel_count:4d} {p.name:28s} shape {str(p.global_shape):18s} "
-            f"{t*1e3:9.3f} ms {p.flops/t/1e9:9.2f} GFLOP/s {p.mem_estimate/t/1e9:8.2f} GB/s")
+    _launch(get_kernel(device, it.ast), it.bufs, records)
   for d in devices: Device[d].flush()
   if DEBUG >= 1 and items:
     print(f"realize: {len(items)} items ({sum(it.kind == 'kernel' for it in items)} kernels) in {(time.perf_counter()-st)*1e3:.2f} ms")

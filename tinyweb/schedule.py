@@ -24,7 +24,7 @@ from tinyweb.device import Buffer, Device
 from tinyweb.dtype import DType
 from tinyweb.helpers import deep_recursion, prod, largest_divisor, make_room
 from tinyweb.uop import UOp, Ops, ALU, MOVEMENT, ELEMENTWISE, substitute, const_key
-from tinyweb.codegen.lowering import reduce_identity
+from tinyweb.codegen.lowering import reduce_identity, selects
 
 @dataclass(eq=False)
 class ScheduleItem:
@@ -256,8 +256,9 @@ def _create_schedule(targets: list[UOp], sink: UOp, graph: list[UOp]) -> tuple[l
     fused = [c for c in cs if c not in realize]
     under_expand[u] = any(_expands(c) for c in cs) or any(under_expand[c] for c in fused)
     under_pad[u] = any(c.op is Ops.PAD for c in cs) or any(under_pad[c] for c in fused)
-    # (a reduction's own input is computed in its loop, whether the reduction gets a buffer or not)
-    in_reduction[u] = any(c.op is Ops.REDUCE_AXIS for c in cs) or any(in_reduction[c] for c in fused)
+    # (a reduction's own input is computed in its loop, whether the reduction gets a buffer or not; a selecting sum
+    # (x[idx]) has no loop: it reads its input once, at the selected position)
+    in_reduction[u] = any(c.op is Ops.REDUCE_AXIS and not selects(c) for c in cs) or any(in_reduction[c] for c in fused)
     expanded_into_reduction[u] = any((_expands(c) and in_reduction[c]) or expanded_into_reduction[c] for c in fused)
     read_at: set = {u} if u in target_set else set()
     for c in cs:
