@@ -6,6 +6,9 @@ from typing import Any, Optional, Self
 from tinyweb.dtype import dtypes, cast_scalar
 from tinyweb.helpers import prod, make_room, NO_GRAD, GRAPH
 from tinyweb.uop import UOp, Ops
+from tinyweb.device import Buffer
+from tinyweb.schedule import is_contiguous_buffer, buffer_uop
+from tinyweb.engine import recording, replay
 from tinyweb.tensor_helpers import _broadcast_shape, _flatten_list, _as_int, _normalize_axis
 
 # (an instance of IndexMixin is a Tensor: the one class built from it)
@@ -115,9 +118,6 @@ class IndexMixin:
     ~0.2 ms, several times a 128-row gather itself). The price is fusion: the result is stored, where the lazy read
     would be computed inside the kernel that uses it; below EAGER_GATHER_MAX elements storing and reading it back costs
     less than the Python saved. None where it does not apply: the caller takes the lazy path."""
-    from tinyweb.schedule import is_contiguous_buffer, buffer_uop
-    from tinyweb.engine import recording, replay
-    from tinyweb.device import Buffer
     if not (idx.ndim and self.ndim and idx.dtype.is_int and (not self.requires_grad or NO_GRAD) and not GRAPH
             and idx.numel() * prod(self.shape[1:]) <= EAGER_GATHER_MAX and self.device == idx.device
             and is_contiguous_buffer(self.uop) and is_contiguous_buffer(idx.uop)): return None
