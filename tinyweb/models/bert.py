@@ -11,12 +11,13 @@ BertNormalizer or none, a BertPreTokenizer or none, TemplateProcessing or BertPr
 other type is refused with a ValueError naming the file and the type. It pads a batch to its longest sequence, on the
 right, whatever padding the file asks for (as sentence-transformers does)."""
 from __future__ import annotations
-import json, os, string, unicodedata
+import os, string, unicodedata
 from typing import Optional, Sequence, Union
 from tinyweb.tensor import Tensor
 from tinyweb.dtype import dtypes
 from tinyweb.nn import Linear, LayerNorm, Embedding
 from tinyweb.nn.state import safe_load, load_state_dict
+from tinyweb.models.hub import read_json
 
 # ---------------------------------------------------------------------------------------------------------------
 # the tokenizer
@@ -89,10 +90,7 @@ class WordPieceTokenizer:
 
   @classmethod
   def from_file(cls, path: Union[str, os.PathLike], max_length: Optional[int] = None) -> WordPieceTokenizer:
-    with open(path, encoding="utf-8") as f:
-      try: spec = json.load(f)
-      except json.JSONDecodeError as e: raise ValueError(f"{os.fspath(path)}: not JSON ({e})") from None
-    return cls(spec, max_length, os.fspath(path))
+    return cls(read_json(path), max_length, os.fspath(path))
 
   def _template(self, post: Optional[dict]) -> tuple[list[int], list[int]]:
     """The special ids before and after a single sequence."""
@@ -334,12 +332,6 @@ def bert_state_dict(state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
 # ---------------------------------------------------------------------------------------------------------------
 # sentence embeddings
 
-def _read_json(path: str) -> dict:
-  try:
-    with open(path, encoding="utf-8") as f: return json.load(f)
-  except FileNotFoundError: raise FileNotFoundError(f"{path}: not found (a sentence-transformers folder has it)") from None
-  except json.JSONDecodeError as e: raise ValueError(f"{path}: not JSON ({e})") from None
-
 # sentence-transformers' older Pooling configs: one boolean per mode
 _LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max", "pooling_mode_mean_tokens": "mean",
                    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens": "weightedmean",
@@ -366,18 +358,18 @@ class SentenceEncoder:
   def from_folder(cls, path: Union[str, os.PathLike], device: Optional[str] = None) -> SentenceEncoder:
     """A sentence-transformers model folder: modules.json (a Transformer, a Pooling, optionally a Normalize), the
     Transformer's config.json, tokenizer.json, model.safetensors and sentence_bert_config.json, the Pooling's config.json."""
-    path = os.fspath(path)
-    modules = _read_json(os.path.join(path, "modules.json"))
+    path, folder = os.fspath(path), "a sentence-transformers folder"
+    modules = read_json(os.path.join(path, "modules.json"), folder)
     kinds = [m.get("type", "").rpartition(".")[2] for m in modules]
     if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
       raise ValueError(f"{os.path.join(path, 'modules.json')}: modules {kinds} are not supported "
                        "(SentenceEncoder runs Transformer, Pooling and optionally Normalize)")
     tdir, pdir = os.path.join(path, modules[0].get("path", "")), os.path.join(path, modules[1].get("path", ""))
-    config = _read_json(os.path.join(tdir, "config.json"))
+    config = read_json(os.path.join(tdir, "config.json"), folder)
     if config.get("model_type", "bert") != "bert":
       raise ValueError(f"{os.path.join(tdir, 'config.json')}: model_type {config['model_type']!r} is not supported (SentenceEncoder runs BERT)")
-    _check_pooling(_read_json(os.path.join(pdir, "config.json")), os.path.join(pdir, "config.json"))
-    st = _read_json(fn) if os.path.exists(fn := os.path.join(tdir, "sentence_bert_config.json")) else {}
+    _check_pooling(read_json(os.path.join(pdir, "config.json"), folder), os.path.join(pdir, "config.json"))
+    st = read_json(fn, folder) if os.path.exists(fn := os.path.join(tdir, "sentence_bert_config.json")) else {}
     # sentence-transformers truncates to max_seq_length; the position embeddings cap it in any case
     max_length = min(st.get("max_seq_length") or config["max_position_embeddings"], config["max_position_embeddings"])
     tokenizer = WordPieceTokenizer.from_file(os.path.join(tdir, "tokenizer.json"), max_length)
