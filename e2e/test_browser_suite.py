@@ -5,15 +5,32 @@ How: the marked node ids (device WEBGPU) are collected by pytest in a subprocess
 gets pytest and its pure-Python dependencies from this Python's site-packages, tests/ and pyproject.toml (the marker
 and the pytest settings), and runs each node id with `pytest.main` in Pyodide, with TEST_DEVICES=WEBGPU. Pyodide has
 neither numpy nor torch: `import numpy` / `import torch` in the page give proxies of the modules in this process
-(remote_modules.py), so references are computed by the real libraries and tinyweb alone runs in the browser."""
-import importlib.metadata, io, json, os, subprocess, sys, zipfile
+(remote_modules.py), so references are computed by the real libraries and tinyweb alone runs in the browser; likewise
+onnx (the ONNX node tests' cases), onnxruntime (the real models' reference), PIL (decoding photos) and tests/onnx_node_cases.py
+(which picks the page's few node cases out of onnx's 1,884 in this process).
+
+Test data (tests/testdata.py): the page's TINYWEB_TESTDATA is the test process's folder, same path, and the files of
+PAGE_TESTDATA that this machine has are copied there into the page's file system. So `testdata.path(name)` names the
+same file on both sides: tinyweb reads the page's copy, the proxied libraries (PIL, onnxruntime) the original."""
+import importlib.metadata, importlib.util, io, json, os, subprocess, sys, zipfile
 import pytest
 from browser_harness import ROOT, locked, open_playground, scratch_path, sources_digest
 import remote_modules
 
 PAGE_DIR = "/browser-suite"
 PYTEST_DISTS = ["pytest", "pluggy", "iniconfig", "packaging", "pygments"]   # pytest and what it imports on Python 3.14
-NATIVE_MODULES = ("numpy", "torch")
+NATIVE_MODULES = ("numpy", "torch", "onnx", "onnxruntime", "PIL", "onnx_node_cases")
+PAGE_TESTDATA = ("yolov8s_fall.onnx", "bus.jpg")   # the files of tests/testdata.py the marked tests read
+
+def tests_module(file: str, name: str):
+  """tests/<file>.py loaded as module `name` (tests/ is not on this process's path), once."""
+  if name in sys.modules: return sys.modules[name]
+  spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / f"{file}.py")
+  m = sys.modules[name] = importlib.util.module_from_spec(spec)   # (before it runs: its dataclasses look their module up)
+  spec.loader.exec_module(m)
+  return m
+
+def testdata_folder() -> str: return tests_module("testdata", "tests_testdata").folder()
 
 def marked_tests() -> list[str]:
   """The node ids of the marked tests on WEBGPU (pytest --collect-only -m browser, over the files that use the mark)."""
@@ -39,14 +56,15 @@ def suite_archive() -> bytes:
     z.write(remote_modules.__file__, "remote_modules.py")
   return out.getvalue()
 
-# in the page, once: the proxies of numpy and torch, then `run_test(nodeid)` -> {"outcome", "text"} as JSON
+# in the page, once: the proxies of numpy, torch, ..., then `run_test(nodeid)` -> {"outcome", "text"} as JSON
+# (TESTDATA: the test process's test-data folder, set before this runs)
 SETUP_PY = f"""
 import json, os, sys
 import js
 from pyodide.ffi import run_sync
 sys.path.insert(0, {PAGE_DIR!r})
 os.chdir({PAGE_DIR!r})
-os.environ.update(TEST_DEVICES="WEBGPU", TINYWEB_CUDA_CHECK="0")   # (no NVRTC in the page)
+os.environ.update(TEST_DEVICES="WEBGPU", TINYWEB_CUDA_CHECK="0", TINYWEB_TESTDATA=TESTDATA)   # (no NVRTC in the page)
 import remote_modules
 remote_modules.install(lambda msg: run_sync(js.tinywebNative(msg)), {NATIVE_MODULES!r})
 import pytest
@@ -69,11 +87,20 @@ def run_test(nodeid):
   return json.dumps(dict(zip(["outcome", "text"], out)))
 """
 
-SETUP_JS = """async ([url, dir, code]) => {
-  const tw = window.tinyweb, r = await fetch(url);
-  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
-  tw.pyodide.unpackArchive(await r.arrayBuffer(), "zip", {extractDir: dir});
+SETUP_JS = """async ([url, dir, code, testdata, files]) => {
+  const tw = window.tinyweb, get = async (url) => {
+    const r = await fetch(url);
+    if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+    return new Uint8Array(await r.arrayBuffer());
+  };
+  tw.pyodide.unpackArchive(await get(url), "zip", {extractDir: dir});
+  for (const [name, fileUrl] of files) {
+    const path = `${testdata}/${name}`;
+    tw.pyodide.FS.mkdirTree(path.slice(0, path.lastIndexOf("/")));
+    tw.pyodide.FS.writeFile(path, await get(fileUrl));
+  }
   window.suite = await tw.newGlobals();
+  await window.suite.set("TESTDATA", testdata);
   await tw.runPython(code, {globals: window.suite});
 }"""
 
@@ -86,11 +113,19 @@ RUN_JS = """async (nodeid) => {
 def suite(chromium, site):
   """run(nodeid) -> (outcome, text): the test run by pytest in a page of its own (its imports stay out of other tests)."""
   (site.data_dir / "browser-suite.zip").write_bytes(suite_archive())
+  testdata, files = testdata_folder(), []
+  for name in PAGE_TESTDATA:   # (served from the test-data folder through a link; a file not fetched stays missing in the page too)
+    if os.path.exists(src := os.path.join(testdata, name)):
+      link = site.data_dir / "testdata" / name
+      link.parent.mkdir(parents=True, exist_ok=True)
+      if not link.exists(): link.symlink_to(src)
+      files.append([name, f"{site.url}e2e-data/testdata/{name}"])
   # (in the main-thread mode: the page's exposed function, which the numpy/torch proxies call, is on the window, and
   # the archive is unpacked with tw.pyodide)
   page, _ = open_playground(chromium, site, worker=False)
+  tests_module("onnx_node_cases", "onnx_node_cases")   # (proxied: the server imports it by name)
   page.expose_function("tinywebNative", remote_modules.Server(NATIVE_MODULES))
-  page.evaluate(SETUP_JS, [site.url + "e2e-data/browser-suite.zip", PAGE_DIR, SETUP_PY])
+  page.evaluate(SETUP_JS, [site.url + "e2e-data/browser-suite.zip", PAGE_DIR, SETUP_PY, testdata, files])
   def run(nodeid: str) -> tuple[str, str]:
     r = json.loads(page.evaluate(RUN_JS, nodeid))
     return r["outcome"], r["text"]
