@@ -22,7 +22,7 @@ PYTEST_DISTS = ["pytest", "pluggy", "iniconfig", "packaging", "pygments"]   # py
 NATIVE_MODULES = ("numpy", "torch", "onnx", "onnxruntime", "PIL", "onnx_node_cases")
 PAGE_TESTDATA = ("yolov8s_fall.onnx", "bus.jpg")   # the files of tests/testdata.py the marked tests read
 
-def tests_module(file: str, name: str):
+def load_tests_file(file: str, name: str):
   """tests/<file>.py loaded as module `name` (tests/ is not on this process's path), once."""
   if name in sys.modules: return sys.modules[name]
   spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / f"{file}.py")
@@ -30,7 +30,7 @@ def tests_module(file: str, name: str):
   spec.loader.exec_module(m)
   return m
 
-def testdata_folder() -> str: return tests_module("testdata", "tests_testdata").folder()
+def testdata_folder() -> str: return load_tests_file("testdata", "tests_testdata").folder()
 
 def marked_tests() -> list[str]:
   """The node ids of the marked tests on WEBGPU (pytest --collect-only -m browser, over the files that use the mark)."""
@@ -123,7 +123,7 @@ def suite(chromium, site):
   # (in the main-thread mode: the page's exposed function, which the numpy/torch proxies call, is on the window, and
   # the archive is unpacked with tw.pyodide)
   page, _ = open_playground(chromium, site, worker=False)
-  tests_module("onnx_node_cases", "onnx_node_cases")   # (proxied: the server imports it by name)
+  load_tests_file("onnx_node_cases", "onnx_node_cases")   # (proxied: the server imports it by name)
   page.expose_function("tinywebNative", remote_modules.Server(NATIVE_MODULES))
   page.evaluate(SETUP_JS, [site.url + "e2e-data/browser-suite.zip", PAGE_DIR, SETUP_PY, testdata, files])
   def run(nodeid: str) -> tuple[str, str]:
