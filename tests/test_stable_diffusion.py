@@ -121,12 +121,12 @@ def test_single_file_checkpoint_gives_the_same_images(folder, tmp_path):
   a, b = (p(PROMPTS[0], latents=Tensor(latents), steps=2, height=SIZE, width=SIZE, output="float").numpy() for p in (single, pipe))
   np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
 
-def test_float16_weights_stay_close_to_float32(folder):
-  path, _ = folder
-  latents = start_latents(1, seed=14)
-  a, b = (StableDiffusionPipeline.from_pretrained(path, dtype=d)(PROMPTS[0], latents=Tensor(latents), steps=2, height=SIZE, width=SIZE,
-                                                                 output="float").numpy() for d in (dtypes.float32, dtypes.float16))
-  assert 0 < np.abs(a - b).max() < 0.02   # (the float16 run is not the float32 one, and close to it)
+def test_float16_weights_load_as_float16(folder):
+  """dtype reaches every part (each part's float16 arithmetic is checked against diffusers in its own test module)."""
+  from tinyweb.nn.state import get_state_dict
+  pipe = StableDiffusionPipeline.from_pretrained(folder[0], dtype=dtypes.float16)
+  for part in (pipe.text_encoder, pipe.unet, pipe.vae):
+    assert {t.dtype for t in get_state_dict(part).values()} == {dtypes.float16}, type(part).__name__
 
 def test_seeds_draw_the_initial_noise(folder):
   pipe = StableDiffusionPipeline.from_pretrained(folder[0])
