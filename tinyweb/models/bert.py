@@ -17,14 +17,11 @@ from tinyweb.tensor import Tensor
 from tinyweb.dtype import dtypes
 from tinyweb.nn import Linear, LayerNorm, Embedding
 from tinyweb.nn.state import safe_load, load_state_dict
-from tinyweb.models.hub import read_json
+from tinyweb.models.hub import read_json, WHITESPACE, ids_with_added_tokens
 
 # ---------------------------------------------------------------------------------------------------------------
 # the tokenizer
 
-# Unicode's White_Space characters (Rust's char::is_whitespace; Python's str.isspace also takes U+001C..U+001F)
-_WHITESPACE = frozenset("\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-                        "\u2028\u2029\u202f\u205f\u3000")
 _ASCII_PUNCTUATION = frozenset(string.punctuation)   # (Rust's is_ascii_punctuation: it includes symbols such as $ + < = > ^ ` | ~)
 # the CJK ideograph blocks that BertNormalizer surrounds with spaces (each becomes a word of its own)
 _CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF),
@@ -108,7 +105,7 @@ class WordPieceTokenizer:
     """The BertNormalizer's text (each step as the Rust library does it)."""
     if (n := self.normalizer) is None: return text
     if n.get("clean_text", True):
-      text = "".join(" " if c in _WHITESPACE else c for c in text if c != "\ufffd" and not _is_control(c))
+      text = "".join(" " if c in WHITESPACE else c for c in text if c != "\ufffd" and not _is_control(c))
     if n.get("handle_chinese_chars", True): text = "".join(f" {c} " if _is_cjk(c) else c for c in text)
     lowercase, strip_accents = n.get("lowercase", True), n.get("strip_accents")
     if lowercase if strip_accents is None else strip_accents:   # (unset: strip them when lowercasing)
@@ -121,9 +118,9 @@ class WordPieceTokenizer:
     if not self.split_words: return [text] if text else []
     words, start = [], 0
     for i, c in enumerate(text):
-      if c in _WHITESPACE or _is_punctuation(c):
+      if c in WHITESPACE or _is_punctuation(c):
         if start < i: words.append(text[start:i])
-        if c not in _WHITESPACE: words.append(c)
+        if c not in WHITESPACE: words.append(c)
         start = i + 1
     if start < len(text): words.append(text[start:])
     return words
@@ -140,39 +137,11 @@ class WordPieceTokenizer:
       start = end
     return ids
 
-  @staticmethod
-  def _split_added(text: str, added: dict[str, dict]) -> list[tuple[str, Optional[int]]]:
-    """text cut at the added tokens, leftmost-longest: (piece, None) for the text between, (token, id) for each token."""
-    if not added or not text: return [(text, None)] if text else []
-    out, start, i, firsts = [], 0, 0, {s[0] for s in added if s}
-    while i < len(text):
-      match = max((s for s in added if s and text.startswith(s, i)), key=len, default=None) if text[i] in firsts else None
-      if not match:
-        i += 1
-        continue
-      tok, begin, end = added[match], i, i + len(match)
-      if tok.get("lstrip"):
-        while begin > start and text[begin - 1] in _WHITESPACE: begin -= 1
-      if tok.get("rstrip"):
-        while end < len(text) and text[end] in _WHITESPACE: end += 1
-      if start < begin: out.append((text[start:begin], None))
-      out.append((match, tok["id"]))
-      start = i = end
-    if start < len(text): out.append((text[start:], None))
-    return out
-
   def _ids(self, text: str) -> list[int]:
     """The ids of the text alone: no special tokens around it, no truncation."""
     if not isinstance(text, str): raise TypeError(f"WordPieceTokenizer: a text must be a str, got {type(text).__name__}")
-    ids = []
-    for raw, raw_id in self._split_added(text, self.raw_added):
-      if raw_id is not None:
-        ids.append(raw_id)
-        continue
-      for piece, piece_id in self._split_added(self.normalize(raw), self.normalized_added):
-        if piece_id is not None: ids.append(piece_id)
-        else: ids.extend(i for w in self._words(piece) for i in self._wordpiece(w))
-    return ids
+    return ids_with_added_tokens(text, self.raw_added, self.normalized_added, self.normalize,
+                                 lambda piece: [i for w in self._words(piece) for i in self._wordpiece(w)])
 
   def tokenize(self, text: str) -> list[str]:
     """The text's tokens (WordPiece pieces and added tokens), without the special tokens around it and untruncated."""

@@ -32,15 +32,11 @@ from tinyweb.tensor import Tensor
 from tinyweb.dtype import dtypes, DType
 from tinyweb.nn import Linear, LayerNorm, Embedding
 from tinyweb.nn.state import load_state_dict
-from tinyweb.models.hub import read_json, load_safetensors, set_parameter_dtype
+from tinyweb.models.hub import read_json, load_safetensors, set_parameter_dtype, WHITESPACE, ids_with_added_tokens
 
 # ---------------------------------------------------------------------------------------------------------------
 # the tokenizer
 
-# Unicode's White_Space characters: what the `tokenizers` library's regex \s matches (not U+001C..U+001F, which Python's
-# str.isspace also takes)
-_WHITESPACE = frozenset("\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-                        "\u2028\u2029\u202f\u205f\u3000")
 _CONTRACTIONS = ("'s", "'t", "'re", "'ve", "'m", "'ll", "'d")   # in the pattern's order (the first that matches wins)
 _BOS, _EOS = "<|startoftext|>", "<|endoftext|>"
 _SUFFIX = "</w>"
@@ -82,10 +78,10 @@ def _words(text: str) -> list[str]:
     elif _is_number(c):
       out.append(c)
       i += 1
-    elif c in _WHITESPACE: i += 1
+    elif c in WHITESPACE: i += 1
     else:
       j = i + 1
-      while j < n and not (text[j] in _WHITESPACE or _is_letter(text[j]) or _is_number(text[j])): j += 1
+      while j < n and not (text[j] in WHITESPACE or _is_letter(text[j]) or _is_number(text[j])): j += 1
       out.append(text[i:j])
       i = j
   return out
@@ -197,34 +193,13 @@ class CLIPTokenizer:
     the `tokenizers` library does, not Python's ς)."""
     text, out, space = unicodedata.normalize("NFC", text), [], False
     for c in text:
-      if c in _WHITESPACE:
+      if c in WHITESPACE:
         if not space: out.append(" ")
         space = True
       else:
         out.append(c.lower())
         space = False
     return "".join(out)
-
-  @staticmethod
-  def _split_added(text: str, added: dict[str, dict]) -> list[tuple[str, Optional[int]]]:
-    """text cut at the added tokens, leftmost-longest: (piece, None) for the text between, (token, id) for each token."""
-    if not added or not text: return [(text, None)] if text else []
-    out, start, i, firsts = [], 0, 0, {s[0] for s in added}
-    while i < len(text):
-      match = max((s for s in added if text.startswith(s, i)), key=len, default=None) if text[i] in firsts else None
-      if not match:
-        i += 1
-        continue
-      tok, begin, end = added[match], i, i + len(match)
-      if tok["lstrip"]:
-        while begin > start and text[begin - 1] in _WHITESPACE: begin -= 1
-      if tok["rstrip"]:
-        while end < len(text) and text[end] in _WHITESPACE: end += 1
-      if start < begin: out.append((text[start:begin], None))
-      out.append((match, tok["id"]))
-      start = i = end
-    if start < len(text): out.append((text[start:], None))
-    return out
 
   def _bpe(self, word: str) -> list[int]:
     """The ids of one pre-tokenized word (its bytes as byte symbols, "</w>" on the last): the merge of lowest rank among
@@ -251,15 +226,8 @@ class CLIPTokenizer:
   def _ids(self, text: str) -> list[int]:
     """The ids of the text alone: no BOS/EOS around it, no truncation."""
     if not isinstance(text, str): raise TypeError(f"CLIPTokenizer: a text must be a str, got {type(text).__name__}")
-    ids = []
-    for raw, raw_id in self._split_added(text, self.raw_added):
-      if raw_id is not None:
-        ids.append(raw_id)
-        continue
-      for piece, piece_id in self._split_added(self.normalize(raw), self.normalized_added):
-        if piece_id is not None: ids.append(piece_id)
-        else: ids.extend(i for w in _words(piece) for i in self._bpe(w))
-    return ids
+    return ids_with_added_tokens(text, self.raw_added, self.normalized_added, self.normalize,
+                                 lambda piece: [i for w in _words(piece) for i in self._bpe(w)])
 
   def tokenize(self, text: str) -> list[str]:
     return [self.id_to_token[i] for i in self._ids(text)]

@@ -1,9 +1,9 @@
 """The files of Hugging Face style model folders (transformers', diffusers', sentence-transformers' save_pretrained): their
 JSON files read with errors naming the file, their safetensors weights whole or in shards, and the parameters' dtype set
-before the weights are loaded."""
+before the weights are loaded; and what their tokenizers (the `tokenizers` library's) share: the added tokens' matching."""
 from __future__ import annotations
 import json, os
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 from tinyweb.tensor import Tensor
 from tinyweb.dtype import dtypes, DType
 from tinyweb.device import Device
@@ -50,3 +50,44 @@ def set_parameter_dtype(model, dtype: DType, device: Optional[str], who: str):
     if isinstance(obj, list): obj[int(last)] = new
     elif isinstance(obj, dict): obj[last] = new
     else: setattr(obj, last, new)
+
+# Unicode's White_Space characters: what the `tokenizers` library's regex \s matches (not U+001C..U+001F, which Python's
+# str.isspace also takes)
+WHITESPACE = frozenset("\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+                       "\u2028\u2029\u202f\u205f\u3000")
+
+def split_added_tokens(text: str, added: dict[str, dict]) -> list[tuple[str, Optional[int]]]:
+  """text cut at the added tokens ({content: AddedToken dict with its id}), leftmost-longest: (piece, None) for the text
+  between, (token, id) for each token; a token's lstrip/rstrip takes the whitespace on that side with it."""
+  if not added or not text: return [(text, None)] if text else []
+  out, start, i, firsts = [], 0, 0, {s[0] for s in added if s}
+  while i < len(text):
+    match = max((s for s in added if s and text.startswith(s, i)), key=len, default=None) if text[i] in firsts else None
+    if not match:
+      i += 1
+      continue
+    tok, begin, end = added[match], i, i + len(match)
+    if tok.get("lstrip"):
+      while begin > start and text[begin - 1] in WHITESPACE: begin -= 1
+    if tok.get("rstrip"):
+      while end < len(text) and text[end] in WHITESPACE: end += 1
+    if start < begin: out.append((text[start:begin], None))
+    out.append((match, tok["id"]))
+    start = i = end
+  if start < len(text): out.append((text[start:], None))
+  return out
+
+def ids_with_added_tokens(text: str, raw_added: dict[str, dict], normalized_added: dict[str, dict], normalize: Callable[[str], str],
+                          piece_ids: Callable[[str], list[int]]) -> list[int]:
+  """A text's ids as the `tokenizers` library makes them: the added tokens that are not normalized matched in the raw
+  text, the others in the normalized rest, and piece_ids of each normalized piece between them (the model's own
+  pre-tokenizer and BPE or WordPiece)."""
+  ids: list[int] = []
+  for raw, raw_id in split_added_tokens(text, raw_added):
+    if raw_id is not None:
+      ids.append(raw_id)
+      continue
+    for piece, piece_id in split_added_tokens(normalize(raw), normalized_added):
+      if piece_id is not None: ids.append(piece_id)
+      else: ids.extend(piece_ids(piece))
+  return ids
