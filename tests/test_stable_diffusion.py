@@ -141,6 +141,7 @@ def test_bad_calls_and_folders_are_refused(folder, tmp_path):
   with pytest.raises(TypeError, match="prompt must be a str or a non-empty list of str"): pipe([])
   with pytest.raises(ValueError, match="2 negative prompts for 1 prompts"): pipe("a", negative_prompt=["b", "c"])
   with pytest.raises(ValueError, match="height and width must be positive multiples of 8, got 20 x 16"): pipe("a", height=20, width=16)
+  with pytest.raises(ValueError, match="height and width must be positive multiples of 8, got 0 x 16"): pipe("a", height=0, width=16)
   with pytest.raises(ValueError, match=r"latents must be a Tensor of shape \(1, 4, 8, 8\)"): pipe("a", latents=Tensor.zeros(1, 4, 4, 4))
   with pytest.raises(ValueError, match="output must be 'uint8', 'float' or 'latent'"): pipe("a", output="pil")
   with pytest.raises(ValueError, match="clip_skip must be an int from 0 to 2"): pipe("a", steps=1, clip_skip=3)

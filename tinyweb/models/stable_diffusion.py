@@ -156,7 +156,7 @@ class StableDiffusionPipeline:
     if not (isinstance(steps, int) and steps >= 1): raise ValueError(f"StableDiffusionPipeline: steps must be a positive int, got {steps!r}")
     f, size = self.vae_scale_factor, self.unet.config["sample_size"]
     default = (size if isinstance(size, int) else 64) * f
-    height, width = height or default, width or default
+    height, width = default if height is None else height, default if width is None else width
     if not all(isinstance(v, int) and v > 0 and v % 8 == 0 for v in (height, width)):
       raise ValueError(f"StableDiffusionPipeline: height and width must be positive multiples of 8, got {height} x {width}")
     shape = (len(prompts), self.unet.config["in_channels"], height // f, width // f)
