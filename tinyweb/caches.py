@@ -68,6 +68,7 @@ def caches() -> list[Cache]:
     *_memo("tinyweb.helpers", "getenv", "environment variable -> its value, read once"),
     *_memo("tinyweb.helpers", "_host_cpu_flags", "the CPU's instruction-set flags"),
     *_memo("tinyweb.backends.cpu", "_piece_bounds", "(loop length, pieces) -> the C thread pool's piece bounds"),
+    *_memo("tinyweb.models.efficientnet", "_imagenet_class_names", "ImageNet-1k's class names, read once from the package's file"),
     *_memo("tinyweb.engine", "sources_digest", "a digest of tinyweb's sources, read once (the lowered kernels' disk key)"),
     *[c for fn in ("alu", "cast", "bitcast", "make_fold") for c in _memo("tinyweb.backends.python", fn, f"(op, dtypes) -> the PYTHON device's {fn} function")],
   ]

@@ -9,7 +9,7 @@ stem and head not scaled), with the parameter names of the `efficientnet_lite_py
 Convolutions pad as TensorFlow's 'SAME' (the weights come from TensorFlow): the padding is worked out from the actual
 input size, where the reference package fixes it for the variant's own resolution (the two agree at that size)."""
 from __future__ import annotations
-import math, os, re
+import functools, math, os, re
 from typing import Optional, Sequence
 from tinyweb import Tensor, dtypes
 from tinyweb.nn import Linear, BatchNorm2d
@@ -114,9 +114,13 @@ def preprocess(pixels: Tensor, resolution: int) -> Tensor:
   x = x[:, :, top:top + resolution, left:left + resolution]
   return (x - PIXEL_MEAN) / PIXEL_STD
 
+@functools.cache
+def _imagenet_class_names() -> tuple[str, ...]:
+  with open(os.path.join(os.path.dirname(__file__), "imagenet_classes.txt"), encoding="utf-8") as f: return tuple(f.read().splitlines())
+
 def imagenet_classes() -> list[str]:
-  """ImageNet-1k's class names, in the models' output order."""
-  with open(os.path.join(os.path.dirname(__file__), "imagenet_classes.txt"), encoding="utf-8") as f: return f.read().splitlines()
+  """ImageNet-1k's class names, in the models' output order (the file is read once)."""
+  return list(_imagenet_class_names())
 
 def top_k(probs: Tensor, k: int = 5, labels: Optional[Sequence[str]] = None) -> list[tuple[float, str]]:
   """The k largest of one image's class probabilities, with their names, best first."""
