@@ -147,6 +147,10 @@ def test_bad_calls_and_folders_are_refused(folder, tmp_path):
   with pytest.raises(ValueError, match="clip_skip must be an int from 0 to 2"): pipe("a", steps=1, clip_skip=3)
   with pytest.raises(ValueError, match="scheduler 'pndm' is not one of euler, euler_ancestral, ddim"):
     StableDiffusionPipeline.from_pretrained(path, scheduler="pndm")
+  with pytest.raises(TypeError, match="scheduler must be a name .* a scheduler class or instance, got 3"):
+    StableDiffusionPipeline.from_pretrained(path, scheduler=3)
+  mine = DDIMScheduler.from_config(SD15_SCHEDULER)
+  assert StableDiffusionPipeline.from_pretrained(path, scheduler=mine).scheduler is mine   # (an instance is used as given)
   with pytest.raises(FileNotFoundError, match="model_index.json: not found"): StableDiffusionPipeline.from_pretrained(tmp_path)
   (tmp_path / "model_index.json").write_text(json.dumps({"_class_name": "StableDiffusionXLPipeline"}))
   with pytest.raises(ValueError, match="_class_name 'StableDiffusionXLPipeline' is not supported"): StableDiffusionPipeline.from_pretrained(tmp_path)

@@ -36,18 +36,6 @@ _BY_CLASS = {cls.__name__: cls for cls in SCHEDULERS.values()}
 _COMPONENTS = {"tokenizer": ("CLIPTokenizer", "CLIPTokenizerFast"), "text_encoder": ("CLIPTextModel",),
                "unet": ("UNet2DConditionModel",), "vae": ("AutoencoderKL",)}
 
-def _scheduler(choice, config: dict, folder_class: Optional[str], where: str):
-  """The scheduler: an instance as given; a name of SCHEDULERS configured from the folder's scheduler_config.json; None:
-  the folder's own class where tinyweb has it, else Euler (SD 1.5's folder names PNDM, which tinyweb does not have)."""
-  if choice is None: choice = _BY_CLASS.get(folder_class, EulerDiscreteScheduler)
-  elif isinstance(choice, str):
-    if choice not in SCHEDULERS: raise ValueError(f"StableDiffusionPipeline: scheduler {choice!r} is not one of {', '.join(SCHEDULERS)}")
-    choice = SCHEDULERS[choice]
-  if isinstance(choice, type): return choice.from_config(config, where)
-  if not all(hasattr(choice, m) for m in ("set_timesteps", "scale_model_input", "step", "timesteps")):
-    raise TypeError(f"StableDiffusionPipeline: scheduler must be a name ({', '.join(SCHEDULERS)}), a scheduler class or instance, got {choice!r}")
-  return choice
-
 def _prompts(p: Union[str, Sequence[str]], what: str) -> list[str]:
   if isinstance(p, str): return [p]
   if isinstance(p, (list, tuple)) and p and all(isinstance(s, str) for s in p): return list(p)
@@ -125,10 +113,21 @@ class StableDiffusionPipeline:
 
   @staticmethod
   def _read_scheduler(folder: str, index: dict, choice):
-    if choice is not None and not isinstance(choice, (str, type)): return _scheduler(choice, {}, None, "")
+    """The scheduler: an instance as given; a name of SCHEDULERS or a class, configured from the folder's
+    scheduler/scheduler_config.json; None: the folder's own class where tinyweb has it, else Euler (SD 1.5's folder
+    names PNDM, which tinyweb does not have)."""
+    if choice is not None and not isinstance(choice, (str, type)):
+      if not all(hasattr(choice, m) for m in ("set_timesteps", "scale_model_input", "step", "timesteps")):
+        raise TypeError(f"StableDiffusionPipeline: scheduler must be a name ({', '.join(SCHEDULERS)}), a scheduler class or instance, got {choice!r}")
+      return choice
+    if isinstance(choice, str):
+      if choice not in SCHEDULERS: raise ValueError(f"StableDiffusionPipeline: scheduler {choice!r} is not one of {', '.join(SCHEDULERS)}")
+      choice = SCHEDULERS[choice]
+    if choice is None:
+      entry = index.get("scheduler")
+      choice = _BY_CLASS.get(entry[1] if isinstance(entry, list) and len(entry) == 2 else None, EulerDiscreteScheduler)
     path = os.path.join(folder, "scheduler", "scheduler_config.json")
-    entry = index.get("scheduler")
-    return _scheduler(choice, read_json(path, "a diffusers pipeline folder"), entry[1] if isinstance(entry, list) and len(entry) == 2 else None, path)
+    return choice.from_config(read_json(path, "a diffusers pipeline folder"), path)
 
   # -- running
 
