@@ -126,6 +126,9 @@ class Buffer:
     self._handle = None
     self.writes = self.stores = 0   # see mark_written
     self.holders = IdWeakSet()   # the Tensors whose value this buffer is (see Tensor._owns)
+    # an intermediate value of one schedule (not a target, not an assign's buffer): nothing outside that schedule can
+    # read it, so the schedule releases it after its last reader, and TinyJit shares its memory (see schedule.py)
+    self.transient = False
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
   @property
@@ -137,6 +140,7 @@ class Buffer:
         if self._handle is None:
           self._handle = dev.allocator.alloc(max(self.nbytes, 1))
           GlobalCounters.mem_used += self.nbytes
+          GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
     return self
   @property
   def handle(self): return self.ensure_allocated()._handle
@@ -150,12 +154,15 @@ class Buffer:
       buf._handle, buf._external = alloc.wrap(mv), True
       return buf
     return buf.copyin(mv)
-  def __del__(self):
-    if getattr(self, "_external", False): return   # memory owned by someone else
-    if getattr(self, "_handle", None) is not None:
+  def release(self):
+    """Give the memory back to the device's pool now (it is allocated again on next use, with other contents)."""
+    # (an _external buffer's memory is owned by someone else: only the reference goes)
+    if getattr(self, "_handle", None) is not None and not getattr(self, "_external", False):
       try: Device[self.device].allocator.free(self._handle, max(self.nbytes, 1))
       except Exception: pass
       GlobalCounters.mem_used -= self.nbytes
+    self._handle = None
+  def __del__(self): self.release()
   def copyin(self, src: memoryview) -> Buffer:
     src = memoryview(src).cast("B")
     if src.nbytes != self.nbytes: raise ValueError(f"copyin: {src.nbytes} bytes into a buffer of {self.nbytes}")

@@ -198,7 +198,9 @@ def run_schedule(items: list[ScheduleItem]):
     if it.kind == "kernel": check_index_range(it.ast, it.bufs[0].device)
   compile_ahead(items)
   devices, records = set(), capturing.get()
+  last_reader = {b: it for it in items for b in it.bufs if b.transient}   # (an intermediate's memory is released after it)
   for it in items:
+    release = [b for b in dict.fromkeys(it.bufs) if last_reader.get(b) is it]
     for b in it.bufs: b.ensure_allocated()
     if it.kind == "copy":
       dst, src = it.bufs
@@ -208,6 +210,7 @@ def run_schedule(items: list[ScheduleItem]):
       et = time.perf_counter() - t0
       GlobalCounters.global_mem += dst.nbytes
       if DEBUG >= 2: print(f"*** copy {src.device} -> {dst.device} {dst.nbytes:>10d} bytes {et*1e3:8.3f} ms")
+      for b in release: b.release()
       continue
     device = it.bufs[0].device
     for b in it.bufs[1:]:
@@ -216,6 +219,8 @@ def run_schedule(items: list[ScheduleItem]):
     if device not in devices: Device[device]   # (refused in a forked child, before a cached kernel of the parent's runs)
     devices.add(device)
     _launch(get_kernel(device, it.ast), it.bufs, records)
+    # (a later launch may get this memory: devices run launches in order, so it is written after this one read it)
+    for b in release: b.release()
   for d in devices: Device[d].flush()
   if DEBUG >= 1 and items:
     print(f"realize: {len(items)} items ({sum(it.kind == 'kernel' for it in items)} kernels) in {(time.perf_counter()-st)*1e3:.2f} ms")

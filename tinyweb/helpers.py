@@ -148,9 +148,11 @@ class GlobalCounters:
   global_mem: int = 0
   time_sum_s: float = 0.0
   mem_used: int = 0   # bytes currently allocated on all devices
+  mem_peak: int = 0   # the most bytes allocated at once since the last reset
   @staticmethod
   def reset():
     GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s = 0, 0, 0, 0.0
+    GlobalCounters.mem_peak = GlobalCounters.mem_used
   @staticmethod
   @contextlib.contextmanager
   def not_counting():

@@ -3,8 +3,10 @@
 Call 1 runs the function normally (so every kernel gets compiled). Call 2 runs it again while recording every kernel
 launch and copy, with the cache of computed values turned off so that everything the function computes is really
 launched (and so recorded). From call 3 on, the recorded launches run again with the new inputs' buffers in place
-of the recorded inputs' buffers; nothing is scheduled, lowered or compiled. With JIT=0 (or `Context(JIT=0)`) every call
-runs the function as it is and realizes what it returns, as in tinygrad; such calls do not count towards capturing.
+of the recorded inputs' buffers; nothing is scheduled, lowered or compiled. The captured intermediate values share
+memory (_share_intermediates), so a replay holds about as much as the most values alive at once, not all of them.
+With JIT=0 (or `Context(JIT=0)`) every call runs the function as it is and realizes what it returns, as in tinygrad;
+such calls do not count towards capturing.
 
 Rules, as in tinygrad: inputs are the Tensor arguments (positional and keyword); each call must pass tensors of the
 same shapes, dtypes and devices (a mismatch raises a ValueError naming the argument; make a new TinyJit for another
@@ -14,10 +16,12 @@ because the random state is advanced by kernels. Calls of one TinyJit may come f
 while another thread's is running raises a RuntimeError (the second would overwrite the first's outputs)."""
 from __future__ import annotations
 import functools
+from collections import defaultdict
 from typing import Any, Callable
 from tinyweb.tensor import Tensor
 from tinyweb.uop import Ops
 from tinyweb.device import Buffer, Device
+from tinyweb.dtype import dtypes
 from tinyweb.schedule import realized_cache, apply_realized, is_contiguous_buffer, substitute, buffer_uop
 import tinyweb.engine as engine
 from tinyweb.helpers import DEBUG, JIT, GlobalCounters, fork_safe_lock
@@ -44,11 +48,13 @@ class TinyJit:
     self.signature: list[tuple] = []
     self.outputs: Any = None
     self.plan = None   # built on the first replay (see _make_plan)
+    self.memory: list[Buffer] = []   # the memory the captured intermediates share (see _share_intermediates)
     self.busy = fork_safe_lock()   # held by the thread whose call is running
     functools.update_wrapper(self, fn)
 
   def reset(self):
     self.calls, self.launches, self.input_buffers, self.signature, self.outputs, self.plan = 0, [], [], [], None, None
+    self.memory = []
 
   def __get__(self, obj, objtype=None):   # decorating a method
     return self if obj is None else functools.partial(self.__call__, obj)
@@ -81,6 +87,7 @@ class TinyJit:
         outs = _tensors_in(ret)
         Tensor.realize_all(*outs)
       self.launches = record
+      self.memory = _share_intermediates(record)
       self.outputs = ret
       self.output_uops = [apply_realized(t.uop) for t in outs]
       if DEBUG >= 1: print(f"TinyJit: captured {len(record)} launches of {getattr(self.fn, '__name__', 'fn')}")
@@ -128,6 +135,43 @@ class TinyJit:
       for x in u.toposort():
         if x.op is Ops.BUFFER and x.arg[0] in swap: uop_swap[x] = buffer_uop(swap[x.arg[0]], (swap[x.arg[0]].size,))
     return _rebuild(self.outputs, iter([Tensor(substitute(u, uop_swap) if uop_swap else u) for u in self.output_uops]))
+
+def _share_intermediates(launches: list[tuple]) -> list[Buffer]:
+  """Give the captured launches' intermediate buffers (Buffer.transient: read only by launches of their own schedule,
+  released after the last) memory again for the replays: slots that buffers whose launches do not overlap share, as
+  the capture's run shared the device's pool. Each slot goes to the free slot that fits it most tightly, else grows
+  the largest free one, else is new. Returns the slots (their owners); the buffers use their memory."""
+  first: dict[Buffer, int] = {}
+  last: dict[Buffer, int] = {}
+  for i, (_, kbufs) in enumerate(launches):
+    for b in kbufs:
+      if b.transient: first.setdefault(b, i); last[b] = i
+  sizes: list[int] = []                            # slot -> bytes
+  device_of: list[str] = []
+  free: dict[str, list[int]] = defaultdict(list)  # device -> its free slots
+  slot_of: dict[Buffer, int] = {}
+  ending: dict[int, list[Buffer]] = defaultdict(list)
+  for b, i in last.items(): ending[i].append(b)
+  for i, (_, kbufs) in enumerate(launches):
+    for b in kbufs:
+      if first.get(b) != i or b in slot_of: continue
+      need, pool = max(b.nbytes, 1), free[b.device]
+      if pool:
+        fits = [s for s in pool if sizes[s] >= need]
+        s = min(fits, key=sizes.__getitem__) if fits else max(pool, key=sizes.__getitem__)
+        pool.remove(s)
+        sizes[s] = max(sizes[s], need)
+      else:
+        s = len(sizes)
+        sizes.append(need)
+        device_of.append(b.device)
+      slot_of[b] = s
+    for b in ending[i]: free[b.device].append(slot_of[b])
+  slots = [Buffer(device, n, dtypes.uint8).ensure_allocated() for device, n in zip(device_of, sizes)]
+  for b, s in slot_of.items():
+    b.release()   # (had the capture kept it)
+    b._handle, b._external = slots[s].handle, True
+  return slots
 
 def _rebuild(x, new_outs):
   """`x` (the captured function's return value) with its tensors replaced, in order, by those of `new_outs`."""

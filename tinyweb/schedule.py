@@ -99,12 +99,22 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
   sink = UOp(Ops.SINK, None, tuple(targets))
   graph = sink.toposort()
   key, inputs = structure_key(graph)
-  if (template := _schedule_cache.get(key)) is not None: return template.instantiate(graph, inputs, list(targets))
-  out = _create_schedule(list(targets), sink, graph)
-  if (template := ScheduleTemplate.capture(graph, inputs, list(targets), *out)) is not None:
-    make_room(_schedule_cache, SCHEDULE_CACHE_SIZE)   # (the oldest schedules go)
-    _schedule_cache[key] = template
+  if (template := _schedule_cache.get(key)) is not None: out = template.instantiate(graph, inputs, list(targets))
+  else:
+    out = _create_schedule(list(targets), sink, graph)
+    if (template := ScheduleTemplate.capture(graph, inputs, list(targets), *out)) is not None:
+      make_room(_schedule_cache, SCHEDULE_CACHE_SIZE)   # (the oldest schedules go)
+      _schedule_cache[key] = template
+  _mark_transient(*out)
   return out
+
+def _mark_transient(items: list[ScheduleItem], results: dict[UOp, UOp], assigned: dict[UOp, UOp]):
+  """Mark the buffers that hold a schedule's intermediate values: written by one of its items and not holding a
+  target or an assign's result. Only the schedule's own items read them (results and assigns are all it gives out),
+  so engine.run_schedule releases each after its last reader and TinyJit lets them share memory."""
+  kept = {x.arg[0] for r in itertools.chain(results.values(), assigned.values()) for x in r.toposort() if x.op is Ops.BUFFER}
+  for it in items:
+    if it.bufs[0] not in kept: it.bufs[0].transient = True
 
 # ---- schedules reused for graphs of the same structure ----
 
