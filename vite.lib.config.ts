@@ -2,6 +2,7 @@
 //   dist/lib/tinyweb.js          the ES module (web/tinyweb.ts), which imports host.js and weights.js next to it and
 //                                starts worker.js (web/worker.ts) as `new Worker(new URL("./worker.js", import.meta.url))`,
 //                                the form a site's bundler recognizes (tsc adds the .d.ts files next to them)
+//   dist/lib/model.js            `tinyweb/model` (web/model.ts): runs a model exported by tinyweb.export, no Pyodide
 //   dist/runtime/                what a site serves at loadTinyweb's baseURL:
 //     tinyweb-manifest.json      {format, tinyweb, wheel: {file, sha256}, pyodide: {dir, version}}, paths relative to it
 //     wheels/tinyweb-*.whl       the pure-Python wheel of this checkout, built by pip
@@ -16,7 +17,7 @@ import { join, resolve } from "node:path";
 
 const root = import.meta.dirname;
 const PYODIDE_FILES = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"];
-const LIB_MODULES = ["tinyweb", "worker", "host", "weights"];
+const LIB_MODULES = ["tinyweb", "worker", "host", "weights", "model"];
 const WHEEL_SOURCES = ["pyproject.toml", "README.md", "tinyweb", "backends"];
 
 // the pure-Python wheel of this repository (tinyweb + tinyweb.backends, no dependencies), built from a clean copy of

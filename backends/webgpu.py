@@ -1,7 +1,9 @@
 """The WEBGPU device, natively through wgpu-py (wgpu-native): kernels rendered to WGSL, run as compute pipelines.
 
 - Adapter: power preference high-performance; `TINYWEB_WEBGPU_ADAPTER=substring` picks one by name. The device is
-  requested with the adapter's limits and the optional features it has (shader-f16, timestamp-query, subgroup).
+  requested with the adapter's limits and the optional features it has (shader-f16, timestamp-query, subgroup);
+  `TINYWEB_WEBGPU_LIMITS=default` requests WebGPU's default limits and no shader-f16 instead, and tunes kernels for any
+  adapter, CPU-emulated ones too (no workgroup tiles or grouped reductions): what tinyweb.export should capture.
   `TINYWEB_WEBGPU_NO_F16=1` pretends shader-f16 is absent (float16 is then refused, see tinyweb/codegen/wgsl.py).
 - Buffers: STORAGE|COPY_SRC|COPY_DST, sizes rounded up to 4 bytes, reused through the allocator's free list.
   copyin: queue.write_buffer; copyout: copy into a MAP_READ staging buffer, map, read.
@@ -17,7 +19,7 @@
 from __future__ import annotations
 import functools, os, tempfile, time
 from tinyweb.device import Allocator
-from tinyweb.backends.webgpu_shared import OPTIONAL_FEATURES, WebGPUDeviceBase
+from tinyweb.backends.webgpu_shared import DEFAULT_LIMITS, OPTIONAL_FEATURES, WebGPUDeviceBase, portable_limits
 
 def _wgpu():
   if not os.environ.get("XDG_RUNTIME_DIR"):   # silences a harmless error on adapter enumeration (Vulkan loader)
@@ -140,12 +142,17 @@ class WEBGPUDevice(WebGPUDeviceBase):
     self.wgpu = w = _wgpu()
     self.adapter = pick_adapter(w)
     feats = [f for f in OPTIONAL_FEATURES if f in self.adapter.features]
-    self.device = self.adapter.request_device_sync(required_features=feats, required_limits=dict(self.adapter.limits))
+    limits, portable = dict(self.adapter.limits), portable_limits()
+    if portable:   # (TINYWEB_WEBGPU_LIMITS=default: kernels any adapter runs, for tinyweb.export)
+      limits.update({k: min(v, limits.get(k, v)) for k, v in DEFAULT_LIMITS.items()})
+      feats = [f for f in feats if f != "shader-f16"]
+    self.device = self.adapter.request_device_sync(required_features=feats, required_limits=limits)
     self.info = self.adapter.info
     # a real GPU ranks above the CPU device in Device.DEFAULT; a CPU adapter (lavapipe, SwiftShader) does not
     is_real_gpu = self.info.get("adapter_type", "").upper() not in ("CPU", "UNKNOWN", "")
     adapter_text = " ".join(str(self.info.get(k, "")) for k in ("device", "description", "driver_description"))
-    self.setup(name, self.device.limits, self.device.features, adapter_text, is_real_gpu, WebGPUAllocator(self), WebGPUProgram)
+    self.setup(name, self.device.limits, self.device.features, adapter_text, is_real_gpu, WebGPUAllocator(self), WebGPUProgram,
+               portable=portable)
     self.encoder = self.pass_ = None   # the command batch being recorded
     self.batched: list[str] = []       # names of the kernels in it, for error messages
     self.submits = 0                   # queue submits so far (tests check that a realize is one)

@@ -17,6 +17,21 @@ LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size", "max-storage-buf
           "max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x", "max-compute-workgroups-per-dimension",
           "max-compute-workgroup-storage-size")
 
+# WebGPU's default limits (every adapter has at least these) for the limits above. TINYWEB_WEBGPU_LIMITS=default makes the
+# native device declare these instead of its adapter's (and leave out shader-f16): its kernels then run on any adapter,
+# which is what tinyweb.export needs (python -m tinyweb.export sets it)
+DEFAULT_LIMITS = {"max-storage-buffer-binding-size": 128 << 20, "max-buffer-size": 256 << 20,
+                  "max-storage-buffers-per-shader-stage": 8, "max-compute-invocations-per-workgroup": 256,
+                  "max-compute-workgroup-size-x": 256, "max-compute-workgroups-per-dimension": 65535,
+                  "max-compute-workgroup-storage-size": 16384}
+
+def portable_limits() -> bool:
+  """Whether TINYWEB_WEBGPU_LIMITS asks for WebGPU's default limits ("default"); anything else but unset is refused."""
+  v = os.environ.get("TINYWEB_WEBGPU_LIMITS", "")
+  if v not in ("", "adapter", "default"):
+    raise ValueError(f"TINYWEB_WEBGPU_LIMITS={v!r}: expected 'default' (WebGPU's default limits) or 'adapter' (the adapter's, the default)")
+  return v == "default"
+
 def camel(limit: str) -> str:
   """'max-buffer-size' -> 'maxBufferSize' (the name in the browser's GPUSupportedLimits)."""
   first, *rest = limit.split("-")
@@ -32,19 +47,24 @@ class WGSLCompiler(Compiler):
 
 class WebGPUDeviceBase(Compiled):
   """Set up from an adapter's description: `limits` (kebab-case names -> values), `features` (names), `adapter_text`
-  (its names, to recognise drivers with known quirks) and whether it is a real GPU (it then ranks above CPU devices)."""
-  def setup(self, name: str, limits: dict, features, adapter_text: str, is_real_gpu: bool, allocator, program_cls):
+  (its names, to recognise drivers with known quirks) and whether it is a real GPU (it then ranks above CPU devices).
+  `portable`: kernels for any adapter (tinyweb.export's target, TINYWEB_WEBGPU_LIMITS=default): the limits passed are
+  the defaults, no f16, and no workgroup tiles or grouped reductions, whose barriers CPU-emulated adapters (SwiftShader,
+  the browsers' fallback) run very slowly."""
+  def setup(self, name: str, limits: dict, features, adapter_text: str, is_real_gpu: bool, allocator, program_cls,
+            portable: bool = False):
     self.limits, self.features, self.is_real_gpu = dict(limits), set(features), is_real_gpu
     self.max_binding = self.limits["max-storage-buffer-binding-size"]
     self.max_storage_buffers = self.limits["max-storage-buffers-per-shader-stage"]
     # lavapipe/SwiftShader get no workgroup tiles: their barriers cost more than the loads they save. llvmpipe (lavapipe)
     # stops the loops of one shader invocation after 65535 iterations in all, silently (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS):
     # the lowering splits large reductions across workgroup threads and refuses kernels that would still loop longer
-    renderer = WGSLRenderer(has_f16="shader-f16" in self.features and not os.environ.get("TINYWEB_WEBGPU_NO_F16"),
+    self.portable = portable
+    renderer = WGSLRenderer(has_f16="shader-f16" in self.features and not os.environ.get("TINYWEB_WEBGPU_NO_F16") and not portable,
                             max_local_size=min(self.limits["max-compute-invocations-per-workgroup"], self.limits["max-compute-workgroup-size-x"]),
                             max_groups=self.limits["max-compute-workgroups-per-dimension"],
                             max_buffers=self.max_storage_buffers,   # the scheduler splits kernels that would bind more
-                            workgroup_tiles=is_real_gpu,
+                            workgroup_tiles=is_real_gpu and not portable, group_reductions=not portable,
                             max_loop_iterations=65535 if "llvmpipe" in adapter_text.lower() else None)
     Compiled.__init__(self, name, allocator, renderer, WGSLCompiler(), program_cls)
 

@@ -6,7 +6,7 @@ import hashlib, json, zipfile
 from browser_harness import DIST
 
 def test_dist_holds_the_site_the_module_and_the_runtime(site):
-  for f in ["index.html", *(f"lib/{m}.{ext}" for m in ["tinyweb", "worker", "host", "weights"] for ext in ["js", "d.ts"]),
+  for f in ["index.html", *(f"lib/{m}.{ext}" for m in ["tinyweb", "worker", "host", "weights", "model"] for ext in ["js", "d.ts"]),
             "runtime/pyodide/pyodide.mjs",
             "runtime/pyodide/pyodide.asm.wasm", "runtime/pyodide/python_stdlib.zip", "runtime/pyodide/pyodide-lock.json"]:
     assert (DIST / f).is_file(), f

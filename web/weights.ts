@@ -39,6 +39,8 @@ export function pageURL(): string { return globalThis.document?.baseURI ?? globa
  * revalidation where it has none). */
 export async function clearWeightsCache(cache: string = DEFAULT_CACHE): Promise<void> { await caches.delete(cache); }
 
+/** A sharded set's index (Hugging Face's form, plus digests): tensor name -> file; file -> sha256; tensor -> sha256. */
+export interface WeightsIndex { weight_map: Record<string, string>; sha256?: Record<string, string>; tensor_sha256?: Record<string, string> }
 interface Digests { file?: string; tensors: Record<string, string> }
 interface Entry { dtype: string; shape: number[]; data_offsets: [number, number] }
 type Progress = (p: WeightsProgress) => void;
@@ -47,6 +49,13 @@ export async function fetchWeights(url: string, options: WeightsOptions = {}): P
   const abs = new URL(url, pageURL());
   if (!abs.pathname.endsWith(".json")) return [await fetchFile(abs.href, options.tensors, { tensors: {} }, options)];
   const index = await (await get(abs.href)).json().catch((e: Error) => { throw new WeightsError(`${abs}: not a JSON index: ${e.message}`); });
+  return fetchIndexedWeights(abs.href, index, options);
+}
+
+/** A sharded index's files, from the index itself (already in hand: `weight_map`, `sha256`, `tensor_sha256` as above);
+ * its file names are relative to `indexURL`. */
+export async function fetchIndexedWeights(indexURL: string, index: WeightsIndex, options: WeightsOptions = {}): Promise<WeightsFile[]> {
+  const abs = new URL(indexURL, pageURL());
   if (typeof index?.weight_map !== "object")
     throw new WeightsError(`${abs}: a sharded index needs a "weight_map" object (tensor name -> file)`);
   const weightMap: Record<string, string> = index.weight_map;

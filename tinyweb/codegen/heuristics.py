@@ -54,6 +54,7 @@ def choose_upcasts(value: UOp, lanes: int = 0) -> dict[int, int]:
 
 GROUP_MIN = 1024     # GPU: a reduction over at least this many elements per output may be shared by a workgroup...
 GROUP_MAX_OUTPUTS = 16384   # ...when there are fewer outputs than this (more: one thread per output tile fills the GPU)
+GROUP_FEW_OUTPUTS = 64      # ...or this, where barriers are slow (not renderer.group_reductions: a CPU-emulated GPU)
 
 def group_size(value: UOp, renderer) -> int:
   """GPU targets: threads per workgroup that share each top-level reduction (0: one thread per output loops alone).
@@ -67,7 +68,8 @@ def group_size(value: UOp, renderer) -> int:
   n = max(size(u) * prod(size(v) for v in loop_reduces(u.src[0])) for u in reds if u not in nested)
   if n < GROUP_MIN: return 0
   limit = renderer.max_loop_iterations
-  if prod(value.shape) >= GROUP_MAX_OUTPUTS and (limit is None or n <= limit // 2): return 0
+  most = GROUP_MAX_OUTPUTS if renderer.group_reductions else GROUP_FEW_OUTPUTS
+  if prod(value.shape) >= most and (limit is None or n <= limit // 2): return 0
   return max_group(renderer)
 
 def max_group(renderer) -> int:

@@ -1,0 +1,145 @@
+"""tinyweb.export end to end: models exported natively run in headless Chromium by the package's `tinyweb/model` runtime
+(dist/lib/model.js) on a page that loads no Pyodide and no Python, with outputs equal to the native run's (this process,
+the WEBGPU device). The MLP is exported in this process; EfficientNet-Lite0 (real weights, a real photo) by the command
+line, `python -m tinyweb.export efficientnet-lite0 DIR`, whose WEBGPU device is made for the portable target
+(TINYWEB_WEBGPU_LIMITS=default: WebGPU's default limits, kernels tuned for any adapter), which a process that already
+uses WEBGPU cannot switch to. It also records the page's timings: page open -> first result (cold: nothing cached), the
+same after a reload (weights from the Cache API) and the time per inference."""
+from __future__ import annotations
+import importlib.util, json, subprocess, sys
+import numpy as np
+import pytest
+from tinyweb import Tensor
+from tinyweb.export import export
+from tinyweb.nn import Linear
+from tinyweb.nn.state import get_parameters, get_state_dict
+from browser_harness import ROOT
+
+def _testdata():
+  """tests/testdata.py (where the real weights and photos are)."""
+  if (m := sys.modules.get("testdata")) is not None: return m
+  spec = importlib.util.spec_from_file_location("testdata", ROOT / "tests" / "testdata.py")
+  m = sys.modules["testdata"] = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(m)
+  return m
+
+# the page: loads the model named by ?model=, runs it on the raw float32 file ?input= (`runs` times), reports back
+PAGE = """<!doctype html><meta charset="utf-8"><title>tinyweb export</title>
+<script type="module">
+import { loadModel } from "../lib/model.js";
+const q = new URLSearchParams(location.search);
+window.exportResult = (async () => {
+  try {
+    const [m, input] = await Promise.all([loadModel(q.get("model")),
+                                          fetch(q.get("input")).then((r) => r.arrayBuffer()).then((b) => new Float32Array(b))]);
+    const name = m.inputs[0].name, runs = [];
+    let t = performance.now();
+    let out = await m.run({ [name]: input });
+    const first = performance.now();   // (performance.now() counts from the page's navigation start)
+    runs.push((first - t) / 1000);
+    for (let i = 1; i < Number(q.get("runs") ?? 1); i++) {
+      t = performance.now();
+      out = await m.run({ [name]: input });
+      runs.push((performance.now() - t) / 1000);
+    }
+    let badInput = null;
+    try { await m.run({ [name]: new Float32Array(3) }); } catch (e) { badInput = String(e.message); }
+    return { firstResult: first / 1000, load: m.timings, runs, badInput, output: Array.from(out[m.outputs[0].name]),
+             shape: m.outputs[0].shape, pyodide: "loadPyodide" in globalThis };
+  } catch (e) { return { error: String(e && e.stack || e) }; }
+})();
+</script>"""
+
+def _write_page(site):
+  (site.data_dir / "export.html").write_text(PAGE)
+
+def _open(chromium, site, model: str, inp: str, runs: int = 1, context=None, fails: bool = False):
+  """(result, the URLs the page requested) of the export page in a new context (or `context`); fails: the error it
+  reports instead."""
+  ctx = context or chromium.new_context()
+  page = ctx.new_page()
+  urls, console = [], []
+  page.on("request", lambda r: urls.append(r.url))
+  page.on("console", lambda m: console.append(m.text))
+  page.goto(f"{site.url}e2e-data/export.html?model=/e2e-data/{model}/&input=/e2e-data/{inp}&runs={runs}")
+  page.wait_for_function("window.exportResult !== undefined", timeout=60_000)
+  result = page.evaluate("window.exportResult")
+  page.close()
+  if fails: return result.get("error"), urls
+  assert "error" not in result, result["error"] + "\nconsole:\n" + "\n".join(console)
+  return result, urls
+
+def _assert_close(got, want, rel=1e-4):
+  got, want = np.asarray(got, dtype=np.float32).reshape(want.shape), np.asarray(want, dtype=np.float32)
+  err = np.abs(got - want).max()
+  assert err <= rel * max(np.abs(want).max(), 1e-6), f"max |browser - native| = {err}, max |native| = {np.abs(want).max()}"
+  return err
+
+class MLP:
+  def __init__(self):
+    self.l1, self.l2, self.l3 = Linear(20, 64, device="WEBGPU"), Linear(64, 32, device="WEBGPU"), Linear(32, 5, device="WEBGPU")
+  def __call__(self, x: Tensor) -> Tensor: return self.l3(self.l2(self.l1(x).relu()).gelu()).log_softmax(-1)
+
+def test_an_exported_mlp_runs_in_chromium_without_pyodide(site, chromium):
+  Tensor.manual_seed(0)
+  model = MLP()
+  Tensor.realize_all(*get_parameters(model))
+  x = Tensor.randn(3, 20, device="WEBGPU").contiguous().realize()
+  manifest = export(model, x, path=site.data_dir / "mlp", state_dict=get_state_dict(model))
+  want = model(x).numpy()
+  (site.data_dir / "mlp-input.bin").write_bytes(x.numpy().astype(np.float32).tobytes())
+  _write_page(site)
+  result, urls = _open(chromium, site, "mlp", "mlp-input.bin", runs=2)
+  assert result["shape"] == [3, 5] and not result["pyodide"]
+  assert not [u for u in urls if "pyodide" in u.lower() or u.endswith(".whl")], urls
+  _assert_close(result["output"], want)
+  assert "input input has 3 elements; shape [3,20] needs 60" in result["badInput"]
+  assert manifest["limits"]["maxStorageBuffersPerShaderStage"] <= 8
+  # a damaged shard is refused by its sha256, a folder without an export by the manifest's format
+  shard = site.data_dir / "mlp" / manifest["weights"]["shards"][0]["file"]
+  data = bytearray(shard.read_bytes())
+  data[-1] ^= 1
+  shard.write_bytes(bytes(data))
+  error, _ = _open(chromium, site, "mlp", "mlp-input.bin", fails=True)
+  assert "WeightsError" in error and "sha256 mismatch" in error, error
+  (site.data_dir / "not-an-export").mkdir()
+  (site.data_dir / "not-an-export" / "manifest.json").write_text(json.dumps({"format": 1}))
+  error, _ = _open(chromium, site, "not-an-export", "mlp-input.bin", fails=True)
+  assert 'ModelError: ' in error and 'not a tinyweb export (format 1, expected "tinyweb-export")' in error, error
+
+def test_exported_efficientnet_lite0_matches_the_native_run_in_chromium(site, chromium, record_property):
+  testdata = _testdata()
+  from PIL import Image
+  from tinyweb.models.efficientnet import EfficientNetLite, preprocess
+  weights = testdata.path("efficientnet-lite0.pth")
+  out = site.data_dir / "efficientnet-lite0"
+  p = subprocess.run([sys.executable, "-m", "tinyweb.export", "efficientnet-lite0", str(out), "--weights", weights],
+                     cwd=ROOT, capture_output=True, text=True, timeout=900)  # (run from the checkout: -m finds its tinyweb)
+  assert p.returncode == 0, p.stdout + p.stderr
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["capturedOn"]["portable"] and manifest["features"] == []
+  assert all(v <= d for v, d in zip(manifest["limits"].values(), [8, 65535, 128 << 20, 256 << 20, 256, 256, 256, 64, 16384]))
+  model = EfficientNetLite.load(weights, device="WEBGPU")
+  with Image.open(testdata.path("chelsea.png")) as im: pixels = np.array(im.convert("RGB"))
+  x = preprocess(Tensor(pixels, device="CPU"), 224).to("WEBGPU").contiguous().realize()
+  want = model(x).numpy()
+  (site.data_dir / "cat-224.bin").write_bytes(x.numpy().astype(np.float32).tobytes())
+  _write_page(site)
+  context = chromium.new_context()
+  try:
+    cold, urls = _open(chromium, site, "efficientnet-lite0", "cat-224.bin", runs=3, context=context)
+    warm, _ = _open(chromium, site, "efficientnet-lite0", "cat-224.bin", runs=1, context=context)   # (weights from the Cache API)
+  finally: context.close()
+  assert not cold["pyodide"] and not [u for u in urls if "pyodide" in u.lower() or u.endswith(".whl")], urls
+  err = _assert_close(cold["output"], want)
+  _assert_close(warm["output"], want)
+  assert int(np.argmax(cold["output"])) == int(np.argmax(want))
+  per_run = sorted(cold["runs"][1:])[len(cold["runs"][1:]) // 2]
+  load = cold["load"]
+  record_property("measure:export EfficientNet-Lite0: page open -> first result, cold / reload (s)",
+                  f"{cold['firstResult']:.2f} / {warm['firstResult']:.2f}")
+  record_property("measure:export EfficientNet-Lite0: load (s): manifest / device / kernels / weights / total",
+                  " / ".join(f"{load[k]:.2f}" for k in ["manifest", "device", "kernels", "weights", "total"]))
+  record_property("measure:export EfficientNet-Lite0: first run / per inference (ms)", f"{cold['runs'][0] * 1e3:.0f} / {per_run * 1e3:.0f}")
+  record_property("measure:export EfficientNet-Lite0: kernels / steps / max |browser - native|",
+                  f"{len(manifest['kernels'])} / {len(manifest['steps'])} / {err:.2e}")

@@ -1,0 +1,244 @@
+"""tinyweb.export (issue 16): a jitted function captured on WEBGPU and written as WGSL kernels, manifest.json and
+safetensors weights. Checks the folder's consistency (every step's bindings and kernel, the weights equal to the
+model's parameters, the sha256 of each shard, limits within WebGPU's defaults, scratch memory shared as TinyJit shares
+it), replays the manifest on the native WebGPU device from the written files alone (a Python twin of web/model.ts's
+run) on an input other than the capture's, and the errors for what cannot be exported. The browser side (web/model.ts
+in Chromium, no Pyodide) is e2e/test_browser_export.py."""
+import hashlib, json, re
+import numpy as np
+import pytest
+from tinyweb import Tensor, Device, TinyJit, dtypes
+from tinyweb.export import export, ExportError, DEFAULT_LIMITS, _tree_shake, main
+from tinyweb.nn import Linear, Conv2d, BatchNorm2d
+from tinyweb.nn.state import get_parameters, get_state_dict, safe_load
+
+ok, why = Device.check("WEBGPU")
+pytestmark = pytest.mark.skipif(not ok, reason=f"WEBGPU unavailable: {why}")
+
+class MLP:
+  def __init__(self):
+    self.l1, self.l2 = Linear(12, 32, device="WEBGPU"), Linear(32, 3, device="WEBGPU")
+  def __call__(self, x: Tensor) -> Tensor: return self.l2(self.l1(x).relu()).softmax(-1)
+
+class ConvNet:
+  def __init__(self):
+    self.c1, self.bn1 = Conv2d(3, 8, 3, padding=1, device="WEBGPU"), BatchNorm2d(8, device="WEBGPU")
+    self.c2, self.bn2 = Conv2d(8, 16, 3, stride=2, device="WEBGPU"), BatchNorm2d(16, device="WEBGPU")
+    self.fc = Linear(16, 10, device="WEBGPU")
+  def __call__(self, x: Tensor) -> Tensor:
+    x = self.bn1(self.c1(x)).relu().max_pool2d(2)
+    x = self.bn2(self.c2(x)).silu()
+    return self.fc(x.mean((2, 3)))
+
+def _model(cls):
+  Tensor.manual_seed(3)
+  m = cls()
+  for k, t in get_state_dict(m).items():   # (batch-norm statistics that are not the defaults)
+    if k.endswith("running_mean"): t.assign(Tensor.randn(*t.shape, device="WEBGPU") * 0.1)
+    if k.endswith("running_var"): t.assign(Tensor.rand(*t.shape, device="WEBGPU") + 0.5)
+  Tensor.realize_all(*get_parameters(m), *get_state_dict(m).values())
+  return m
+
+def _check_folder(path, manifest: dict, model):
+  """The folder holds what the manifest says, consistently."""
+  assert json.loads((path / "manifest.json").read_text()) == manifest
+  assert manifest["format"] == "tinyweb-export" and manifest["version"] == 1 and manifest["target"] == "WEBGPU"
+  buffers, kernels = manifest["buffers"], manifest["kernels"]
+  assert [b["id"] for b in buffers] == list(range(len(buffers)))
+  assert {b["kind"] for b in buffers} <= {"input", "output", "weight", "scratch"}
+  for k in kernels:
+    src = (path / k["file"]).read_text()
+    assert re.search(rf"\bfn {k['entryPoint']}\(", src) and len(re.findall(r"@binding\(", src)) == k["bindings"]
+    assert f"@workgroup_size({k['workgroupSize'][0]})" in src
+    assert "enable f16" not in src and "tw_quadrant" not in src   # (f16 unused; the unused prelude shaken out)
+  assert sorted(f.name for f in (path / "kernels").iterdir()) == sorted(k["file"].split("/")[1] for k in kernels)
+  written = set()
+  for s in manifest["steps"]:
+    k = kernels[s["kernel"]]
+    assert len(s["buffers"]) == k["bindings"] == len(set(s["buffers"])) and all(0 <= b < len(buffers) for b in s["buffers"])
+    assert len(s["workgroups"]) == 3 and all(1 <= g <= 65535 for g in s["workgroups"])
+    written.add(s["buffers"][0])
+  for b in buffers:   # weights are only read; inputs never written; every output and scratch slot written
+    if b["kind"] in ("weight", "input"): assert b["id"] not in written
+    else: assert b["id"] in written, b
+  # within WebGPU's defaults, and the limits are what the steps need
+  assert all(manifest["limits"][k] <= v for k, v in DEFAULT_LIMITS.items())
+  assert manifest["limits"]["maxStorageBuffersPerShaderStage"] == max(k["bindings"] for k in kernels)
+  assert manifest["limits"]["maxComputeWorkgroupsPerDimension"] == max(g for s in manifest["steps"] for g in s["workgroups"])
+  # the weights: each shard's sha256, the index, and the values equal to the model's parameters, by name
+  index = json.loads((path / "weights.json").read_text())
+  names = {b["tensor"]: b for b in buffers if b["kind"] == "weight"}
+  state = {k: t.numpy() for k, t in get_state_dict(model).items()}
+  seen = set()
+  for shard in manifest["weights"]["shards"]:
+    data = (path / shard["file"]).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == shard["sha256"] == index["sha256"][shard["file"]] and len(data) == shard["bytes"]
+    for name, t in safe_load(str(path / shard["file"]), device="CPU").items():
+      assert index["weight_map"][name] == shard["file"] and names[name]["bytes"] == t.nbytes()
+      np.testing.assert_array_equal(t.numpy(), state[name])
+      seen.add(name)
+  assert seen == set(names) and seen <= set(state)
+
+def _replay(path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+  """Run the exported folder on the native WebGPU device from its files alone, as web/model.ts does: every buffer once,
+  the weights from the shards, each step in order in one command encoder, the outputs read back."""
+  m = json.loads((path / "manifest.json").read_text())
+  dev = Device["WEBGPU"]
+  w, d = dev.wgpu, dev.device
+  usage = w.BufferUsage.STORAGE | w.BufferUsage.COPY_SRC | w.BufferUsage.COPY_DST
+  bufs = [d.create_buffer(size=max(4, (b["bytes"] + 3) // 4 * 4), usage=usage) for b in m["buffers"]]
+  tensors = {}
+  for shard in m["weights"]["shards"]:
+    data = (path / shard["file"]).read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    for name, e in json.loads(data[8:8 + n]).items():
+      if name != "__metadata__": tensors[name] = data[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]
+  for b in m["buffers"]:
+    if b["kind"] == "weight": d.queue.write_buffer(bufs[b["id"]], 0, tensors[b["tensor"]] + bytes(-b["bytes"] % 4))
+  for spec in m["inputs"]: d.queue.write_buffer(bufs[spec["buffer"]], 0, inputs[spec["name"]].astype(spec["dtype"]).tobytes())
+  pipes = []
+  for k in m["kernels"]:
+    layout = d.create_bind_group_layout(entries=[{"binding": i, "visibility": w.ShaderStage.COMPUTE,
+                                                  "buffer": {"type": w.BufferBindingType.storage}} for i in range(k["bindings"])])
+    pipe = d.create_compute_pipeline(layout=d.create_pipeline_layout(bind_group_layouts=[layout]),
+                                     compute={"module": d.create_shader_module(code=(path / k["file"]).read_text()), "entry_point": k["entryPoint"]})
+    pipes.append((pipe, layout))
+  enc = d.create_command_encoder()
+  cp = enc.begin_compute_pass()
+  for s in m["steps"]:
+    pipe, layout = pipes[s["kernel"]]
+    cp.set_pipeline(pipe)
+    cp.set_bind_group(0, d.create_bind_group(layout=layout, entries=[{"binding": i, "resource": {"buffer": bufs[b], "offset": 0, "size": bufs[b].size}}
+                                                                     for i, b in enumerate(s["buffers"])]))
+    cp.dispatch_workgroups(*s["workgroups"])
+  cp.end()
+  d.queue.submit([enc.finish()])
+  out = {}
+  for spec in m["outputs"]:
+    raw = d.queue.read_buffer(bufs[spec["buffer"]])
+    out[spec["name"]] = np.frombuffer(raw, dtype=spec["dtype"])[:int(np.prod(spec["shape"]))].reshape(spec["shape"])
+  for b in bufs: b.destroy()
+  return out
+
+@pytest.mark.parametrize("cls, shape", [(MLP, (4, 12)), (ConvNet, (2, 3, 16, 16))], ids=["mlp", "convnet"])
+def test_export_writes_a_consistent_folder_that_replays_to_the_models_outputs(tmp_path, cls, shape):
+  model = _model(cls)
+  x = Tensor.randn(*shape, device="WEBGPU").contiguous().realize()
+  manifest = export(model, x, path=tmp_path, names=["pixels"], output_names=["probs"], state_dict=get_state_dict(model))
+  _check_folder(tmp_path, manifest, model)
+  assert manifest["inputs"] == [{"name": "pixels", "buffer": 0, "shape": list(shape), "dtype": "float32"}]
+  assert [(o["name"], o["shape"], o["dtype"]) for o in manifest["outputs"]] == [("probs", [shape[0], 3 if cls is MLP else 10], "float32")]
+  assert manifest["features"] == [] and manifest["weights"]["index"] == "weights.json"
+  x2 = np.random.default_rng(1).standard_normal(shape).astype(np.float32)   # (not the capture's input)
+  want = model(Tensor(x2, device="WEBGPU")).numpy()
+  got = _replay(tmp_path, {"pixels": x2})["probs"]
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+def test_intermediates_share_memory_slots_as_the_jit_does(tmp_path):
+  """A chain of big intermediates: the manifest allocates TinyJit's shared slots, not one buffer per intermediate."""
+  w = [Tensor.randn(64, 64, device="WEBGPU").realize() for _ in range(6)]
+  def chain(x):
+    for m in w: x = (x @ m).relu().contiguous()
+    return x.sum(-1)
+  jit = TinyJit(chain)
+  x = Tensor.randn(64, 64, device="WEBGPU").contiguous().realize()
+  manifest = export(jit, x, path=tmp_path)
+  scratch = [b for b in manifest["buffers"] if b["kind"] == "scratch"]
+  transient = {b for _, kbufs in jit.launches for b in kbufs if b.transient}
+  assert len(transient) >= 5 and len(scratch) == len(jit.memory) < len(transient)
+  assert sorted(b["bytes"] for b in scratch) == sorted(s.nbytes for s in jit.memory)
+  assert [b["tensor"] for b in manifest["buffers"] if b["kind"] == "weight"] == [f"buffer{b['id']}" for b in manifest["buffers"] if b["kind"] == "weight"]
+  assert len([b for b in manifest["buffers"] if b["kind"] == "weight"]) == 6
+  x2 = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
+  want = chain(Tensor(x2, device="WEBGPU")).numpy()
+  np.testing.assert_allclose(_replay(tmp_path, {"input": x2})["output"], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+def test_several_inputs_and_outputs_keep_their_names_and_order(tmp_path):
+  a, b = Tensor.randn(5, device="WEBGPU").realize(), Tensor.randn(5, device="WEBGPU").realize()
+  manifest = export(lambda a, b: {"sum": a + b, "prod": (a * b).reshape(5, 1)}, a, b, path=tmp_path, names=["a", "b"],
+                    output_names=["s", "p"])
+  assert [(i["name"], i["buffer"]) for i in manifest["inputs"]] == [("a", 0), ("b", 1)]
+  assert [(o["name"], o["shape"]) for o in manifest["outputs"]] == [("s", [5]), ("p", [5, 1])]
+  out = _replay(tmp_path, {"a": np.arange(5, dtype=np.float32), "b": np.full(5, 2, np.float32)})
+  np.testing.assert_array_equal(out["s"], np.arange(5) + 2)
+  np.testing.assert_array_equal(out["p"], (np.arange(5) * 2).reshape(5, 1))
+  # a dict's keys name the outputs; an output that is a constant (nothing computes it) is a weight the page reads back
+  w = Tensor([1.0, 2.0, 3.0], device="WEBGPU").realize()
+  manifest = export(lambda x: {"y": x * 3, "w": w}, a[:3].contiguous().realize(), path=tmp_path)
+  assert [o["name"] for o in manifest["outputs"]] == ["y", "w"]
+  assert manifest["buffers"][manifest["outputs"][1]["buffer"]]["kind"] == "weight"
+  out = _replay(tmp_path, {"input": np.ones(3, np.float32)})
+  np.testing.assert_array_equal(out["y"], [3, 3, 3])
+  np.testing.assert_array_equal(out["w"], [1, 2, 3])
+
+def test_exporting_again_replaces_the_earlier_files(tmp_path):
+  x = Tensor.randn(4, 12, device="WEBGPU").realize()
+  export(_model(MLP), x, path=tmp_path)
+  manifest = export(lambda x: x * 2, x, path=tmp_path)
+  assert len(list((tmp_path / "kernels").iterdir())) == len(manifest["kernels"]) == 1
+  assert manifest["weights"]["shards"] == [] and not list(tmp_path.glob("*.safetensors"))
+
+def test_the_weights_are_sharded(tmp_path):
+  model = _model(MLP)
+  manifest = export(model, Tensor.randn(4, 12, device="WEBGPU").realize(), path=tmp_path, shard_bytes=600,
+                    state_dict=get_state_dict(model))
+  shards = manifest["weights"]["shards"]
+  assert len(shards) >= 2 and [s["file"] for s in shards] == [f"weights-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+  _check_folder(tmp_path, manifest, model)
+
+def test_limits_above_the_defaults_are_refused_unless_allowed(tmp_path):
+  if Device["WEBGPU"].renderer.max_buffers <= 8: pytest.skip("this WEBGPU device splits kernels at 8 buffers (TINYWEB_WEBGPU_LIMITS=default)")
+  xs = [Tensor.randn(16, device="WEBGPU").realize() for _ in range(10)]
+  def many(*xs):
+    out = xs[0]
+    for x in xs[1:]: out = out + x
+    return out
+  with pytest.raises(ExportError, match=r"maxStorageBuffersPerShaderStage 11 \(allowed: 8\).*limits=|TINYWEB_WEBGPU_LIMITS=default"):
+    export(many, *xs, path=tmp_path)
+  manifest = export(many, *xs, path=tmp_path, limits={"maxStorageBuffersPerShaderStage": 16})
+  assert manifest["limits"]["maxStorageBuffersPerShaderStage"] == 11
+
+def test_bad_arguments_and_unexportable_functions_are_refused(tmp_path):
+  x = Tensor.randn(3, device="WEBGPU").realize()
+  with pytest.raises(ExportError, match="no example inputs"): export(lambda: Tensor.ones(3), path=tmp_path)
+  with pytest.raises(ExportError, match="example input 0 is a list, not a Tensor"): export(lambda x: x, [1.0, 2.0], path=tmp_path)
+  with pytest.raises(ExportError, match=r"example input 1 is on CPU.*WEBGPU"): export(lambda a, b: a + b, x, Tensor.ones(3, device="CPU"), path=tmp_path)
+  with pytest.raises(ExportError, match="fn must be a function"): export(3, x, path=tmp_path)
+  with pytest.raises(ExportError, match="returned int, not a Tensor"): export(lambda x: 3, x, path=tmp_path)
+  with pytest.raises(ExportError, match=r"2 input names \['a', 'b'\] for 1 inputs"): export(lambda x: x + 1, x, path=tmp_path, names=["a", "b"])
+  with pytest.raises(ExportError, match="output names .* are not unique"):
+    export(lambda x: (x + 1, x * 2), x, path=tmp_path, output_names=["y", "y"])
+  with pytest.raises(ExportError, match="not a plain identifier"): export(lambda x: x + 1, x, path=tmp_path, names=["a b"])
+  with pytest.raises(ExportError, match="unknown limit 'maxThings'"): export(lambda x: x + 1, x, path=tmp_path, limits={"maxThings": 3})
+  with pytest.raises(ExportError, match="the same tensor as an earlier input"): export(lambda a, b: a + b, x, x, path=tmp_path)
+
+def test_state_kept_between_calls_is_refused(tmp_path):
+  x = Tensor.randn(3, device="WEBGPU").realize()
+  with pytest.raises(ExportError, match="reads a 12-byte uint32 buffer that outlives the call and then writes it .state kept between calls"):
+    export(lambda x: x + Tensor.rand(3, device="WEBGPU"), x, path=tmp_path)   # (random numbers advance the generator's state)
+
+def test_tree_shaking_keeps_what_the_entry_point_uses():
+  src = ("enable f16;\nfn a(x: f32) -> f32 { return b(x); }\nfn b(x: f32) -> f32 { return x; }  // b\n"
+         "fn c(x: f32) -> f32 { return x; }\nstruct S { r: f32 }\nfn d() -> S { return S(1.0f); }\n"
+         "var<private> t: array<u32, 2> = array<u32, 2>(1u, 2u);\n"
+         "@group(0) @binding(0) var<storage, read_write> data0: array<f32>;\n"
+         "@compute @workgroup_size(4)\nfn k(@builtin(workgroup_id) wg: vec3<u32>) {\n  data0[0] = a(1.0f) + f32(t[0]);\n}\n")
+  out = _tree_shake(src, "k")
+  assert out == ("enable f16;\nfn a(x: f32) -> f32 { return b(x); }\nfn b(x: f32) -> f32 { return x; }"
+                 "\nvar<private> t: array<u32, 2> = array<u32, 2>(1u, 2u);\n"
+                 "@group(0) @binding(0) var<storage, read_write> data0: array<f32>;\n"
+                 "@compute @workgroup_size(4)\nfn k(@builtin(workgroup_id) wg: vec3<u32>) {\n  data0[0] = a(1.0f) + f32(t[0]);\n}\n")
+  assert _tree_shake("fn k( {", "k") == "fn k( {"   # (what does not parse is kept whole)
+
+def test_command_line_refuses_an_unknown_model(capsys):
+  with pytest.raises(SystemExit): main(["resnet-9000", "out"])
+  assert "invalid choice: 'resnet-9000'" in capsys.readouterr().err
+
+def test_float16_kernels_need_shader_f16_allowed(tmp_path):
+  if not Device["WEBGPU"].has_dtype(dtypes.float16): pytest.skip("this WEBGPU device has no float16")
+  x = Tensor.randn(8, device="WEBGPU").realize()
+  with pytest.raises(ExportError, match=r"need the WebGPU feature\(s\) \['shader-f16'\].*features=\[\.\.\.\]"):
+    export(lambda x: (x.half() * 3).float(), x, path=tmp_path)
+  manifest = export(lambda x: (x.half() * 3).float(), x, path=tmp_path, features=["shader-f16"])
+  assert manifest["features"] == ["shader-f16"]
+  assert all((tmp_path / k["file"]).read_text().startswith("enable f16;") for k in manifest["kernels"])

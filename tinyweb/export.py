@@ -1,0 +1,437 @@
+"""Export a jitted function for static hosting: its WGSL kernels, a manifest and its weights, run in a browser by the
+small TypeScript runtime `web/model.ts` (npm `tinyweb/model`: `loadModel(url)`, then `model.run({input: ...})`), with
+no Pyodide and no Python on the page.
+
+`export(fn, *example_inputs, path=...)` runs `fn` as a `TinyJit` on the WEBGPU device until it is captured, then writes
+into the folder `path`:
+
+- `kernels/NNN_<name>.wgsl`: each distinct kernel's WGSL (entry point `<name>`, storage bindings 0..n-1 of group 0),
+  without the prelude's helpers it does not use.
+- `weights-XXXXX-of-YYYYY.safetensors`: the model's constants, sharded (`shard_bytes` each at most, unless one tensor is
+  larger), and `weights.json`, their index in Hugging Face's form (`weight_map`, plus `sha256` per file) that the
+  runtime's loader (web/weights.ts: Range requests, the Cache API, sha256 checks) reads.
+- `manifest.json` (FORMAT, VERSION below):
+  - `buffers`: [{id, kind, bytes, dtype?, tensor?}] (bytes: exact; a page rounds sizes up to 4), kind is one of
+      input   (written by `run` from the caller's array),  output (read back after the dispatches),
+      weight  (only read: its bytes are in the shards, as the tensor named `tensor`; an output may be one),
+      scratch (intermediate values; one entry per memory slot: buffers whose lifetimes do not overlap share one, as
+               TinyJit's replays share them: `TinyJit.memory`).
+  - `kernels`: [{file, entryPoint, workgroupSize: [x, y, z], bindings}] (bindings: how many storage buffers).
+  - `steps`, in order: {kernel, buffers: [buffer ids, binding 0 first], workgroups: [x, y, z]} is a dispatch;
+    {copy: {src, dst, bytes}} a buffer-to-buffer copy.
+  - `inputs` / `outputs`: [{name, buffer, shape, dtype}] (dtype: tinyweb's name, "float32"...). Names: `names` /
+    `output_names`, else a returned dict's keys, else "input"/"output" (input0, input1.. when there are several).
+  - `features`: the WebGPU features it needs ([] or ["shader-f16"]); `limits`: the adapter limits it needs (camelCase
+    names), never above WebGPU's defaults (DEFAULT_LIMITS) unless the caller passes `limits=` (their new ceilings).
+  - `weights`: {index: "weights.json", shards: [{file, bytes, sha256, tensors}]}.
+  - `capturedOn`: {adapter, portable}: the native adapter the kernels were captured on, and whether its WEBGPU device
+    was made for the portable target.
+
+Where the kernels run well: they are tuned for the WEBGPU device that captured them. Make that device with
+TINYWEB_WEBGPU_LIMITS=default (before its first use; `python -m tinyweb.export` does) for pages on any adapter: WebGPU's
+default limits, no f16, and no workgroup tiles or grouped reductions, whose barriers CPU-emulated adapters (SwiftShader,
+the browsers' fallback) run very slowly (EfficientNet-Lite0 in headless Chromium: 22 s per inference with them, 0.7 s
+without). A device made with the adapter's limits also works while the kernels stay within the defaults.
+
+Not yet: dynamic sizes (one export per input shape), f16 storage of weights, state kept across calls (a function that
+reads a buffer and then writes it, like a random number generator, is refused), the WASM target.
+`python -m tinyweb.export efficientnet-lite0 OUT_DIR` exports a demo model (see `main`; also yolov8n..x, random weights
+unless --weights)."""
+from __future__ import annotations
+import functools, hashlib, json, os, re
+from typing import Any, Callable, Optional, Sequence
+from tinyweb.tensor import Tensor
+from tinyweb.device import Buffer, Device
+from tinyweb.jit import TinyJit, _tensors_in
+from tinyweb.schedule import buffer_uop, is_contiguous_buffer
+from tinyweb.nn.state import safe_save, _SAFETENSORS_NAMES
+
+FORMAT, VERSION = "tinyweb-export", 1
+# WebGPU's default limits (the spec's; every adapter has at least these): what a page can ask for anywhere
+DEFAULT_LIMITS = {"maxStorageBuffersPerShaderStage": 8, "maxComputeWorkgroupsPerDimension": 65535,
+                  "maxStorageBufferBindingSize": 128 << 20, "maxBufferSize": 256 << 20,
+                  "maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupSizeX": 256, "maxComputeWorkgroupSizeY": 256,
+                  "maxComputeWorkgroupSizeZ": 64, "maxComputeWorkgroupStorageSize": 16384}
+SHARD_BYTES = 32 << 20
+# WGSL types' sizes, for the workgroup memory a kernel declares
+_WGSL_SIZES = {"f32": 4, "i32": 4, "u32": 4, "f16": 2, "bool": 4}
+
+class ExportError(ValueError):
+  """What cannot be exported, and why (a bad argument, or a function the exported format cannot express)."""
+
+def _padded(nbytes: int) -> int: return (max(nbytes, 4) + 3) // 4 * 4   # (WebGPU buffer sizes: multiples of 4 bytes)
+
+def _io_names(names: Optional[Sequence[str]], n: int, what: str, default: str) -> list[str]:
+  if names is None: return [default] if n == 1 else [f"{default}{i}" for i in range(n)]
+  if isinstance(names, str): names = [names]
+  names = list(names)
+  if len(names) != n: raise ExportError(f"export: {len(names)} {what} names {names} for {n} {what}s")
+  for nm in names:
+    if not isinstance(nm, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", nm):
+      raise ExportError(f"export: {what} name {nm!r} is not a plain identifier (letters, digits, _ . -)")
+  if len(set(names)) != n: raise ExportError(f"export: {what} names {names} are not unique")
+  return names
+
+def _kernel_needs(src: str) -> tuple[str, list[str], tuple[int, int, int], int, int]:
+  """(source as written, features, workgroup size, bindings, workgroup memory bytes) of one kernel. The WEBGPU device
+  enables f16 in every kernel when its adapter has shader-f16: a kernel that uses no f16 drops that line."""
+  features = []
+  if src.startswith("enable f16;\n"):
+    rest = src[len("enable f16;\n"):]
+    if re.search(r"\bf16\b", rest): features.append("shader-f16")
+    else: src = rest
+  if re.search(r"^\s*enable\s", src, re.M) and not features:
+    raise ExportError(f"export: a kernel enables a WGSL extension the export does not know: {src.splitlines()[0]}")
+  m = re.search(r"@workgroup_size\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?(?:,\s*(\d+)\s*)?\)", src)
+  if m is None: raise ExportError("export: a kernel has no @workgroup_size")
+  wg = tuple(int(g) if g else 1 for g in m.groups())
+  bindings = len(re.findall(r"@binding\(", src))
+  shared = sum(_WGSL_SIZES.get(t, 4) * int(n) for t, n in re.findall(r"var<workgroup>\s+\w+\s*:\s*array<(\w+),\s*(\d+)>", src))
+  return src, features, wg, bindings, shared   # type: ignore[return-value]
+
+_ITEM_HEAD = re.compile(r"(?:@\w+(?:\([^)]*\))?\s*)*(fn|struct|var(?:<[^>]*>)?|const|alias|override)\s+(\w+)")
+
+def _top_level_items(src: str) -> Optional[list[tuple[str, str, str]]]:
+  """The WGSL module's top-level items in order, as (kind, name, text with the comments and space before it); None when
+  it does not split cleanly (the caller then keeps the source whole)."""
+  items, i, start, n = [], 0, 0, len(src)
+  while True:
+    while i < n:   # space and comments before the next item
+      if src[i].isspace(): i += 1
+      elif src.startswith("//", i): i = n if (j := src.find("\n", i)) < 0 else j + 1
+      else: break
+    if i >= n: break
+    m = _ITEM_HEAD.match(src, i)
+    if m is None:
+      if not src.startswith("enable ", i) or (j := src.find(";", i)) < 0: return None
+      items.append(("enable", "", src[start:j + 1]))
+      i = start = j + 1
+      continue
+    depth, j, braces = 0, m.end(), m.group(1) in ("fn", "struct")
+    while j < n:
+      c = src[j]
+      if src.startswith("//", j): j = src.find("\n", j) if src.find("\n", j) >= 0 else n; continue
+      if c in "({[": depth += 1
+      elif c in ")}]":
+        depth -= 1
+        if depth < 0: return None
+        if braces and c == "}" and depth == 0: break
+      elif c == ";" and depth == 0 and not braces: break
+      j += 1
+    if j >= n: return None
+    items.append((m.group(1), m.group(2), src[start:j + 1]))
+    i = start = j + 1
+  if src[start:].strip(): return None
+  items.append(("tail", "", src[start:]))
+  return items
+
+def _tree_shake(src: str, entry: str) -> str:
+  """The kernel without the prelude's helper functions, structs and private constants that its entry point does not use
+  (the WGSL renderer puts all of them in every kernel): smaller files, less for the browser to compile."""
+  items = _top_level_items(src)
+  if items is None: return src
+  removable = {name: k for k, (kind, name, _) in enumerate(items) if kind in ("fn", "struct", "const", "alias", "var<private>") and name != entry}
+  keep = {k for k in range(len(items)) if items[k][1] not in removable}
+  todo = list(keep)
+  while todo:
+    for word in re.findall(r"\b[A-Za-z_]\w*\b", items[todo.pop()][2]):
+      if (k := removable.get(word)) is not None and k not in keep:
+        keep.add(k)
+        todo.append(k)
+  out = "".join(items[k][2] for k in sorted(keep))
+  return out if re.search(rf"\bfn {re.escape(entry)}\(", out) else src
+
+def _written(kernel, kbufs: list[Buffer]) -> list[Buffer]:
+  if kernel is None: return [kbufs[0]]   # a copy: (dst, src)
+  return [kbufs[i] for i in (kernel.program.outputs or [0])]
+
+def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence[str]] = None,
+           output_names: Optional[Sequence[str]] = None, limits: Optional[dict[str, int]] = None,
+           features: Sequence[str] = (), state_dict: Optional[dict[str, Tensor]] = None, shard_bytes: int = SHARD_BYTES) -> dict:
+  """Capture `fn(*example_inputs)` (tensors on WEBGPU) as a TinyJit and write it to the folder `path` for
+  `loadModel` (web/model.ts); returns the manifest. `names`: the inputs' names (default "input", or input0, input1..);
+  `output_names` likewise ("output"...). `limits`: adapter limits the page may ask above WebGPU's defaults
+  (camelCase names -> the most it may need); `features`: WebGPU features it may need ("shader-f16"). `state_dict`: names
+  for the weights (a weight that is one of its tensors' buffers gets its name, others are called "buffer<id>").
+  A TinyJit that already captured is exported as it is (its example inputs are then not run)."""
+  if not callable(fn): raise ExportError(f"export: fn must be a function (or a TinyJit), got {type(fn).__name__}")
+  if path is None: raise ExportError("export: path (the folder to write) is required")
+  if not example_inputs: raise ExportError("export: no example inputs: pass the tensors the function takes, e.g. "
+                                           "export(model, Tensor.zeros(1, 3, 224, 224, device='WEBGPU'), path=...)")
+  for i, t in enumerate(example_inputs):
+    if not isinstance(t, Tensor):
+      raise ExportError(f"export: example input {i} is a {type(t).__name__}, not a Tensor (only tensors can be inputs; "
+                        f"bind other arguments with functools.partial or a lambda)")
+    if Device.canonicalize(t.device) != "WEBGPU":
+      raise ExportError(f"export: example input {i} is on {t.device}; the export captures WEBGPU kernels: pass tensors "
+                        f"on WEBGPU (t.to('WEBGPU')), and keep the model's weights there too")
+  limits = dict(limits or {})
+  for k in limits:
+    if k not in DEFAULT_LIMITS: raise ExportError(f"export: unknown limit {k!r}; the limits are {sorted(DEFAULT_LIMITS)}")
+  ceilings = {**DEFAULT_LIMITS, **{k: max(v, DEFAULT_LIMITS[k]) for k, v in limits.items()}}
+  if shard_bytes < 1: raise ExportError(f"export: shard_bytes must be positive, got {shard_bytes}")
+  in_names = _io_names(names, len(example_inputs), "input", "input")
+
+  if state_dict: Tensor.realize_all(*[t for t in state_dict.values() if isinstance(t, Tensor)])   # (weights, not their recipe)
+  jit, keys = _capture(fn, example_inputs)
+  outs = _tensors_in(jit.outputs)
+  if output_names is None and keys is not None and len(keys) == len(outs) and \
+     all(isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", k) for k in keys): output_names = keys
+  out_names = _io_names(output_names, len(outs), "output", "output")
+  plan = _Plan(jit, outs, in_names, out_names, state_dict)
+  return plan.write(os.fspath(path), ceilings, set(features), shard_bytes)
+
+def _capture(fn: Callable, example_inputs: tuple[Tensor, ...]) -> tuple[TinyJit, Optional[list]]:
+  """The function captured as a TinyJit whose outputs are whole buffers, and the keys of the dict it returns (if so:
+  the outputs' default names)."""
+  if isinstance(fn, TinyJit) and fn.launches: return fn, None
+  keys = None
+  def contiguous_outputs(*args):
+    nonlocal keys
+    ret = fn(*args)
+    outs = _tensors_in(ret)
+    if not outs: raise ExportError(f"export: {getattr(fn, '__name__', 'the function')} returned {type(ret).__name__}, not a "
+                                   f"Tensor (or a list, tuple or dict of them): nothing to export")
+    if isinstance(ret, dict) and all(isinstance(v, Tensor) for v in ret.values()): keys = list(ret)
+    return [t.contiguous() for t in outs]
+  jit = fn if isinstance(fn, TinyJit) else TinyJit(contiguous_outputs)
+  for _ in range(3):
+    if jit.launches: break
+    jit(*example_inputs)
+  if not jit.launches:
+    raise ExportError("export: the function was not captured (is JIT=0 set?), or it launched no kernel: an export needs "
+                      "TinyJit's capture")
+  if len(jit.input_buffers) != len(example_inputs):
+    raise ExportError(f"export: the TinyJit was captured with {len(jit.input_buffers)} tensor inputs, not {len(example_inputs)}")
+  return jit, keys
+
+class _Plan:
+  """The captured launches as the manifest's buffers and steps."""
+  def __init__(self, jit: TinyJit, outs: list[Tensor], in_names: list[str], out_names: list[str],
+               state_dict: Optional[dict[str, Tensor]]):
+    self.ids: dict[Buffer, int] = {}
+    self.buffers: list[dict] = []
+    self.weights: dict[int, Buffer] = {}   # buffer id -> the buffer holding its bytes
+    # inputs and outputs first, so their ids are small and stable
+    self.inputs = []
+    for name, (shape, dtype, _), b in zip(in_names, jit.signature, jit.input_buffers):
+      if b in self.ids: raise ExportError(f"export: input {name!r} is the same tensor as an earlier input; pass distinct tensors")
+      self.inputs.append({"name": name, "buffer": self._add(b, "input"), "shape": list(shape), "dtype": dtype.name})
+    out_bufs = []
+    for name, t, u in zip(out_names, outs, jit.output_uops):
+      if not is_contiguous_buffer(u):
+        raise ExportError(f"export: output {name!r} is not a whole buffer (a TinyJit passed to export must return contiguous tensors)")
+      out_bufs.append(b := u.base.arg[0])
+      if b not in self.ids: self._add(b, "output")
+    self.outputs = [{"name": name, "buffer": self.ids[b], "shape": list(t.shape), "dtype": t.dtype.name}
+                    for name, t, b in zip(out_names, outs, out_bufs)]
+    # the memory slots TinyJit gave the intermediates (their Buffers use the slot's handle)
+    slot_of_handle = {id(s._handle): s for s in getattr(jit, "memory", []) or []}
+    slot_ids: dict[int, int] = {}
+    first_access: dict[Buffer, str] = {}
+    all_written = {b for kernel, kbufs in jit.launches for b in _written(kernel, kbufs)}
+    self.steps, self.kernels, kernel_ids = [], [], {}
+    for kernel, kbufs in jit.launches:
+      written = _written(kernel, kbufs)
+      for b in kbufs:
+        if b not in first_access: first_access[b] = "write" if b in written and not (kernel is not None and kbufs.count(b) > 1) else "read"
+        if b.device != "WEBGPU" and not (kernel is None and b is kbufs[1]):
+          raise ExportError(f"export: the function launches work on {b.device} (a {b.nbytes}-byte buffer); exported "
+                            f"functions run on WEBGPU only: keep every tensor it uses on WEBGPU")
+      for b in kbufs:
+        if b in self.ids: continue
+        if b.transient and (slot := slot_of_handle.get(id(b._handle))) is not None:
+          if id(slot) not in slot_ids: slot_ids[id(slot)] = self._new("scratch", slot.nbytes)
+          self.ids[b] = slot_ids[id(slot)]
+          self.buffers[self.ids[b]]["bytes"] = max(self.buffers[self.ids[b]]["bytes"], b.nbytes)
+        elif first_access[b] == "write": self._add(b, "scratch")
+        else:
+          self._add(b, "weight")
+          self.weights[self.ids[b]] = b
+      if kernel is None:
+        dst, src = kbufs
+        if src.device != "WEBGPU" and src in all_written:
+          raise ExportError(f"export: the function computes on {src.device} and copies the result to WEBGPU; exported "
+                            f"functions run on WEBGPU only")
+        self.steps.append({"copy": {"src": self.ids[src], "dst": self.ids[dst], "bytes": dst.nbytes}})
+        continue
+      if kernel.src not in kernel_ids:
+        kernel_ids[kernel.src] = len(self.kernels)
+        self.kernels.append(kernel)
+      p = kernel.program
+      grid = tuple(p.grid or p.global_shape)
+      grid = grid + (1,) * (3 - len(grid))
+      if len(grid) != 3: raise ExportError(f"export: kernel {p.name} has a {len(grid)}-dimensional launch grid")
+      self.steps.append({"kernel": kernel_ids[kernel.src], "buffers": [self.ids[b] for b in kbufs], "workgroups": list(grid)})
+    for b in out_bufs:   # (an output that nothing writes: a constant the function returns)
+      if b not in all_written and self.buffers[i := self.ids[b]]["kind"] == "output":
+        self.buffers[i]["kind"] = "weight"
+        self.weights[i] = b
+    # a buffer that outlives a call, read by it and then written (random state, running statistics, an assign) or an
+    # input that the function writes: the manifest has no state kept between runs
+    for kernel, kbufs in jit.launches:
+      for b in _written(kernel, kbufs):
+        kind = self.buffers[self.ids[b]]["kind"]
+        if kind == "input": raise ExportError("export: the function writes into its input "
+                                              f"{next(i['name'] for i in self.inputs if i['buffer'] == self.ids[b])!r}; exported functions must not")
+        if kind == "weight":
+          raise ExportError(f"export: the function reads a {b.nbytes}-byte {b.dtype.name} buffer that outlives the call and then "
+                            "writes it (state kept between calls: a random number generator, running statistics, an assign); "
+                            "exported functions must be pure (compute outputs from inputs and constants)")
+    names = {}
+    for k, t in (state_dict or {}).items():
+      if isinstance(t, Tensor) and is_contiguous_buffer(u := t.uop) and u.base.op.name == "BUFFER": names.setdefault(u.base.arg[0], (k, t.shape))
+    self.weight_names: dict[int, tuple[str, list[int]]] = {}
+    for i, b in self.weights.items():
+      k, shape = names.get(b, (f"buffer{i}", (b.size,)))
+      if tuple(shape) != (b.size,) and _prod(shape) != b.size: shape = (b.size,)
+      self.weight_names[i] = (k, list(shape))
+      self.buffers[i]["tensor"] = k
+
+  def _new(self, kind: str, nbytes: int) -> int:
+    self.buffers.append({"id": len(self.buffers), "kind": kind, "bytes": nbytes})
+    return len(self.buffers) - 1
+  def _add(self, b: Buffer, kind: str) -> int:
+    i = self.ids[b] = self._new(kind, b.nbytes)
+    self.buffers[i]["dtype"] = b.dtype.name
+    return i
+
+  def write(self, path: str, ceilings: dict[str, int], allowed_features: set[str], shard_bytes: int) -> dict:
+    needs = {k: 1 for k in DEFAULT_LIMITS}
+    needs["maxComputeWorkgroupStorageSize"] = 0
+    kernel_entries, sources, features = [], [], set()
+    for i, k in enumerate(self.kernels):
+      name = k.program.name
+      src, feats, wg, nbind, shared = _kernel_needs(_tree_shake(k.src, name))
+      features.update(feats)
+      if not re.search(rf"\bfn {re.escape(name)}\(", src): raise ExportError(f"export: kernel {name}'s source has no entry point {name}")
+      kernel_entries.append({"file": f"kernels/{i:03d}_{name}.wgsl", "entryPoint": name, "workgroupSize": list(wg), "bindings": nbind})
+      sources.append(src)
+      for key, v in (("maxStorageBuffersPerShaderStage", nbind), ("maxComputeInvocationsPerWorkgroup", wg[0] * wg[1] * wg[2]),
+                     ("maxComputeWorkgroupSizeX", wg[0]), ("maxComputeWorkgroupSizeY", wg[1]), ("maxComputeWorkgroupSizeZ", wg[2]),
+                     ("maxComputeWorkgroupStorageSize", shared)):
+        needs[key] = max(needs[key], v)
+    for step in self.steps:
+      if "kernel" not in step: continue
+      k = kernel_entries[step["kernel"]]
+      if len(step["buffers"]) != k["bindings"]:
+        raise ExportError(f"export: kernel {k['entryPoint']} declares {k['bindings']} bindings but was launched with {len(step['buffers'])} buffers")
+      if len(set(step["buffers"])) != len(step["buffers"]):
+        raise ExportError(f"export: kernel {k['entryPoint']} binds one buffer twice ({step['buffers']}); WebGPU forbids that")
+      needs["maxComputeWorkgroupsPerDimension"] = max(needs["maxComputeWorkgroupsPerDimension"], *step["workgroups"])
+      for bid in step["buffers"]: needs["maxStorageBufferBindingSize"] = max(needs["maxStorageBufferBindingSize"], _padded(self.buffers[bid]["bytes"]))
+    needs["maxBufferSize"] = max(_padded(b["bytes"]) for b in self.buffers)
+    over = {k: (v, ceilings[k]) for k, v in needs.items() if v > ceilings[k]}
+    if over:
+      raise ExportError("export: the kernels need adapter limits above " +
+                        ("WebGPU's defaults" if ceilings == DEFAULT_LIMITS else "the limits allowed") + ": " +
+                        ", ".join(f"{k} {v} (allowed: {c})" for k, (v, c) in over.items()) +
+                        ". Pass limits={...} to allow them (the page then needs an adapter that has them), or capture on a "
+                        "WEBGPU device that declares the defaults: set TINYWEB_WEBGPU_LIMITS=default before it is first used "
+                        "(python -m tinyweb.export does)")
+    if (missing := features - allowed_features):
+      raise ExportError(f"export: the kernels need the WebGPU feature(s) {sorted(missing)}, which browsers do not all have; "
+                        "pass features=[...] to allow them, or compute in float32")
+
+    os.makedirs(os.path.join(path, "kernels"), exist_ok=True)
+    for f in os.listdir(os.path.join(path, "kernels")):   # (an earlier export's kernels)
+      if re.fullmatch(r"\d{3}_\w+\.wgsl", f): os.remove(os.path.join(path, "kernels", f))
+    for entry, src in zip(kernel_entries, sources):
+      with open(os.path.join(path, entry["file"]), "w") as f: f.write(src)
+    shards = self._write_weights(path, shard_bytes)
+    dev = Device["WEBGPU"]
+    adapter = " ".join(str(dev.info.get(k, "")) for k in ("device", "description")).strip() if isinstance(getattr(dev, "info", None), dict) else ""
+    manifest = {"format": FORMAT, "version": VERSION, "target": "WEBGPU", "features": sorted(features),
+                "capturedOn": {"adapter": adapter, "portable": bool(getattr(dev, "portable", False))},
+                "limits": needs, "inputs": self.inputs, "outputs": self.outputs, "buffers": self.buffers,
+                "kernels": kernel_entries, "steps": self.steps,
+                "weights": {"index": "weights.json", "shards": shards}}
+    _write_json(os.path.join(path, "manifest.json"), manifest)
+    return manifest
+
+  def _write_weights(self, path: str, shard_bytes: int) -> list[dict]:
+    groups: list[list[int]] = [[]]
+    size = 0
+    for i in sorted(self.weights, key=lambda i: self.weight_names[i][0]):
+      n = self.weights[i].nbytes
+      if groups[-1] and size + n > shard_bytes: groups, size = groups + [[]], 0
+      groups[-1].append(i)
+      size += n
+    if not groups[-1]: groups.pop()
+    for f in os.listdir(path):   # (an earlier export's shards)
+      if re.fullmatch(r"weights-\d{5}-of-\d{5}\.safetensors", f): os.remove(os.path.join(path, f))
+    shards, weight_map, sha = [], {}, {}
+    for n, ids in enumerate(groups):
+      file = f"weights-{n + 1:05d}-of-{len(groups):05d}.safetensors"
+      tensors = {}
+      for i in ids:
+        b, (name, shape) = self.weights[i], self.weight_names[i]
+        if b.dtype not in _SAFETENSORS_NAMES: raise ExportError(f"export: weight {name!r} has dtype {b.dtype.name}, which safetensors cannot hold")
+        tensors[name] = Tensor(buffer_uop(b, (b.size,))).reshape(shape)
+      safe_save(tensors, os.path.join(path, file))
+      with open(os.path.join(path, file), "rb") as f: digest = hashlib.sha256(f.read()).hexdigest()
+      shards.append({"file": file, "bytes": os.path.getsize(os.path.join(path, file)), "sha256": digest, "tensors": sorted(tensors)})
+      weight_map.update({name: file for name in tensors})
+      sha[file] = digest
+    _write_json(os.path.join(path, "weights.json"), {"metadata": {"format": FORMAT}, "weight_map": weight_map, "sha256": sha})
+    return shards
+
+def _prod(xs) -> int:
+  out = 1
+  for x in xs: out *= x
+  return out
+
+def _write_json(file: str, obj: Any):
+  tmp = file + ".tmp"
+  with open(tmp, "w") as f: json.dump(obj, f, indent=1)
+  os.replace(tmp, file)
+
+# ---- the command line: python -m tinyweb.export MODEL OUT_DIR ----
+
+def _efficientnet(variant: str, weights: Optional[str], size: Optional[int]):
+  from tinyweb.models.efficientnet import EfficientNetLite
+  from tinyweb.nn.state import get_state_dict
+  model = EfficientNetLite.load(weights, variant=variant, device="WEBGPU") if weights else EfficientNetLite(variant, device="WEBGPU")
+  size = size or model.resolution
+  return model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model)
+
+def _yolov8(scale: str, weights: Optional[str], size: Optional[int]):
+  from tinyweb.models.yolov8 import YOLOv8
+  from tinyweb.nn.state import get_state_dict
+  model = YOLOv8.load(weights, device="WEBGPU") if weights else YOLOv8(scale, device="WEBGPU")
+  size = size or 640
+  return model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model)
+
+# name -> fn(weights file or None, input size or None) -> (model, example inputs, state dict)
+MODELS: dict[str, Callable] = {**{f"efficientnet-lite{i}": functools.partial(_efficientnet, f"lite{i}") for i in range(5)},
+                               **{f"yolov8{s}": functools.partial(_yolov8, s) for s in "nsmlx"}}
+
+def main(argv: Optional[list[str]] = None) -> int:
+  import argparse, time
+  ap = argparse.ArgumentParser(prog="python -m tinyweb.export", description="Export a demo model for static hosting "
+                               "(WGSL kernels, manifest.json, safetensors weights) to run with loadModel (npm tinyweb/model).")
+  ap.add_argument("model", choices=sorted(MODELS))
+  ap.add_argument("out", help="the folder to write")
+  ap.add_argument("--weights", help="the weights file (efficientnet-lite*: an efficientnet_lite_pytorch .pth; yolov8*: an "
+                  "ultralytics .pt); default: for efficientnet-lite0 the tests' offline copy when there is one, else random weights")
+  ap.add_argument("--size", type=int, help="the input images' height and width (default: the model's, 640 for yolov8)")
+  args = ap.parse_args(argv)
+  os.environ.setdefault("TINYWEB_WEBGPU_LIMITS", "default")   # (before the WEBGPU device is made: see export's docstring)
+  weights = args.weights
+  if weights is None and args.model == "efficientnet-lite0": weights = _offline_efficientnet_weights()
+  st = time.perf_counter()
+  model, inputs, state = MODELS[args.model](weights, args.size)
+  manifest = export(model, *inputs, path=args.out, state_dict=state)
+  nbytes = sum(s["bytes"] for s in manifest["weights"]["shards"])
+  print(f"exported {args.model} ({'weights ' + weights if weights else 'random weights'}, input {inputs[0].shape}) to "
+        f"{args.out}: {len(manifest['kernels'])} kernels, {len(manifest['steps'])} steps, {nbytes / 1e6:.1f} MB of weights in "
+        f"{len(manifest['weights']['shards'])} shards, in {time.perf_counter() - st:.1f} s")
+  return 0
+
+def _offline_efficientnet_weights() -> Optional[str]:
+  """The real Lite0 weights where the tests keep them (tests/testdata.py: $TINYWEB_TESTDATA or ~/.cache/tinyweb/testdata)."""
+  folder = os.environ.get("TINYWEB_TESTDATA") or os.path.join(os.path.expanduser("~"), ".cache", "tinyweb", "testdata")
+  fn = os.path.join(folder, "efficientnet-lite0.pth")
+  return fn if os.path.exists(fn) else None
+
+if __name__ == "__main__": raise SystemExit(main())

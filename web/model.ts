@@ -1,0 +1,373 @@
+// Run a model exported by `tinyweb.export` (Python: WGSL kernels + manifest.json + safetensors weights) on WebGPU, with
+// no Pyodide and no Python on the page. The npm package's `tinyweb/model` entry:
+//   import { loadModel } from "tinyweb/model";
+//   const m = await loadModel("/models/efficientnet-lite0/", { onProgress });   // the folder (or its manifest.json)
+//   const { output } = await m.run({ input: new Float32Array(3 * 224 * 224) });   // typed arrays by name
+//
+// Loading: the manifest first, then at once: the GPU device (requested with only the limits and features the manifest
+// lists, and only those above WebGPU's defaults), each kernel's WGSL (compiled with createComputePipelineAsync, all in
+// parallel, cached per device and source), and the weights, through web/weights.ts (Range requests, the Cache API,
+// sha256 of every shard against the manifest's). Every buffer is allocated once (intermediates share memory slots as the
+// manifest says), the weights are uploaded, and each dispatch's bind group is made once.
+// run(): writes the inputs, records every step into one command encoder, submits once and reads the outputs back.
+// Calls run one at a time, in the order made (a model has one set of buffers). Works in a Web Worker too.
+import { fetchIndexedWeights, pageURL, WeightsError, type WeightsFile, type WeightsProgress } from "./weights.js";
+
+export const MODEL_FORMAT = "tinyweb-export";
+export const MODEL_VERSION = 1;
+
+/** What manifest.json holds (tinyweb/export.py writes it; its docstring describes each field). */
+export interface ModelManifest {
+  format: string;
+  version: number;
+  target: "WEBGPU";
+  features: string[];
+  limits: Record<string, number>;
+  inputs: TensorSpec[];
+  outputs: TensorSpec[];
+  buffers: { id: number; kind: "input" | "output" | "weight" | "scratch"; bytes: number; dtype?: string; tensor?: string }[];
+  kernels: { file: string; entryPoint: string; workgroupSize: [number, number, number]; bindings: number }[];
+  steps: ({ kernel: number; buffers: number[]; workgroups: [number, number, number] } |
+          { copy: { src: number; dst: number; bytes: number } })[];
+  weights: { index?: string; shards: { file: string; bytes: number; sha256: string; tensors: string[] }[] };
+}
+export interface TensorSpec { name: string; buffer: number; shape: number[]; dtype: string }
+
+/** Loading progress: the weights' bytes (from the network or the Cache API) and the kernels compiled so far. */
+export interface ModelProgress { weightsLoaded: number; weightsTotal: number; kernelsReady: number; kernelsTotal: number }
+export interface LoadModelOptions {
+  onProgress?: (p: ModelProgress) => void;
+  /** a GPUDevice to use (it must have the manifest's limits and features); default: one requested for this model */
+  device?: GPUDevice;
+  powerPreference?: GPUPowerPreference;
+  cache?: string | false;    // the Cache API name for the weights (web/weights.ts); false: always download
+}
+/** Seconds each loading stage took (they overlap: the device, kernels and weights load at once). */
+export interface LoadTimings { manifest: number; device: number; kernels: number; weights: number; total: number }
+
+export type TypedArray = Float32Array | Int32Array | Uint32Array | Int16Array | Uint16Array | Int8Array | Uint8Array;
+export type ModelInputs = Record<string, TypedArray | ArrayLike<number>>;
+
+export class ModelError extends Error { override name = "ModelError"; }
+
+// WebGPU's default limits: a manifest needs no more unless its export was allowed more
+const DEFAULT_LIMITS: Record<string, number> = {
+  maxStorageBuffersPerShaderStage: 8, maxComputeWorkgroupsPerDimension: 65535, maxStorageBufferBindingSize: 128 << 20,
+  maxBufferSize: 256 << 20, maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256,
+  maxComputeWorkgroupSizeY: 256, maxComputeWorkgroupSizeZ: 64, maxComputeWorkgroupStorageSize: 16384,
+};
+
+// dtype -> the typed array its values come in (float16 / bfloat16: their 16-bit patterns)
+const ARRAYS: Record<string, { new (n: number): TypedArray; BYTES_PER_ELEMENT: number }> = {
+  float32: Float32Array, int32: Int32Array, uint32: Uint32Array, int16: Int16Array, uint16: Uint16Array, int8: Int8Array,
+  uint8: Uint8Array, bool: Uint8Array, float16: Uint16Array, bfloat16: Uint16Array,
+};
+
+// the WebGPU flags used here (the namespaces GPUBufferUsage, GPUMapMode and GPUShaderStage have no TypeScript declarations)
+const STORAGE = 0x80, COPY_SRC = 0x04, COPY_DST = 0x08, MAP_READ_USAGE = 0x01, MAP_READ = 0x01, COMPUTE = 0x4;
+
+const padded = (n: number) => Math.max(4, Math.ceil(n / 4) * 4);   // (WebGPU buffer sizes and writes: multiples of 4)
+
+/** Load an exported model: `url` is its folder or its manifest.json. */
+export async function loadModel(url: string | URL, options: LoadModelOptions = {}): Promise<Model> {
+  const t0 = performance.now(), since = () => (performance.now() - t0) / 1000;
+  let manifestURL = new URL(url, pageURL());
+  if (!manifestURL.pathname.endsWith(".json")) manifestURL = new URL("manifest.json", manifestURL.href.replace(/\/?$/, "/"));
+  const r = await fetch(manifestURL);
+  if (!r.ok) throw new ModelError(`${manifestURL}: HTTP ${r.status} ${r.statusText}`);
+  const manifest: ModelManifest = await r.json().catch((e: Error) => { throw new ModelError(`${manifestURL}: not JSON (${e.message})`); });
+  checkManifest(manifestURL.href, manifest);
+  const timings: LoadTimings = { manifest: since(), device: 0, kernels: 0, weights: 0, total: 0 };
+
+  const progress: ModelProgress = { weightsLoaded: 0, weightsTotal: manifest.weights.shards.reduce((s, f) => s + f.bytes, 0),
+                                    kernelsReady: 0, kernelsTotal: manifest.kernels.length };
+  const report = () => options.onProgress?.({ ...progress });
+  const perFile = new Map<string, number>();
+  const devicePromise = openDevice(manifest, options).then((d) => { timings.device = since(); return d; });
+  const sources = manifest.kernels.map(async (k) => {
+    const res = await fetch(new URL(k.file, manifestURL));
+    if (!res.ok) throw new ModelError(`${new URL(k.file, manifestURL)}: HTTP ${res.status} ${res.statusText}`);
+    return res.text();
+  });
+  const pipelines = devicePromise.then((device) => Promise.all(manifest.kernels.map(async (k, i) => {
+    const p = await compile(device, manifest.kernels[i].file, await sources[i], k.entryPoint, k.bindings);
+    progress.kernelsReady++;
+    report();
+    return p;
+  }))).then((ps) => { timings.kernels = since(); return ps; });
+  const weightFiles = fetchShards(manifestURL.href, manifest, options, (p: WeightsProgress) => {
+    perFile.set(p.url, p.loaded);
+    progress.weightsLoaded = [...perFile.values()].reduce((a, b) => a + b, 0);
+    report();
+  }).then((files) => { timings.weights = since(); return files; });
+  // (no promise is left unobserved when one fails: the first error is thrown, the others are dropped; a device this
+  // call requested is destroyed)
+  for (const p of [...sources, devicePromise, pipelines, weightFiles]) p.catch(() => {});
+  try {
+    const [device, pipes, files] = await Promise.all([devicePromise, pipelines, weightFiles]);
+    const model = new Model(manifest, device, pipes, files, !options.device, timings);
+    timings.total = since();
+    return model;
+  } catch (e) {
+    if (!options.device) devicePromise.then((d) => d.destroy(), () => {});
+    throw e;
+  }
+}
+
+function checkManifest(url: string, m: ModelManifest) {
+  if (m?.format !== MODEL_FORMAT) throw new ModelError(`${url}: not a tinyweb export (format ${JSON.stringify(m?.format)}, expected "${MODEL_FORMAT}")`);
+  if (m.version !== MODEL_VERSION) throw new ModelError(`${url}: export format version ${m.version}; this runtime reads version ${MODEL_VERSION}`);
+  if (m.target !== "WEBGPU") throw new ModelError(`${url}: exported for ${m.target}; this runtime runs WEBGPU exports`);
+  const n = m.buffers.length, ok = (id: number) => Number.isInteger(id) && id >= 0 && id < n;
+  m.buffers.forEach((b, i) => { if (b.id !== i) throw new ModelError(`${url}: buffer ${i} has id ${b.id}`); });
+  for (const s of m.steps) {
+    const ids = "copy" in s ? [s.copy.src, s.copy.dst] : s.buffers;
+    if (!ids.every(ok) || ("kernel" in s && !(s.kernel >= 0 && s.kernel < m.kernels.length)))
+      throw new ModelError(`${url}: a step refers to a buffer or kernel that the manifest does not have: ${JSON.stringify(s)}`);
+  }
+  for (const io of [...m.inputs, ...m.outputs])
+    if (!ok(io.buffer) || !(io.dtype in ARRAYS)) throw new ModelError(`${url}: bad input/output ${JSON.stringify(io)}`);
+}
+
+async function openDevice(m: ModelManifest, options: LoadModelOptions): Promise<GPUDevice> {
+  const needLimits = Object.entries(m.limits ?? {});
+  const check = (have: GPUSupportedLimits, features: GPUSupportedFeatures, what: string) => {
+    const low = needLimits.filter(([k, v]) => (have as unknown as Record<string, number>)[k] < v);
+    const missing = m.features.filter((f) => !features.has(f));
+    if (low.length || missing.length)
+      throw new ModelError(`the model needs ${[...low.map(([k, v]) => `${k} >= ${v} (${what} has ` +
+        `${(have as unknown as Record<string, number>)[k]})`), ...missing.map((f) => `the feature ${f}`)].join(", ")}, which ${what} lacks`);
+  };
+  if (options.device) { check(options.device.limits, options.device.features, "the given device"); return options.device; }
+  const gpu = globalThis.navigator?.gpu;
+  if (!gpu) throw new ModelError("WebGPU is not available here (navigator.gpu is missing: an old browser, an insecure context, or WebGPU turned off)");
+  const adapter = await gpu.requestAdapter({ powerPreference: options.powerPreference });
+  if (!adapter) throw new ModelError("WebGPU gave no adapter (the GPU may be blocklisted, or hardware acceleration off)");
+  check(adapter.limits, adapter.features, "the adapter");
+  // only what the defaults do not already give
+  const requiredLimits = Object.fromEntries(needLimits.filter(([k, v]) => v > (DEFAULT_LIMITS[k] ?? Infinity)));
+  const device = await adapter.requestDevice({ requiredLimits, requiredFeatures: m.features as GPUFeatureName[] });
+  return device;
+}
+
+// pipelines by device and source: a model loaded twice (or two models sharing kernels) compiles each kernel once
+const pipelineCache = new WeakMap<GPUDevice, Map<string, Promise<GPUComputePipeline>>>();
+const layoutCache = new WeakMap<GPUDevice, Map<number, GPUBindGroupLayout>>();
+
+function bindGroupLayout(device: GPUDevice, bindings: number): GPUBindGroupLayout {
+  let layouts = layoutCache.get(device);
+  if (!layouts) layoutCache.set(device, layouts = new Map());
+  let layout = layouts.get(bindings);
+  if (!layout) layouts.set(bindings, layout = device.createBindGroupLayout({ entries: Array.from({ length: bindings },
+    (_, i) => ({ binding: i, visibility: COMPUTE, buffer: { type: "storage" as const } })) }));
+  return layout;
+}
+
+function compile(device: GPUDevice, file: string, code: string, entryPoint: string, bindings: number): Promise<GPUComputePipeline> {
+  let cache = pipelineCache.get(device);
+  if (!cache) pipelineCache.set(device, cache = new Map());
+  const key = `${entryPoint}\n${bindings}\n${code}`;
+  let p = cache.get(key);
+  if (!p) {
+    const module = device.createShaderModule({ code, label: file });
+    p = device.createComputePipelineAsync({
+      label: file, compute: { module, entryPoint },
+      layout: device.createPipelineLayout({ bindGroupLayouts: [bindGroupLayout(device, bindings)] }),
+    }).catch(async (e: Error) => {
+      cache.delete(key);
+      // (a shader compiler that crashes takes the device with it: say so, rather than Dawn's words for a lost device)
+      const lost = await Promise.race([device.lost, new Promise<null>((r) => setTimeout(() => r(null), 100))]);
+      if (lost) throw new ModelError(`the GPU device was lost while compiling kernel ${file} (${lost.reason}: ${lost.message}); ` +
+                                     "its shader compiler may have failed on it");
+      const info = await module.getCompilationInfo().catch(() => null);
+      const messages = info?.messages.map((m) => `${m.type} at ${m.lineNum}:${m.linePos}: ${m.message}`).join("\n") ?? "";
+      throw new ModelError(`kernel ${file} failed to compile: ${e.message}${messages ? "\n" + messages : ""}`);
+    });
+    cache.set(key, p);
+  }
+  return p;
+}
+
+// every shard, checked against the manifest's sha256 (through web/weights.ts: the Cache API keyed by the digest)
+async function fetchShards(manifestURL: string, m: ModelManifest, options: LoadModelOptions,
+                           onProgress: (p: WeightsProgress) => void): Promise<WeightsFile[]> {
+  if (!m.weights.shards.length) return [];
+  const weight_map: Record<string, string> = {}, sha256: Record<string, string> = {};
+  for (const s of m.weights.shards) {
+    sha256[s.file] = s.sha256;
+    for (const t of s.tensors) weight_map[t] = s.file;
+  }
+  return fetchIndexedWeights(manifestURL, { weight_map, sha256 }, { onProgress, cache: options.cache });
+}
+
+// a safetensors file's tensors: name -> bytes
+function safetensors(file: WeightsFile): Map<string, Uint8Array<ArrayBuffer>> {
+  const view = new DataView(file.bytes.buffer, file.bytes.byteOffset, file.bytes.byteLength);
+  const n = Number(view.getBigUint64(0, true));
+  const header = JSON.parse(new TextDecoder().decode(file.bytes.subarray(8, 8 + n)));
+  const out = new Map<string, Uint8Array<ArrayBuffer>>();
+  for (const [name, e] of Object.entries(header as Record<string, { data_offsets: [number, number] }>))
+    if (name !== "__metadata__") out.set(name, file.bytes.subarray(8 + n + e.data_offsets[0], 8 + n + e.data_offsets[1]));
+  return out;
+}
+
+/** A loaded model: `run` it as often as needed; `destroy` frees its GPU memory (and its device, if it requested one). */
+export class Model {
+  readonly manifest: ModelManifest;
+  readonly device: GPUDevice;
+  /** seconds the load took, by stage */
+  readonly timings: LoadTimings;
+  #buffers: GPUBuffer[];
+  #staging: GPUBuffer[];
+  #bindGroups: (GPUBindGroup | null)[];
+  #pipelines: GPUComputePipeline[];
+  #ownsDevice: boolean;
+  #queue: Promise<unknown> = Promise.resolve();
+  #lost: string | null = null;
+  #setupErrors: Promise<(GPUError | null)[]>;
+
+  constructor(manifest: ModelManifest, device: GPUDevice, pipelines: GPUComputePipeline[], weights: WeightsFile[],
+              ownsDevice: boolean, timings: LoadTimings) {
+    this.manifest = manifest;
+    this.device = device;
+    this.timings = timings;
+    this.#pipelines = pipelines;
+    this.#ownsDevice = ownsDevice;
+    device.lost.then((info) => { this.#lost = info.message || info.reason; });
+    const tensors = new Map<string, Uint8Array<ArrayBuffer>>();
+    for (const f of weights) for (const [name, bytes] of safetensors(f)) tensors.set(name, bytes);
+    for (const b of manifest.buffers) {
+      if (b.kind !== "weight") continue;
+      const bytes = tensors.get(b.tensor ?? "");
+      if (!bytes) throw new ModelError(`the weights have no tensor ${b.tensor} (buffer ${b.id})`);
+      if (bytes.length !== b.bytes) throw new ModelError(`weight ${b.tensor}: ${bytes.length} bytes, the manifest says ${b.bytes}`);
+    }
+    device.pushErrorScope("validation");
+    device.pushErrorScope("out-of-memory");
+    this.#buffers = manifest.buffers.map((b) => device.createBuffer({ size: padded(b.bytes), usage: STORAGE | COPY_SRC | COPY_DST,
+                                                                        label: `${b.kind} ${b.id}${b.tensor ? " " + b.tensor : ""}` }));
+    this.#staging = manifest.outputs.map((o) => device.createBuffer({ size: padded(manifest.buffers[o.buffer].bytes),
+                                                                       usage: MAP_READ_USAGE | COPY_DST, label: `read ${o.name}` }));
+    for (const b of manifest.buffers) if (b.kind === "weight") this.#write(b.id, tensors.get(b.tensor!)!);
+    this.#bindGroups = manifest.steps.map((s) => "copy" in s ? null : device.createBindGroup({
+      layout: bindGroupLayout(device, manifest.kernels[s.kernel].bindings),
+      entries: s.buffers.map((id, i) => ({ binding: i, resource: { buffer: this.#buffers[id] } })),
+    }));
+    // (allocation errors surface on the first run: popErrorScope is awaited there)
+    this.#setupErrors = Promise.all([device.popErrorScope(), device.popErrorScope()]);
+  }
+
+  get inputs(): TensorSpec[] { return this.manifest.inputs; }
+  get outputs(): TensorSpec[] { return this.manifest.outputs; }
+
+  /** Run the model on `inputs` (name -> typed array of the input's dtype, or numbers), resolving to name -> typed array. */
+  run(inputs: ModelInputs): Promise<Record<string, TypedArray>> {
+    const result = this.#queue.then(() => this.#run(inputs));
+    this.#queue = result.catch(() => {});
+    return result;
+  }
+
+  async #run(inputs: ModelInputs): Promise<Record<string, TypedArray>> {
+    if (this.#lost !== null) throw new ModelError(`the GPU device was lost (${this.#lost}): load the model again`);
+    if (!this.#buffers.length && this.manifest.buffers.length) throw new ModelError("the model was destroyed");
+    const m = this.manifest, device = this.device;
+    const unknown = Object.keys(inputs).filter((k) => !m.inputs.some((i) => i.name === k));
+    if (unknown.length) throw new ModelError(`unknown input ${unknown.join(", ")}; the inputs are ${m.inputs.map((i) => i.name).join(", ")}`);
+    const setup = (await this.#setupErrors).find((e) => e);
+    if (setup) throw new ModelError(`allocating the model's buffers failed: ${setup.message}`);
+    for (const spec of m.inputs) this.#write(spec.buffer, inputBytes(spec, inputs[spec.name]));
+    device.pushErrorScope("validation");
+    const encoder = device.createCommandEncoder();
+    let pass: GPUComputePassEncoder | null = null;
+    m.steps.forEach((s, i) => {
+      if ("copy" in s) {
+        pass?.end();
+        pass = null;
+        encoder.copyBufferToBuffer(this.#buffers[s.copy.src], 0, this.#buffers[s.copy.dst], 0, padded(s.copy.bytes));
+        return;
+      }
+      pass ??= encoder.beginComputePass();
+      pass.setPipeline(this.#pipelines[s.kernel]);
+      pass.setBindGroup(0, this.#bindGroups[i]);
+      pass.dispatchWorkgroups(...s.workgroups);
+    });
+    (pass as GPUComputePassEncoder | null)?.end();
+    m.outputs.forEach((o, i) => encoder.copyBufferToBuffer(this.#buffers[o.buffer], 0, this.#staging[i], 0, this.#staging[i].size));
+    device.queue.submit([encoder.finish()]);
+    const error = device.popErrorScope();
+    await Promise.all(this.#staging.map((b) => b.mapAsync(MAP_READ)));
+    const err = await error;
+    const out: Record<string, TypedArray> = {};
+    m.outputs.forEach((o, i) => {
+      const Arr = ARRAYS[o.dtype], n = o.shape.reduce((a, b) => a * b, 1);
+      const copy = new Arr(n);
+      new Uint8Array(copy.buffer).set(new Uint8Array(this.#staging[i].getMappedRange(), 0, n * Arr.BYTES_PER_ELEMENT));
+      this.#staging[i].unmap();
+      out[o.name] = copy;
+    });
+    if (err) throw new ModelError(`running the model failed: ${err.message}`);
+    return out;
+  }
+
+  /** Time each step alone (one submit each, waiting for it): [{step, name, ms}] in step order, for finding the slow
+   * kernels. Slower than run() in all (a submit and a wait per step); the outputs are not read. */
+  profile(inputs: ModelInputs): Promise<{ step: number; name: string; ms: number }[]> {
+    const result = this.#queue.then(async () => {
+      const m = this.manifest, device = this.device, times: { step: number; name: string; ms: number }[] = [];
+      for (const spec of m.inputs) this.#write(spec.buffer, inputBytes(spec, inputs[spec.name]));
+      await device.queue.onSubmittedWorkDone();
+      for (const [i, s] of m.steps.entries()) {
+        const encoder = device.createCommandEncoder(), t = performance.now();
+        if ("copy" in s) encoder.copyBufferToBuffer(this.#buffers[s.copy.src], 0, this.#buffers[s.copy.dst], 0, padded(s.copy.bytes));
+        else {
+          const pass = encoder.beginComputePass();
+          pass.setPipeline(this.#pipelines[s.kernel]);
+          pass.setBindGroup(0, this.#bindGroups[i]);
+          pass.dispatchWorkgroups(...s.workgroups);
+          pass.end();
+        }
+        device.queue.submit([encoder.finish()]);
+        await device.queue.onSubmittedWorkDone();
+        times.push({ step: i, name: "copy" in s ? "copy" : m.kernels[s.kernel].file, ms: performance.now() - t });
+      }
+      return times;
+    });
+    this.#queue = result.catch(() => {});
+    return result;
+  }
+
+  #write(id: number, bytes: Uint8Array) {
+    if (bytes.byteLength % 4) {   // (writeBuffer takes whole 4-byte words)
+      const p = new Uint8Array(padded(bytes.byteLength));
+      p.set(bytes);
+      bytes = p;
+    }
+    this.device.queue.writeBuffer(this.#buffers[id], 0, bytes as Uint8Array<ArrayBuffer>, 0, bytes.byteLength);
+  }
+
+  /** Free the GPU buffers (and the device, when loadModel requested it). The model cannot run afterwards. */
+  destroy() {
+    for (const b of [...this.#buffers, ...this.#staging]) b.destroy();
+    this.#buffers = [];
+    this.#staging = [];
+    if (this.#ownsDevice) this.device.destroy();
+  }
+}
+
+// the bytes of one input, checked against its spec (a typed array of its dtype's kind, or numbers to convert)
+function inputBytes(spec: TensorSpec, value: TypedArray | ArrayLike<number> | undefined): Uint8Array {
+  const Arr = ARRAYS[spec.dtype], n = spec.shape.reduce((a, b) => a * b, 1);
+  if (value === undefined) throw new ModelError(`input ${spec.name} is missing (${spec.dtype}, shape [${spec.shape}])`);
+  if (ArrayBuffer.isView(value)) {
+    if (!(value instanceof Arr)) throw new ModelError(`input ${spec.name} must be a ${Arr.name} (dtype ${spec.dtype}), got a ${value.constructor.name}`);
+    if (value.length !== n) throw new ModelError(`input ${spec.name} has ${value.length} elements; shape [${spec.shape}] needs ${n}`);
+    return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+  }
+  if (typeof value?.length !== "number") throw new ModelError(`input ${spec.name} must be a ${Arr.name} or an array of numbers`);
+  if (value.length !== n) throw new ModelError(`input ${spec.name} has ${value.length} elements; shape [${spec.shape}] needs ${n}`);
+  const a = new Arr(n);
+  for (let i = 0; i < n; i++) a[i] = Number(value[i]);
+  return new Uint8Array(a.buffer);
+}
+
+export { WeightsError };
