@@ -8,7 +8,8 @@ import hashlib, json, re
 import numpy as np
 import pytest
 from tinyweb import Tensor, Device, TinyJit, dtypes
-from tinyweb.export import export, ExportError, DEFAULT_LIMITS, _tree_shake, main
+from tinyweb.export import export, ExportError, DEFAULT_LIMITS, _tree_shake
+from tinyweb.export.cli import main
 from tinyweb.nn import Linear, Conv2d, BatchNorm2d
 from tinyweb.nn.state import get_parameters, get_state_dict, safe_load
 

@@ -16,7 +16,7 @@ import { fetchIndexedWeights, pageURL, WeightsError, type WeightsFile, type Weig
 export const MODEL_FORMAT = "tinyweb-export";
 export const MODEL_VERSION = 1;
 
-/** What manifest.json holds (tinyweb/export.py writes it; its docstring describes each field). */
+/** What manifest.json holds (tinyweb/export/__init__.py writes it; its docstring describes each field). */
 export interface ModelManifest {
   format: string;
   version: number;

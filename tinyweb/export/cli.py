@@ -1,0 +1,54 @@
+"""The command line `python -m tinyweb.export MODEL OUT_DIR`: exports a model of tinyweb.models (EfficientNet-Lite0..4,
+YOLOv8n..x) with `tinyweb.export.export` for pages that run it with `loadModel` (npm tinyweb/model)."""
+from __future__ import annotations
+import functools, os
+from typing import Callable, Optional
+from tinyweb.tensor import Tensor
+from tinyweb.export import export
+
+def _efficientnet(variant: str, weights: Optional[str], size: Optional[int]):
+  from tinyweb.models.efficientnet import EfficientNetLite
+  from tinyweb.nn.state import get_state_dict
+  model = EfficientNetLite.load(weights, variant=variant, device="WEBGPU") if weights else EfficientNetLite(variant, device="WEBGPU")
+  size = size or model.resolution
+  return model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model)
+
+def _yolov8(scale: str, weights: Optional[str], size: Optional[int]):
+  from tinyweb.models.yolov8 import YOLOv8
+  from tinyweb.nn.state import get_state_dict
+  model = YOLOv8.load(weights, device="WEBGPU") if weights else YOLOv8(scale, device="WEBGPU")
+  size = size or 640
+  return model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model)
+
+# name -> fn(weights file or None, input size or None) -> (model, example inputs, state dict)
+MODELS: dict[str, Callable] = {**{f"efficientnet-lite{i}": functools.partial(_efficientnet, f"lite{i}") for i in range(5)},
+                               **{f"yolov8{s}": functools.partial(_yolov8, s) for s in "nsmlx"}}
+
+def main(argv: Optional[list[str]] = None) -> int:
+  import argparse, time
+  ap = argparse.ArgumentParser(prog="python -m tinyweb.export", description="Export a demo model for static hosting "
+                               "(WGSL kernels, manifest.json, safetensors weights) to run with loadModel (npm tinyweb/model).")
+  ap.add_argument("model", choices=sorted(MODELS))
+  ap.add_argument("out", help="the folder to write")
+  ap.add_argument("--weights", help="the weights file (efficientnet-lite*: an efficientnet_lite_pytorch .pth; yolov8*: an "
+                  "ultralytics .pt); default: for efficientnet-lite0 the tests' offline copy when there is one, else random weights")
+  ap.add_argument("--size", type=int, help="the input images' height and width (default: the model's, 640 for yolov8)")
+  args = ap.parse_args(argv)
+  os.environ.setdefault("TINYWEB_WEBGPU_LIMITS", "default")   # (before the WEBGPU device is made: see export's docstring)
+  weights = args.weights
+  if weights is None and args.model == "efficientnet-lite0": weights = _offline_efficientnet_weights()
+  st = time.perf_counter()
+  model, inputs, state = MODELS[args.model](weights, args.size)
+  manifest = export(model, *inputs, path=args.out, state_dict=state)
+  nbytes = sum(s["bytes"] for s in manifest["weights"]["shards"])
+  print(f"exported {args.model} ({'weights ' + weights if weights else 'random weights'}, input {inputs[0].shape}) to "
+        f"{args.out}: {len(manifest['kernels'])} kernels, {len(manifest['steps'])} steps, {nbytes / 1e6:.1f} MB of weights in "
+        f"{len(manifest['weights']['shards'])} shards, in {time.perf_counter() - st:.1f} s")
+  return 0
+
+def _offline_efficientnet_weights() -> Optional[str]:
+  """The real Lite0 weights where the tests keep them (tests/testdata.py: $TINYWEB_TESTDATA or ~/.cache/tinyweb/testdata)."""
+  folder = os.environ.get("TINYWEB_TESTDATA") or os.path.join(os.path.expanduser("~"), ".cache", "tinyweb", "testdata")
+  fn = os.path.join(folder, "efficientnet-lite0.pth")
+  return fn if os.path.exists(fn) else None
+
