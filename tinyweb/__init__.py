@@ -22,6 +22,8 @@ from tinyweb.device import Device
 from tinyweb.helpers import Context, GlobalCounters, getenv, fetch
 from tinyweb.uop import UOp, Ops
 from tinyweb.jit import TinyJit
+from tinyweb.function import function   # (the decorator: it shadows the submodule of the same name, as in tinygrad)
+from tinyweb.export import export       # (likewise; `python -m tinyweb.export` and `from tinyweb.export import ...` still work)
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "Context", "GlobalCounters", "getenv", "fetch", "UOp", "Ops", "TinyJit"]   # (and `from tinyweb import nn`, a subpackage: imported when asked for)
+__all__ = ["Tensor", "dtypes", "DType", "Device", "Context", "GlobalCounters", "getenv", "fetch", "UOp", "Ops", "TinyJit", "function", "export"]   # (and `from tinyweb import nn`, a subpackage: imported when asked for)
 __version__ = "0.1.0"

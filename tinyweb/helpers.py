@@ -70,6 +70,17 @@ NO_GRAD = ContextVar("NO_GRAD", 0)
 JIT = ContextVar("JIT", 1)           # 0: TinyJit runs its function eagerly on every call
 GRAPH = ContextVar("GRAPH", 0)       # 1: each realize writes its schedule as a Graphviz graph (tinyweb/graph.py)
 PROFILE = ContextVar("PROFILE", 0)   # 1: cpu_profile records its blocks, written as a Chrome trace at exit
+# the names of the @function bodies running in this thread or task, innermost last (tinyweb/function.py): while one runs,
+# Tensor.realize refuses, as tinygrad refuses device use inside @function
+RUNNING_FUNCTIONS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("tinyweb_running_functions", default=())
+
+@contextlib.contextmanager
+def reading_internally():
+  """For tinyweb's own eager reads of values where tinygrad's op is lazy (a 0-d tensor index, a tensor given as a number):
+  allowed inside an @function body, where reading is otherwise refused (RUNNING_FUNCTIONS)."""
+  token = RUNNING_FUNCTIONS.set(())
+  try: yield
+  finally: RUNNING_FUNCTIONS.reset(token)
 
 # the `with Context(...)` blocks open in this thread or task, innermost last: (manager, the values it replaced). Kept
 # here, not on the manager: one manager (a decorator's, Tensor.no_grad) may be open in several threads and nested

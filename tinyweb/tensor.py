@@ -11,7 +11,7 @@ import contextlib, struct
 from typing import Any, Optional, Sequence
 from tinyweb.dtype import DType, dtypes, to_dtype, promote, promote_with_scalar, cast_scalar, bf16_bits_to_float, scalar_dtype, \
   scalar_fits, check_scalar, scalar_range_error, fmt_scalar
-from tinyweb.helpers import prod, TRAINING, NO_GRAD, Context, GlobalCounters
+from tinyweb.helpers import prod, TRAINING, NO_GRAD, Context, GlobalCounters, RUNNING_FUNCTIONS
 from tinyweb.uop import UOp, Ops, unique_id, const_key
 from tinyweb.device import Device, Buffer, IdWeakSet
 from tinyweb.schedule import create_schedule, realized_cache, buffer_uop, apply_realized, is_contiguous_buffer
@@ -48,6 +48,13 @@ class _TensorMeta(type):
   def no_grad(cls, v: bool): NO_GRAD.value = int(v)
 
 _NO_GRAD = _GradMode()
+
+def _not_in_function(what: str) -> None:
+  """tinygrad disables device use while an @function body runs (tinyweb/function.py): refuse realizing and reading there.
+  (tinyweb's own eager steps, random numbers and small gathers, realize through realize_all and are not refused.)"""
+  if running := RUNNING_FUNCTIONS.get():
+    raise RuntimeError(f"{what} inside @function {running[-1]}: a function body must not realize or read tensors (tinygrad "
+                       "traces it into one graph node and forbids device use there); return the tensors and realize them after the call")
 
 _grad_leaves = IdWeakSet()
 CONST_CACHE_SIZE = 4096
@@ -212,12 +219,17 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, MathMixin, IndexMixin, N
 
   def realize(self, *others: Tensor, do_update_stats: bool = True) -> Tensor:
     """Compute self and others now. do_update_stats=False: the work is not counted in GlobalCounters."""
+    _not_in_function("realize")
     with contextlib.nullcontext() if do_update_stats else GlobalCounters.not_counting(): Tensor.realize_all(self, *others)
     return self
 
   def _host_buffer(self) -> tuple[Buffer, tuple[int, ...]]:
-    u = apply_realized(self.realize().uop)
-    if not is_contiguous_buffer(u): u = apply_realized(Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (u,))).realize().uop)
+    _not_in_function("reading values (numpy, item, tolist, data)")
+    Tensor.realize_all(self)
+    u = apply_realized(self.uop)
+    if not is_contiguous_buffer(u):
+      Tensor.realize_all(c := Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (u,))))
+      u = apply_realized(c.uop)
     return u.base.arg[0], self.shape
 
   def data(self) -> memoryview:

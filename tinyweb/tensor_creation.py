@@ -138,8 +138,9 @@ class CreationMixin:
       if device not in cls._rng_state:
         cls._rng_state[device] = cls(cls._seed_words(), dtype=dtypes.uint32, device=device)
       state = cls._rng_state[device]
-      key = cls(UOp(Ops.CONTIGUOUS, dtypes.uint32, (state.uop,), unique_id())).realize()   # this call's snapshot
-      state.assign(state + cls([0, 0, n & 0xffffffff], dtype=dtypes.uint32, device=device)).realize()
+      # (realize_all, not realize: random numbers are allowed inside an @function body, where realize is refused)
+      cls.realize_all(key := cls(UOp(Ops.CONTIGUOUS, dtypes.uint32, (state.uop,), unique_id())))   # this call's snapshot
+      cls.realize_all(state.assign(state + cls([0, 0, n & 0xffffffff], dtype=dtypes.uint32, device=device)))
     def mix(x: Self) -> Self:   # a 32-bit integer hash with good avalanche (xor-shift-multiply rounds)
       x = x ^ (x >> 16); x = x * 0x7feb352d; x = x ^ (x >> 15); x = x * 0x846ca68b
       return x ^ (x >> 16)

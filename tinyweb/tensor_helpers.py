@@ -5,6 +5,7 @@ import operator, struct
 from array import array
 from typing import Union
 from tinyweb.dtype import DType, dtypes, cast_scalar, float_to_bf16_bits, check_scalar, fmt_scalar
+from tinyweb.helpers import reading_internally
 from tinyweb.device import Device
 
 def _fmt_shape(s) -> str: return str(tuple(s))
@@ -38,7 +39,8 @@ def _py_scalar(op: str, v) -> Union[bool, int, float]:
   t = type(v)
   if t is float or t is int or t is bool: return v
   if hasattr(v, "item") and not isinstance(v, (str, bytes)):
-    try: v = v.item()
+    try:
+      with reading_internally(): v = v.item()
     except ValueError: pass
   if isinstance(v, bool): return bool(v)
   if isinstance(v, int): return int(v)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Optional, Self
 from tinyweb.dtype import dtypes, cast_scalar
-from tinyweb.helpers import prod, make_room, NO_GRAD, GRAPH
+from tinyweb.helpers import prod, make_room, NO_GRAD, GRAPH, reading_internally
 from tinyweb.uop import UOp, Ops
 from tinyweb.device import Buffer
 from tinyweb.schedule import is_contiguous_buffer, buffer_uop
@@ -19,7 +19,9 @@ EAGER_GATHER_MAX = 1 << 17   # elements: at ~10 GB/s a store and a read of that 
 def _index_scalar(i):
   """An index element, with numpy scalars and 0-d arrays or tensors of ints or bools as the Python int or bool."""
   if type(i) is int or type(i) is slice or i is None or i is Ellipsis: return i
-  if isinstance(i, IndexMixin): return i.item() if i.ndim == 0 and not i.dtype.is_float else i
+  if isinstance(i, IndexMixin):
+    if i.ndim or i.dtype.is_float: return i
+    with reading_internally(): return i.item()
   if type(i).__module__ == "numpy" and getattr(i, "ndim", None) == 0 and i.dtype.kind in "biu": return i.item()
   return i
 
@@ -98,7 +100,7 @@ class IndexMixin:
         if not -size <= v < size: raise IndexError(f"index {v} is out of bounds for dimension {dim} with size {size}")
       idx = Tensor(vals, dtype=dtypes.int32, device=self.device).reshape(shape)
     if idx.dtype.is_bool:  # a mask selects the positions where it is True (needs the values now)
-      flat = idx.flatten().tolist()
+      with reading_internally(): flat = idx.flatten().tolist()
       if idx.ndim != 1: raise IndexError(f"boolean mask indexing is supported for 1-D masks here, got shape {idx.shape}")
       if len(flat) != size: raise IndexError(f"boolean mask of length {len(flat)} does not match dimension {dim} of size {size}")
       return Tensor([i for i, b in enumerate(flat) if b], dtype=dtypes.int32, device=self.device)
@@ -123,7 +125,7 @@ class IndexMixin:
             and is_contiguous_buffer(self.uop) and is_contiguous_buffer(idx.uop)): return None
     key, xb, ib = (self.device, self.shape, self.dtype, idx.shape, idx.dtype), self.uop.base.arg[0], idx.uop.base.arg[0]
     if key not in _gather_replays:
-      with recording() as launches: out = self._getitem((idx,)).realize()
+      with recording() as launches: type(self).realize_all(out := self._getitem((idx,)))   # (allowed inside @function)
       (k, bufs), = launches if len(launches) == 1 else [(None, ())]
       replayable = k is not None and all(b is xb or b is ib for b in bufs[1:]) and is_contiguous_buffer(out.uop)
       make_room(_gather_replays, 256)
