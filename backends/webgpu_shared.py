@@ -22,7 +22,8 @@ LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size", "max-storage-buf
 # which is what tinyweb.export needs (python -m tinyweb.export sets it)
 DEFAULT_LIMITS = {"max-storage-buffer-binding-size": 128 << 20, "max-buffer-size": 256 << 20,
                   "max-storage-buffers-per-shader-stage": 8, "max-compute-invocations-per-workgroup": 256,
-                  "max-compute-workgroup-size-x": 256, "max-compute-workgroups-per-dimension": 65535,
+                  "max-compute-workgroup-size-x": 256, "max-compute-workgroup-size-y": 256, "max-compute-workgroup-size-z": 64,
+                  "max-compute-workgroups-per-dimension": 65535,
                   "max-compute-workgroup-storage-size": 16384}
 
 def portable_limits() -> bool:

@@ -45,13 +45,12 @@ from tinyweb.device import Buffer, Device
 from tinyweb.jit import TinyJit, _tensors_in
 from tinyweb.schedule import buffer_uop, is_contiguous_buffer
 from tinyweb.nn.state import safe_save, _SAFETENSORS_NAMES
+from tinyweb.backends.webgpu_shared import DEFAULT_LIMITS as WEBGPU_DEFAULT_LIMITS, camel
 
 FORMAT, VERSION = "tinyweb-export", 1
-# WebGPU's default limits (the spec's; every adapter has at least these): what a page can ask for anywhere
-DEFAULT_LIMITS = {"maxStorageBuffersPerShaderStage": 8, "maxComputeWorkgroupsPerDimension": 65535,
-                  "maxStorageBufferBindingSize": 128 << 20, "maxBufferSize": 256 << 20,
-                  "maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupSizeX": 256, "maxComputeWorkgroupSizeY": 256,
-                  "maxComputeWorkgroupSizeZ": 64, "maxComputeWorkgroupStorageSize": 16384}
+# WebGPU's default limits (the spec's; every adapter has at least these), by their names in the browser's API: what a
+# page can ask for anywhere
+DEFAULT_LIMITS = {camel(k): v for k, v in WEBGPU_DEFAULT_LIMITS.items()}
 SHARD_BYTES = 32 << 20
 # WGSL types' sizes, for the workgroup memory a kernel declares
 _WGSL_SIZES = {"f32": 4, "i32": 4, "u32": 4, "f16": 2, "bool": 4}
@@ -226,7 +225,7 @@ class _Plan:
     self.outputs = [{"name": name, "buffer": self.ids[b], "shape": list(t.shape), "dtype": t.dtype.name}
                     for name, t, b in zip(out_names, outs, out_bufs)]
     # the memory slots TinyJit gave the intermediates (their Buffers use the slot's handle)
-    slot_of_handle = {id(s._handle): s for s in getattr(jit, "memory", []) or []}
+    slot_of_handle = {id(s._handle): s for s in jit.memory}
     slot_ids: dict[int, int] = {}
     first_access: dict[Buffer, str] = {}
     all_written = {b for kernel, kbufs in jit.launches for b in _written(kernel, kbufs)}
