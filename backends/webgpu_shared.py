@@ -20,10 +20,10 @@ LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size", "max-storage-buf
 # WebGPU's default limits (every adapter has at least these) for the limits above. TINYWEB_WEBGPU_LIMITS=default makes the
 # native device declare these instead of its adapter's (and leave out shader-f16): its kernels then run on any adapter,
 # which is what tinyweb.export needs (python -m tinyweb.export sets it)
-DEFAULT_LIMITS = {"max-storage-buffer-binding-size": 128 << 20, "max-buffer-size": 256 << 20,
-                  "max-storage-buffers-per-shader-stage": 8, "max-compute-invocations-per-workgroup": 256,
-                  "max-compute-workgroup-size-x": 256, "max-compute-workgroup-size-y": 256, "max-compute-workgroup-size-z": 64,
-                  "max-compute-workgroups-per-dimension": 65535,
+DEFAULT_LIMITS = {"max-storage-buffers-per-shader-stage": 8, "max-compute-workgroups-per-dimension": 65535,
+                  "max-storage-buffer-binding-size": 128 << 20, "max-buffer-size": 256 << 20,
+                  "max-compute-invocations-per-workgroup": 256, "max-compute-workgroup-size-x": 256,
+                  "max-compute-workgroup-size-y": 256, "max-compute-workgroup-size-z": 64,
                   "max-compute-workgroup-storage-size": 16384}
 
 def portable_limits() -> bool:
