@@ -80,3 +80,37 @@ def test_values_computed_after_replays_are_fresh(device):
   before = (w.sum() + 0).item()
   for _ in range(4): step()
   assert (w.sum() + 0).item() == before * 16   # 4 doublings: the first sum must not be reused
+
+def _prune_case(device):
+  """A function with work no input reaches (c, from the weights only), a step counter it updates, and a value derived
+  from that counter before the update (the learning rate of a schedule): only c's kernels may be pruned."""
+  w = Tensor(rnd(4, 4, seed=1), device=device).realize()
+  step = Tensor([0.0], device=device).realize()
+  def f(x):
+    c = (w.exp() + 1).contiguous()      # constant: pruned
+    scale = (step * 0.5 + 1).contiguous()  # reads the counter before its update: replayed
+    out = ((x @ c).relu() * c.sum() * scale).realize()
+    step.assign(step + 1).realize()
+    return out
+  def expected(x, k): return np.maximum(x @ (np.exp(w.numpy()) + 1), 0) * (np.exp(w.numpy()) + 1).sum() * (k * 0.5 + 1)
+  return f, step, expected
+
+@pytest.mark.parametrize("decorator", [False, True])
+def test_prune_replays_only_what_inputs_or_state_reach(device, decorator):
+  f, step, expected = _prune_case(device)
+  jf = TinyJit(prune=True)(f) if decorator else TinyJit(f, prune=True)
+  full_f, full_step, _ = _prune_case(device)
+  full = TinyJit(full_f)
+  for k in range(5):
+    x = rnd(3, 4, seed=k)
+    GlobalCounters.reset()
+    got = jf(Tensor(x, device=device)).numpy()
+    pruned_count = GlobalCounters.kernel_count
+    GlobalCounters.reset()
+    full(Tensor(x, device=device))
+    if k >= 2: assert 0 < pruned_count < GlobalCounters.kernel_count   # replays: c's kernels (exp, sum) left out
+    np.testing.assert_allclose(got, expected(x, k), rtol=1e-4, atol=1e-3)
+  assert step.numpy()[0] == full_step.numpy()[0] == 5
+
+def test_prune_without_function_takes_one():
+  with pytest.raises(TypeError, match="TinyJit made without a function takes one"): TinyJit(prune=True)(1, 2)

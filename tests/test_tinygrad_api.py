@@ -35,9 +35,10 @@ SIGNATURE_DIFFERENCES = {"nn.ConvTranspose1d": "PyTorch's order: groups, bias, d
                          **{f"Tensor.{n}": "tinygrad's **kwargs go to Tensor(): tinyweb names them (device, requires_grad)"
                             for n in ("normal", "randint", "randn", "uniform")},
                          "Tensor.contiguous": "tinygrad's **kwargs are arguments of its UOp graph; tinyweb's takes none",
+                         "TinyJit": "tinygrad's **kwargs go to _TinyJit: tinyweb names the one users pass (prune)",
                          "UOp": "tinyweb's IR node has no tag (tinygrad's bookkeeping for its rewrites); op, dtype, src, arg agree"}
 # shared names whose signatures do not match tinygrad's yet, and calls written for tinygrad that fail (the README says so)
-SIGNATURE_GAPS = {"TinyJit": "tinygrad's TinyJit(fxn=None, *, prune=False) is also @TinyJit(prune=True); tinyweb's takes the function only"}
+SIGNATURE_GAPS: dict[str, str] = {}
 # what scripts import from tinygrad.helpers
 HELPERS = ["getenv", "colored", "trange", "tqdm", "partition", "Timing", "Profiling", "fetch", "cpu_profile", "Context",
            "GlobalCounters", "DEBUG", "JIT", "prod", "flatten", "dedup", "all_same", "argsort", "round_up", "ceildiv", "make_tuple"]

@@ -18,6 +18,7 @@ Fork: a device whose runtime survives os.fork() (`fork_safe = True`: CPU, LLVM, 
 child; any other device that the parent had started is refused there with a RuntimeError (see `_DeviceRegistry`).
 """
 from __future__ import annotations
+import itertools
 import glob, hashlib, importlib, os, sys, warnings, weakref
 from collections import defaultdict
 from typing import Any, Optional
@@ -118,6 +119,8 @@ class Compiled:
     """Start the work launched so far. A device that records launches into one command batch (WEBGPU) submits it here;
     the engine calls this at the end of every realize and TinyJit replay."""
 
+_buffer_serials = itertools.count()
+
 class Buffer:
   """`size` elements of `dtype` on a device. Memory is allocated on first use and returned to the pool when freed."""
   def __init__(self, device: str, size: int, dtype: DType):
@@ -129,6 +132,9 @@ class Buffer:
     # an intermediate value of one schedule (not a target, not an assign's buffer): nothing outside that schedule can
     # read it, so the schedule releases it after its last reader, and TinyJit shares its memory (see schedule.py)
     self.transient = False
+    # creation order: TinyJit(prune=True) tells buffers made before its capture (state that launches may update, as an
+    # optimizer step does) from those the capture made
+    self.serial = next(_buffer_serials)
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
   @property

@@ -13,14 +13,18 @@ same shapes, dtypes and devices (a mismatch raises a ValueError naming the argum
 shape). Returned tensors live in buffers that the next call overwrites: copy them if you need to keep them. Python
 values computed inside the function (e.g. with .item()) are not recomputed by a replay. Random numbers keep changing,
 because the random state is advanced by kernels. Calls of one TinyJit may come from any thread, one at a time: a call
-while another thread's is running raises a RuntimeError (the second would overwrite the first's outputs)."""
+while another thread's is running raises a RuntimeError (the second would overwrite the first's outputs).
+
+`TinyJit(fn, prune=True)` (or `@TinyJit(prune=True)`, as in tinygrad) leaves out of the replays the launches whose
+results no replay can change: those that read no input and no state the function updates (an assign's buffer), directly
+or through what another replayed launch writes. They run once, at capture; their outputs keep their own memory."""
 from __future__ import annotations
 import functools
 from collections import defaultdict
 from typing import Any, Callable
 from tinyweb.tensor import Tensor
 from tinyweb.uop import Ops
-from tinyweb.device import Buffer, Device
+from tinyweb.device import Buffer, Device, _buffer_serials
 from tinyweb.dtype import dtypes
 from tinyweb.schedule import realized_cache, apply_realized, is_contiguous_buffer, substitute, buffer_uop
 import tinyweb.engine as engine
@@ -40,8 +44,8 @@ def _input_buffer(t: Tensor) -> Buffer:
   return u.base.arg[0]
 
 class TinyJit:
-  def __init__(self, fn: Callable):
-    self.fn = fn
+  def __init__(self, fxn: Callable | None = None, *, prune: bool = False):
+    self.fn, self.prune = fxn, prune
     self.calls = 0
     self.launches: list[tuple] = []       # (kernel or None for a copy, buffers)
     self.input_buffers: list[Buffer] = []
@@ -50,7 +54,7 @@ class TinyJit:
     self.plan = None   # built on the first replay (see _make_plan)
     self.memory: list[Buffer] = []   # the memory the captured intermediates share (see _share_intermediates)
     self.busy = fork_safe_lock()   # held by the thread whose call is running
-    functools.update_wrapper(self, fn)
+    if fxn is not None: functools.update_wrapper(self, fxn)
 
   def reset(self):
     self.calls, self.launches, self.input_buffers, self.signature, self.outputs, self.plan = 0, [], [], [], None, None
@@ -60,6 +64,12 @@ class TinyJit:
     return self if obj is None else functools.partial(self.__call__, obj)
 
   def __call__(self, *args, **kwargs):
+    if self.fn is None:   # TinyJit(prune=True) used as a decorator: this call passes the function
+      if len(args) != 1 or kwargs or not callable(args[0]):
+        raise TypeError("TinyJit made without a function takes one: use @TinyJit(prune=True) on a def, or TinyJit(fn, prune=True)")
+      self.fn = args[0]
+      functools.update_wrapper(self, self.fn)
+      return self
     if not self.busy.acquire(blocking=False):
       raise RuntimeError(f"TinyJit: {getattr(self.fn, '__name__', 'the function')} is running in another thread; a TinyJit's "
                          "outputs live in buffers that each call overwrites, so calls must not overlap: use one TinyJit per "
@@ -82,15 +92,22 @@ class TinyJit:
       return ret
     if self.calls == 2:
       self.signature, self.input_buffers = sig, bufs
+      made_from = next(_buffer_serials)   # (the capture's own buffers come after this)
       with engine.recording() as record, realized_cache.capture():
         ret = self.fn(*args, **kwargs)
         outs = _tensors_in(ret)
         Tensor.realize_all(*outs)
       self.launches = record
-      self.memory = _share_intermediates(record)
+      constant = []
+      if self.prune:
+        self.launches, constant = _split_constant(record, bufs, made_from)
+        for _, kbufs in constant: kbufs[0].transient = False   # (their values must last for every replay)
+      self.memory = _share_intermediates(self.launches)
+      _run_once(constant)   # (the capture's run released the intermediates among their outputs)
       self.outputs = ret
       self.output_uops = [apply_realized(t.uop) for t in outs]
-      if DEBUG >= 1: print(f"TinyJit: captured {len(record)} launches of {getattr(self.fn, '__name__', 'fn')}")
+      if DEBUG >= 1: print(f"TinyJit: captured {len(self.launches)} launches of {getattr(self.fn, '__name__', 'fn')}"
+                           + (f" (pruned {len(constant)} that no input reaches)" if self.prune else ""))
       return ret
     return self._replay(sig, bufs)
 
@@ -120,10 +137,7 @@ class TinyJit:
     for kernel, kbufs, bound in self.plan:
       if bound is not None: bound()
       else:   # a launch that touches an input: its buffers are this call's
-        if swap: kbufs = [swap.get(b, b) for b in kbufs]
-        if kernel is None: kbufs[0].copyin(kbufs[1].as_memoryview())
-        else: kernel.run([b.handle for b in kbufs])
-        kbufs[0].mark_written()
+        _relaunch(kernel, [swap.get(b, b) for b in kbufs] if swap else kbufs)
     for b in self.written: b.mark_written()
     for d in devices: d.flush()
     GlobalCounters.kernel_count += self.totals[0]
@@ -135,6 +149,35 @@ class TinyJit:
       for x in u.toposort():
         if x.op is Ops.BUFFER and x.arg[0] in swap: uop_swap[x] = buffer_uop(swap[x.arg[0]], (swap[x.arg[0]].size,))
     return _rebuild(self.outputs, iter([Tensor(substitute(u, uop_swap) if uop_swap else u) for u in self.output_uops]))
+
+def _split_constant(launches: list[tuple], inputs: list[Buffer], made_from: int) -> tuple[list[tuple], list[tuple]]:
+  """prune=True: (the launches a replay must run, those whose results no replay changes). What changes between calls:
+  the inputs and the buffers that existed before the capture (buffers made at or after serial `made_from` are the
+  capture's own) that a launch writes, as an optimizer's step or a counter's assign does. A launch is replayed when one
+  of its buffers changes, and then its output changes too, until no more launches join. (tinygrad's prune looks only
+  forward from the inputs: a launch reading what a later launch updates, such as a learning rate derived from a step
+  counter, would run just once there; here it is replayed.)"""
+  changing = set(inputs) | {kbufs[0] for _, kbufs in launches if kbufs[0].serial < made_from}
+  replayed, grew = [False] * len(launches), True
+  while grew:
+    grew = False
+    for i, (_, kbufs) in enumerate(launches):
+      if not replayed[i] and changing.intersection(kbufs):
+        replayed[i] = grew = True
+        changing.add(kbufs[0])
+  return [l for l, r in zip(launches, replayed) if r], [l for l, r in zip(launches, replayed) if not r]
+
+def _relaunch(kernel, kbufs: list[Buffer]):
+  """Run a recorded launch again (kernel None: a copy of kbufs[1] into kbufs[0])."""
+  if kernel is None: kbufs[0].copyin(kbufs[1].as_memoryview())
+  else: kernel.run([b.handle for b in kbufs])
+  kbufs[0].mark_written()
+
+def _run_once(launches: list[tuple]):
+  for kernel, kbufs in launches:
+    for b in kbufs: b.ensure_allocated()
+    _relaunch(kernel, kbufs)
+  for d in {kbufs[0].device for _, kbufs in launches}: Device[d].flush()
 
 def _share_intermediates(launches: list[tuple]) -> list[Buffer]:
   """Give the captured launches' intermediate buffers (Buffer.transient: read only by launches of their own schedule,
