@@ -26,6 +26,10 @@ DEFAULT_LIMITS = {"max-storage-buffers-per-shader-stage": 8, "max-compute-workgr
                   "max-compute-workgroup-size-y": 256, "max-compute-workgroup-size-z": 64,
                   "max-compute-workgroup-storage-size": 16384}
 
+# the portable target's register-tiling budget (Renderer.max_upcast_reads): SwiftShader lost the device compiling a
+# YOLOv8 head kernel that read 192 values a loop step; with 64 it compiles, and EfficientNet-Lite0's kernels are unchanged
+PORTABLE_UPCAST_READS = 64
+
 def portable_limits() -> bool:
   """Whether TINYWEB_WEBGPU_LIMITS asks for WebGPU's default limits ("default"); anything else but unset is refused."""
   v = os.environ.get("TINYWEB_WEBGPU_LIMITS", "")
@@ -50,8 +54,8 @@ class WebGPUDeviceBase(Compiled):
   """Set up from an adapter's description: `limits` (kebab-case names -> values), `features` (names), `adapter_text`
   (its names, to recognise drivers with known quirks) and whether it is a real GPU (it then ranks above CPU devices).
   `portable`: kernels for any adapter (tinyweb.export's target, TINYWEB_WEBGPU_LIMITS=default): the limits passed are
-  the defaults, no f16, and no workgroup tiles or grouped reductions, whose barriers CPU-emulated adapters (SwiftShader,
-  the browsers' fallback) run very slowly."""
+  the defaults, no f16, no workgroup tiles or grouped reductions, whose barriers CPU-emulated adapters (SwiftShader,
+  the browsers' fallback) run very slowly, and register tiling within PORTABLE_UPCAST_READS."""
   def setup(self, name: str, limits: dict, features, adapter_text: str, is_real_gpu: bool, allocator, program_cls,
             portable: bool = False):
     self.limits, self.features, self.is_real_gpu = dict(limits), set(features), is_real_gpu
@@ -68,6 +72,7 @@ class WebGPUDeviceBase(Compiled):
                             max_groups=self.limits["max-compute-workgroups-per-dimension"],
                             max_buffers=self.max_storage_buffers,   # the scheduler splits kernels that would bind more
                             workgroup_tiles=is_real_gpu and not portable, group_reductions=is_real_gpu and not portable,
+                            max_upcast_reads=PORTABLE_UPCAST_READS if portable else 0,
                             max_loop_iterations=65535 if "llvmpipe" in adapter_text.lower() else None)
     Compiled.__init__(self, name, allocator, renderer, WGSLCompiler(), program_cls)
 

@@ -143,3 +143,30 @@ def test_exported_efficientnet_lite0_matches_the_native_run_in_chromium(site, ch
   record_property("measure:export EfficientNet-Lite0: first run / per inference (ms)", f"{cold['runs'][0] * 1e3:.0f} / {per_run * 1e3:.0f}")
   record_property("measure:export EfficientNet-Lite0: kernels / steps / max |browser - native|",
                   f"{len(manifest['kernels'])} / {len(manifest['steps'])} / {err:.2e}")
+
+def test_exported_yolov8n_matches_the_native_run_in_chromium(site, chromium, record_property):
+  """YOLOv8n (COCO's 80 classes, random weights: none are offline) at 640 x 640 by the command line; the native run
+  loads the weights the export wrote."""
+  from tinyweb.models.yolov8 import YOLOv8
+  from tinyweb.nn.state import load_state_dict, safe_load
+  out = site.data_dir / "yolov8n"
+  p = subprocess.run([sys.executable, "-m", "tinyweb.export", "yolov8n", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+  assert p.returncode == 0, p.stdout + p.stderr
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["capturedOn"]["portable"] and manifest["features"] == []
+  model = YOLOv8("n", device="WEBGPU")
+  state = {}
+  for shard in manifest["weights"]["shards"]: state.update(safe_load(str(out / shard["file"])))
+  missing, unexpected = load_state_dict(model, {k: v.to("WEBGPU") for k, v in state.items()}, strict=False)
+  assert not unexpected and all(k.endswith("num_batches_tracked") for k in missing)   # (what no kernel reads is not exported)
+  x = Tensor.rand(1, 3, 640, 640, device="WEBGPU").contiguous().realize()
+  want = model(x).numpy()
+  (site.data_dir / "yolo-640.bin").write_bytes(x.numpy().astype(np.float32).tobytes())
+  _write_page(site)
+  result, urls = _open(chromium, site, "yolov8n", "yolo-640.bin", runs=2)
+  assert not result["pyodide"] and result["shape"] == [1, 84, 8400]
+  err = _assert_close(result["output"], want)
+  record_property("measure:export YOLOv8n 640: page open -> first result (s) / per inference (ms)",
+                  f"{result['firstResult']:.2f} / {result['runs'][1] * 1e3:.0f}")
+  record_property("measure:export YOLOv8n: kernels / steps / max |browser - native|",
+                  f"{len(manifest['kernels'])} / {len(manifest['steps'])} / {err:.2e}")

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 from tinyweb import Tensor, Device, Context
 from tinyweb.codegen.opts import Opt, OptError
-from tinyweb.codegen.heuristics import heuristic_opts, BLOCK_SIZE
+from tinyweb.codegen.heuristics import heuristic_opts, choose_upcasts, fit_upcasts, BLOCK_SIZE
+from tinyweb.codegen.lowering import load_axes
+from tinyweb.helpers import prod
 from tinyweb.codegen.lower import lower
 from tinyweb.codegen.program import CompiledKernel
 from tinyweb.schedule import create_schedule
@@ -98,6 +100,26 @@ def test_heuristics_and_noopt_are_action_lists(capsys):
   with Context(NOOPT=1): assert lower(ast, r).opts == []
   with Context(DEBUG=3): (Tensor(A) @ Tensor(B)).realize()
   assert "optimizations [UPCAST(1,16), UPCAST(0,4)]" in capsys.readouterr().out
+
+def test_upcasts_fit_the_read_budget():
+  # a matmul's 16 x 4 outputs per thread read 16 + 4 values a step: within 64, kept
+  mm = kernel_of(Tensor(A) @ Tensor(B)).ast.src[0].src[1]
+  assert fit_upcasts(mm, choose_upcasts(mm), 64) == choose_upcasts(mm) == {1: 8, 0: 4}
+  # YOLOv8's head: the max over 16 bins of three sources concatenated along the anchors, each read's index depending
+  # on both output axes: 3 x 32 reads a step for 8 x 4 outputs; shrunk along the first axis until the reads fit
+  srcs = [Tensor(rng.standard_normal((1, 64, n), dtype=np.float32)).realize() for n in (64, 16, 8)]
+  t = srcs[0].cat(*srcs[1:], dim=2).reshape(1, 4, 16, 88).max(2)
+  item = kernel_of(t)
+  value = item.ast.src[0].src[1]
+  ups = choose_upcasts(value)
+  def reads(u): return sum(prod(u.get(a, 1) for a in axes) for axes in load_axes(value))
+  assert reads(ups) > 64
+  fitted = fit_upcasts(value, ups, 64)
+  assert reads(fitted) <= 64 and fitted[max(ups)] == ups[max(ups)] and all(ups[a] % n == 0 for a, n in fitted.items())
+  assert fit_upcasts(value, ups, 0) == ups
+  got, _ = run_with(item, "CPU", [Opt("UPCAST", a, n) for a, n in fitted.items()])
+  want = np.concatenate([s.numpy() for s in srcs], axis=2).reshape(1, 4, 16, 88).max(2)
+  np.testing.assert_array_equal(got.reshape(want.shape), want)
 
 def sequential_matmul(a: np.ndarray, b: np.ndarray, fused: bool) -> np.ndarray:
   """float32 sums in increasing k order: each product and each sum rounded, or (fused) each a*b+acc rounded once. The fused

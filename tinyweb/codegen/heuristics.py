@@ -52,6 +52,18 @@ def choose_upcasts(value: UOp, lanes: int = 0) -> dict[int, int]:
       break
   return {a: n for a, n in out.items() if n > 1}
 
+def fit_upcasts(value: UOp, ups: dict[int, int], most_reads: int) -> dict[int, int]:
+  """`ups` shrunk until a loop step of a thread reads at most `most_reads` values (Renderer.max_upcast_reads; 0: as it
+  is): the amounts along the other axes first, then the last axis's, each by its smallest prime factor (so that it
+  still divides its axis)."""
+  ups, reads = dict(ups), load_axes(value)
+  while most_reads and ups and sum(prod(ups.get(a, 1) for a in axes) for axes in reads) > most_reads:
+    a = min(ups)   # (the last axis has the largest index)
+    n = ups[a]
+    ups[a] = n // next(p for p in range(2, n + 1) if n % p == 0)
+    if ups[a] == 1: del ups[a]
+  return ups
+
 GROUP_MIN = 1024     # GPU: a reduction over at least this many elements per output may be shared by a workgroup...
 GROUP_MAX_OUTPUTS = 16384   # ...when there are fewer outputs than this (more: one thread per output tile fills the GPU)
 GROUP_FEW_OUTPUTS = 64      # ...or this, where barriers are slow (not renderer.group_reductions: a CPU-emulated GPU)
@@ -106,7 +118,7 @@ def heuristic_opts(value: UOp, renderer, out_buf: Optional[UOp] = None) -> list[
   if not isinstance(contraction(value, renderer), str): return [Opt("TC", 0, 0)]
   gpu = renderer.has_threads
   if gpu and (g := group_size(value, renderer)): return [Opt("GROUP", 0, g)]
-  ups = choose_upcasts(value, renderer.vector_lanes)
+  ups = fit_upcasts(value, choose_upcasts(value, renderer.vector_lanes), renderer.max_upcast_reads)
   opts = [Opt("UPCAST", a, n) for a, n in ups.items()]
   if gpu: return opts + choose_tiles(value, renderer, ups)
   out_loops, loops = [i for i, n in enumerate(value.shape) if n // ups.get(i, 1) > 1], reduce_loops(value)

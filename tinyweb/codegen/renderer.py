@@ -38,6 +38,12 @@ class Renderer:
   pays where barriers are cheap (a real GPU). False: only with very few outputs (fewer than heuristics.GROUP_FEW_OUTPUTS)
   or where a thread's loops would be cut short (`max_loop_iterations`): on CPU-emulated GPUs a barrier switches between
   all of the workgroup's threads (SwiftShader: EfficientNet-Lite0 22 s -> 0.8 s per inference without them)."""
+  max_upcast_reads: int = 0
+  """Register tiling's most reads per loop step of a thread: the sum over the buffers a kernel reads of how many of the
+  thread's outputs each read's index tells apart (a matmul's 8 x 4 outputs read 8 + 4; a concat of three sources whose
+  index depends on both axes, 3 x 32); the heuristics' upcasts shrink until they fit. 0: no limit. For a shader compiler
+  that unrolls poorly: SwiftShader, the browsers' CPU fallback, lost the device compiling a YOLOv8 head kernel that made
+  192 reads a step."""
   workgroup_tiles: bool = False
   """Matmul-like kernels stage their inputs through workgroup memory (a real GPU; on CPU-backed GPU drivers barriers
   cost more than the loads they save)."""

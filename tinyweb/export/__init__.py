@@ -31,7 +31,8 @@ Where the kernels run well: they are tuned for the WEBGPU device that captured t
 TINYWEB_WEBGPU_LIMITS=default (before its first use; `python -m tinyweb.export` does) for pages on any adapter: WebGPU's
 default limits, no f16, and no workgroup tiles or grouped reductions, whose barriers CPU-emulated adapters (SwiftShader,
 the browsers' fallback) run very slowly (EfficientNet-Lite0 in headless Chromium: 22 s per inference with them, 0.7 s
-without). A device made with the adapter's limits also works while the kernels stay within the defaults.
+without), and register tiling within a budget of reads per loop step that SwiftShader's shader compiler copes with
+(backends/webgpu_shared.PORTABLE_UPCAST_READS: it lost the device on a YOLOv8 head kernel beyond it). A device made with the adapter's limits also works while the kernels stay within the defaults.
 
 Not yet: dynamic sizes (one export per input shape), f16 storage of weights, state kept across calls (a function that
 reads a buffer and then writes it, like a random number generator, is refused), the WASM target.
