@@ -11,7 +11,7 @@ from tinyweb import Tensor, Device, TinyJit, dtypes
 from tinyweb.export import export, ExportError, DEFAULT_LIMITS, _tree_shake
 from tinyweb.export.cli import main
 from tinyweb.nn import Linear, Conv2d, BatchNorm2d
-from tinyweb.nn.state import get_parameters, get_state_dict, safe_load
+from tinyweb.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load
 
 ok, why = Device.check("WEBGPU")
 pytestmark = pytest.mark.skipif(not ok, reason=f"WEBGPU unavailable: {why}")
@@ -75,8 +75,10 @@ def _check_folder(path, manifest: dict, model):
     data = (path / shard["file"]).read_bytes()
     assert hashlib.sha256(data).hexdigest() == shard["sha256"] == index["sha256"][shard["file"]] and len(data) == shard["bytes"]
     for name, t in safe_load(str(path / shard["file"]), device="CPU").items():
-      assert index["weight_map"][name] == shard["file"] and names[name]["bytes"] == t.nbytes()
-      np.testing.assert_array_equal(t.numpy(), state[name])
+      half = names[name].get("stored") == "float16"   # (a float32 weight stored as float16: exactly, with weights_dtype="auto")
+      assert index["weight_map"][name] == shard["file"] and names[name]["bytes"] == t.nbytes() * (2 if half else 1)
+      assert t.dtype.name == ("float16" if half else names[name]["dtype"])
+      np.testing.assert_array_equal(t.numpy(), state[name].astype(np.float16) if half else state[name])
       seen.add(name)
   assert seen == set(names) and seen <= set(state)
 
@@ -95,7 +97,10 @@ def _replay(path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     for name, e in json.loads(data[8:8 + n]).items():
       if name != "__metadata__": tensors[name] = data[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]
   for b in m["buffers"]:
-    if b["kind"] == "weight": d.queue.write_buffer(bufs[b["id"]], 0, tensors[b["tensor"]] + bytes(-b["bytes"] % 4))
+    if b["kind"] != "weight": continue
+    data = tensors[b["tensor"]]
+    if b.get("stored") == "float16": data = np.frombuffer(data, np.float16).astype(np.float32).tobytes()   # (the page does this on the GPU)
+    d.queue.write_buffer(bufs[b["id"]], 0, data + bytes(-b["bytes"] % 4))
   for spec in m["inputs"]: d.queue.write_buffer(bufs[spec["buffer"]], 0, inputs[spec["name"]].astype(spec["dtype"]).tobytes())
   pipes = []
   for k in m["kernels"]:
@@ -198,6 +203,37 @@ def test_limits_above_the_defaults_are_refused_unless_allowed(tmp_path):
     export(many, *xs, path=tmp_path)
   manifest = export(many, *xs, path=tmp_path, limits={"maxStorageBuffersPerShaderStage": 16})
   assert manifest["limits"]["maxStorageBuffersPerShaderStage"] == 11
+
+def test_weights_stored_as_float16_where_exact_or_asked(tmp_path):
+  model = _model(MLP)
+  model.l1.weight.assign(model.l1.weight.cast("float16").cast("float32")).realize()   # (as a float16 checkpoint loads)
+  x = np.random.default_rng(2).standard_normal((4, 12)).astype(np.float32)
+  want = model(Tensor(x, device="WEBGPU")).numpy()
+  manifest = export(model, Tensor(x, device="WEBGPU"), path=tmp_path / "auto", state_dict=get_state_dict(model))
+  stored = {b["tensor"]: b.get("stored") for b in manifest["buffers"] if b["kind"] == "weight"}
+  assert stored == {"l1.weight": "float16", "l1.bias": None, "l2.weight": None, "l2.bias": None}   # (exact only for l1.weight)
+  _check_folder(tmp_path / "auto", manifest, model)
+  np.testing.assert_allclose(_replay(tmp_path / "auto", {"input": x})["output"], want, rtol=1e-5, atol=1e-6)
+  # all of them, rounded: the shards are half the size and the outputs those of the rounded weights
+  manifest16 = export(model, Tensor(x, device="WEBGPU"), path=tmp_path / "f16", state_dict=get_state_dict(model), weights_dtype="float16")
+  assert all(b.get("stored") == "float16" for b in manifest16["buffers"] if b["kind"] == "weight")
+  _check_folder(tmp_path / "f16", manifest16, model)
+  f32 = export(model, Tensor(x, device="WEBGPU"), path=tmp_path / "f32", state_dict=get_state_dict(model), weights_dtype="float32")
+  assert not any("stored" in b for b in f32["buffers"])
+  sizes = {k: sum(sh["bytes"] for sh in m["weights"]["shards"]) for k, m in (("f16", manifest16), ("f32", f32))}
+  half = sum(b["bytes"] for b in f32["buffers"] if b["kind"] == "weight") // 2
+  assert abs(sizes["f32"] - sizes["f16"] - half) <= 16   # (the headers differ only in the offsets' digits)
+  rounded = {k: Tensor(t.numpy().astype(np.float16).astype(np.float32), device="WEBGPU") for k, t in get_state_dict(model).items()}
+  load_state_dict(model, rounded)
+  np.testing.assert_allclose(_replay(tmp_path / "f16", {"input": x})["output"], model(Tensor(x, device="WEBGPU")).numpy(), rtol=1e-5, atol=1e-6)
+  # a value float16 cannot hold: kept as float32 by "auto", refused by "float16"
+  model.l2.bias.assign(Tensor([1e6, 0.0, 0.0], device="WEBGPU")).realize()
+  manifest = export(model, Tensor(x, device="WEBGPU"), path=tmp_path / "auto", state_dict=get_state_dict(model))
+  assert [b.get("stored") for b in manifest["buffers"] if b.get("tensor") == "l2.bias"] == [None]
+  with pytest.raises(ExportError, match=r"weight 'l2.bias' holds 1000000.0, beyond float16's range \(65504\)"):
+    export(model, Tensor(x, device="WEBGPU"), path=tmp_path / "f16", state_dict=get_state_dict(model), weights_dtype="float16")
+  with pytest.raises(ExportError, match="weights_dtype must be one of auto, float16, float32, got 'half'"):
+    export(model, Tensor(x, device="WEBGPU"), path=tmp_path / "f16", weights_dtype="half")
 
 def test_bad_arguments_and_unexportable_functions_are_refused(tmp_path):
   x = Tensor.randn(3, device="WEBGPU").realize()

@@ -25,7 +25,8 @@ export interface ModelManifest {
   limits: Record<string, number>;
   inputs: TensorSpec[];
   outputs: TensorSpec[];
-  buffers: { id: number; kind: "input" | "output" | "weight" | "scratch"; bytes: number; dtype?: string; tensor?: string }[];
+  buffers: { id: number; kind: "input" | "output" | "weight" | "scratch"; bytes: number; dtype?: string; tensor?: string;
+             stored?: "float16" }[];   // stored: a float32 weight whose shard holds it as float16 (converted on the GPU)
   kernels: { file: string; entryPoint: string; workgroupSize: [number, number, number]; bindings: number }[];
   steps: ({ kernel: number; buffers: number[]; workgroups: [number, number, number] } |
           { copy: { src: number; dst: number; bytes: number } })[];
@@ -240,7 +241,9 @@ export class Model {
       if (b.kind !== "weight") continue;
       const bytes = tensors.get(b.tensor ?? "");
       if (!bytes) throw new ModelError(`the weights have no tensor ${b.tensor} (buffer ${b.id})`);
-      if (bytes.length !== b.bytes) throw new ModelError(`weight ${b.tensor}: ${bytes.length} bytes, the manifest says ${b.bytes}`);
+      const want = b.stored === "float16" ? b.bytes / 2 : b.bytes;
+      if (bytes.length !== want) throw new ModelError(`weight ${b.tensor}: ${bytes.length} bytes, the manifest says ${want}` +
+                                                      (b.stored ? ` (${b.bytes} as float32, stored as ${b.stored})` : ""));
     }
     device.pushErrorScope("validation");
     device.pushErrorScope("out-of-memory");
@@ -248,7 +251,8 @@ export class Model {
                                                                         label: `${b.kind} ${b.id}${b.tensor ? " " + b.tensor : ""}` }));
     this.#staging = manifest.outputs.map((o) => device.createBuffer({ size: padded(manifest.buffers[o.buffer].bytes),
                                                                        usage: MAP_READ_USAGE | COPY_DST, label: `read ${o.name}` }));
-    for (const b of manifest.buffers) if (b.kind === "weight") this.#write(b.id, tensors.get(b.tensor!)!);
+    for (const b of manifest.buffers) if (b.kind === "weight" && !b.stored) this.#write(b.id, tensors.get(b.tensor!)!);
+    this.#widenHalfWeights(tensors);
     this.#bindGroups = manifest.steps.map((s) => "copy" in s ? null : device.createBindGroup({
       layout: bindGroupLayout(device, manifest.kernels[s.kernel].bindings),
       entries: s.buffers.map((id, i) => ({ binding: i, resource: { buffer: this.#buffers[id] } })),
@@ -336,6 +340,33 @@ export class Model {
     return result;
   }
 
+  // weights stored as float16: each uploaded as it is, then widened into its float32 buffer by HALF_TO_FLOAT (WGSL's
+  // unpack2x16float, which needs no shader-f16), all in one submit that runs before any run's
+  #widenHalfWeights(tensors: Map<string, Uint8Array<ArrayBuffer>>) {
+    const half = this.manifest.buffers.filter((b) => b.kind === "weight" && b.stored === "float16");
+    if (!half.length) return;
+    const device = this.device, module = device.createShaderModule({ code: HALF_TO_FLOAT });
+    const pipeline = device.createComputePipeline({ layout: "auto", compute: { module, entryPoint: "widen" } });
+    const encoder = device.createCommandEncoder(), sources: GPUBuffer[] = [];
+    const pass = encoder.beginComputePass();
+    pass.setPipeline(pipeline);
+    for (const b of half) {
+      const bytes = tensors.get(b.tensor!)!;
+      const src = device.createBuffer({ size: padded(bytes.byteLength), usage: STORAGE | COPY_DST, label: `float16 ${b.tensor}` });
+      sources.push(src);
+      const whole = new Uint8Array(padded(bytes.byteLength));
+      whole.set(bytes);
+      device.queue.writeBuffer(src, 0, whole);
+      pass.setBindGroup(0, device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [
+        { binding: 0, resource: { buffer: src } }, { binding: 1, resource: { buffer: this.#buffers[b.id] } }] }));
+      const groups = Math.ceil(src.size / 4 / 64);   // (a thread per pair of halves; a second grid dimension past 65535)
+      pass.dispatchWorkgroups(Math.min(groups, 65535), Math.ceil(groups / 65535));
+    }
+    pass.end();
+    device.queue.submit([encoder.finish()]);
+    device.queue.onSubmittedWorkDone().then(() => { for (const b of sources) b.destroy(); });
+  }
+
   #write(id: number, bytes: Uint8Array) {
     if (bytes.byteLength % 4) {   // (writeBuffer takes whole 4-byte words)
       const p = new Uint8Array(padded(bytes.byteLength));
@@ -353,6 +384,19 @@ export class Model {
     if (this.#ownsDevice) this.device.destroy();
   }
 }
+
+// float16 pairs (u32 words) -> float32s; the float32 buffer may hold one value fewer than the pairs (an odd count)
+const HALF_TO_FLOAT = `
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
+@compute @workgroup_size(64)
+fn widen(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let i = (wg.y * 65535u + wg.x) * 64u + lid;
+  if (i >= arrayLength(&src)) { return; }
+  let v = unpack2x16float(src[i]);
+  if (2u * i < arrayLength(&dst)) { dst[2u * i] = v.x; }
+  if (2u * i + 1u < arrayLength(&dst)) { dst[2u * i + 1u] = v.y; }
+}`;
 
 // the bytes of one input, checked against its spec (a typed array of its dtype's kind, or numbers to convert)
 function inputBytes(spec: TensorSpec, value: TypedArray | ArrayLike<number> | undefined): Uint8Array {

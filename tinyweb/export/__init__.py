@@ -11,7 +11,8 @@ into the folder `path`:
   larger), and `weights.json`, their index in Hugging Face's form (`weight_map`, plus `sha256` per file) that the
   runtime's loader (web/weights.ts: Range requests, the Cache API, sha256 checks) reads.
 - `manifest.json` (FORMAT, VERSION below):
-  - `buffers`: [{id, kind, bytes, dtype?, tensor?}] (bytes: exact; a page rounds sizes up to 4), kind is one of
+  - `buffers`: [{id, kind, bytes, dtype?, tensor?, stored?}] (bytes: exact; a page rounds sizes up to 4; stored:
+    "float16" where a float32 weight's shard holds it as float16, converted on the GPU), kind is one of
       input   (written by `run` from the caller's array),  output (read back after the dispatches),
       weight  (only read: its bytes are in the shards, as the tensor named `tensor`; an output may be one),
       scratch (intermediate values; one entry per memory slot: buffers whose lifetimes do not overlap share one, as
@@ -34,15 +35,16 @@ the browsers' fallback) run very slowly (EfficientNet-Lite0 in headless Chromium
 without), and register tiling within a budget of reads per loop step that SwiftShader's shader compiler copes with
 (backends/webgpu_shared.PORTABLE_UPCAST_READS: it lost the device on a YOLOv8 head kernel beyond it). A device made with the adapter's limits also works while the kernels stay within the defaults.
 
-Not yet: dynamic sizes (one export per input shape), f16 storage of weights, state kept across calls (a function that
+Not yet: dynamic sizes (one export per input shape), state kept across calls (a function that
 reads a buffer and then writes it, like a random number generator, is refused), the WASM target.
 `python -m tinyweb.export efficientnet-lite0 OUT_DIR` exports a demo model (tinyweb/export/cli.py; also yolov8n..x, random weights
 unless --weights)."""
 from __future__ import annotations
-import hashlib, json, os, re
+import hashlib, json, math, os, re, struct
 from typing import Any, Callable, Optional, Sequence
 from tinyweb.tensor import Tensor
 from tinyweb.device import Buffer, Device
+from tinyweb.dtype import dtypes
 from tinyweb.jit import TinyJit, _tensors_in
 from tinyweb.schedule import buffer_uop, is_contiguous_buffer
 from tinyweb.nn.state import safe_save, _SAFETENSORS_NAMES
@@ -53,6 +55,7 @@ FORMAT, VERSION = "tinyweb-export", 1
 # page can ask for anywhere
 DEFAULT_LIMITS = {camel(k): v for k, v in WEBGPU_DEFAULT_LIMITS.items()}
 SHARD_BYTES = 32 << 20
+WEIGHTS_DTYPES = ("auto", "float16", "float32")   # export's weights_dtype: how float32 weights are stored
 # WGSL types' sizes, for the workgroup memory a kernel declares
 _WGSL_SIZES = {"f32": 4, "i32": 4, "u32": 4, "f16": 2, "bool": 4}
 
@@ -147,12 +150,17 @@ def _written(kernel, kbufs: list[Buffer]) -> list[Buffer]:
 
 def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence[str]] = None,
            output_names: Optional[Sequence[str]] = None, limits: Optional[dict[str, int]] = None,
-           features: Sequence[str] = (), state_dict: Optional[dict[str, Tensor]] = None, shard_bytes: int = SHARD_BYTES) -> dict:
+           features: Sequence[str] = (), state_dict: Optional[dict[str, Tensor]] = None, shard_bytes: int = SHARD_BYTES,
+           weights_dtype: str = "auto") -> dict:
   """Capture `fn(*example_inputs)` (tensors on WEBGPU) as a TinyJit and write it to the folder `path` for
   `loadModel` (web/model.ts); returns the manifest. `names`: the inputs' names (default "input", or input0, input1..);
   `output_names` likewise ("output"...). `limits`: adapter limits the page may ask above WebGPU's defaults
   (camelCase names -> the most it may need); `features`: WebGPU features it may need ("shader-f16"). `state_dict`: names
   for the weights (a weight that is one of its tensors' buffers gets its name, others are called "buffer<id>").
+  `weights_dtype`: how float32 weights are stored in the shards: "auto" as float16 where that is exact (every value
+  survives the round trip: weights that were float16 before, like ultralytics' checkpoints), "float16" all of them
+  (rounded; a value beyond float16's range is refused), "float32" as they are. The page converts float16 weights to
+  float32 on the GPU, so the kernels and their results do not change with the storage.
   A TinyJit that already captured is exported as it is (its example inputs are then not run)."""
   if not callable(fn): raise ExportError(f"export: fn must be a function (or a TinyJit), got {type(fn).__name__}")
   if path is None: raise ExportError("export: path (the folder to write) is required")
@@ -170,6 +178,8 @@ def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence
     if k not in DEFAULT_LIMITS: raise ExportError(f"export: unknown limit {k!r}; the limits are {sorted(DEFAULT_LIMITS)}")
   ceilings = {**DEFAULT_LIMITS, **{k: max(v, DEFAULT_LIMITS[k]) for k, v in limits.items()}}
   if shard_bytes < 1: raise ExportError(f"export: shard_bytes must be positive, got {shard_bytes}")
+  if weights_dtype not in WEIGHTS_DTYPES:
+    raise ExportError(f"export: weights_dtype must be one of {', '.join(WEIGHTS_DTYPES)}, got {weights_dtype!r}")
   in_names = _io_names(names, len(example_inputs), "input", "input")
 
   if state_dict: Tensor.realize_all(*[t for t in state_dict.values() if isinstance(t, Tensor)])   # (weights, not their recipe)
@@ -179,7 +189,7 @@ def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence
      all(isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", k) for k in keys): output_names = keys
   out_names = _io_names(output_names, len(outs), "output", "output")
   plan = _Plan(jit, outs, in_names, out_names, state_dict)
-  return plan.write(os.fspath(path), ceilings, set(features), shard_bytes)
+  return plan.write(os.fspath(path), ceilings, set(features), shard_bytes, weights_dtype)
 
 def _capture(fn: Callable, example_inputs: tuple[Tensor, ...]) -> tuple[TinyJit, Optional[list]]:
   """The function captured as a TinyJit whose outputs are whole buffers, and the keys of the dict it returns (if so:
@@ -296,7 +306,7 @@ class _Plan:
     self.buffers[i]["dtype"] = b.dtype.name
     return i
 
-  def write(self, path: str, ceilings: dict[str, int], allowed_features: set[str], shard_bytes: int) -> dict:
+  def write(self, path: str, ceilings: dict[str, int], allowed_features: set[str], shard_bytes: int, weights_dtype: str) -> dict:
     needs = {k: 1 for k in DEFAULT_LIMITS}
     needs["maxComputeWorkgroupStorageSize"] = 0
     kernel_entries, sources, features = [], [], set()
@@ -338,7 +348,7 @@ class _Plan:
       if re.fullmatch(r"\d{3}_\w+\.wgsl", f): os.remove(os.path.join(path, "kernels", f))
     for entry, src in zip(kernel_entries, sources):
       with open(os.path.join(path, entry["file"]), "w") as f: f.write(src)
-    shards = self._write_weights(path, shard_bytes)
+    shards = self._write_weights(path, shard_bytes, weights_dtype)
     dev = Device["WEBGPU"]
     adapter = " ".join(str(dev.info.get(k, "")) for k in ("device", "description")).strip() if isinstance(getattr(dev, "info", None), dict) else ""
     manifest = {"format": FORMAT, "version": VERSION, "target": "WEBGPU", "features": sorted(features),
@@ -349,11 +359,35 @@ class _Plan:
     _write_json(os.path.join(path, "manifest.json"), manifest)
     return manifest
 
-  def _write_weights(self, path: str, shard_bytes: int) -> list[dict]:
+  def _stored(self, weights_dtype: str) -> dict[int, Tensor]:
+    """buffer id -> the tensor its shard holds: float32 weights as float16 where weights_dtype says so (marked
+    `stored: "float16"` in the buffer's manifest entry), the others as they are. (struct, not numpy: the core runs in
+    Pyodide without it.)"""
+    out = {}
+    for i, b in self.weights.items():
+      name, shape = self.weight_names[i]
+      if b.dtype not in _SAFETENSORS_NAMES: raise ExportError(f"export: weight {name!r} has dtype {b.dtype.name}, which safetensors cannot hold")
+      out[i] = t = Tensor(buffer_uop(b, (b.size,))).reshape(shape)
+      if b.dtype != dtypes.float32 or weights_dtype == "float32": continue
+      raw = bytes(b.as_memoryview())
+      values = struct.unpack(f"<{b.size}f", raw)
+      try: half = struct.pack(f"<{b.size}e", *values)
+      except OverflowError:   # (a value beyond float16's range)
+        if weights_dtype == "auto": continue
+        big = next(v for v in values if abs(v) > 65504 and math.isfinite(v))
+        raise ExportError(f"export: weight {name!r} holds {big!r}, beyond float16's range (65504): store it as float32 "
+                          f"(weights_dtype='auto' or 'float32')") from None
+      if weights_dtype == "auto" and struct.pack(f"<{b.size}f", *struct.unpack(f"<{b.size}e", half)) != raw: continue   # (not exact)
+      out[i] = Tensor(half, dtype=dtypes.float16, device="CPU").reshape(shape)
+      self.buffers[i]["stored"] = "float16"
+    return out
+
+  def _write_weights(self, path: str, shard_bytes: int, weights_dtype: str) -> list[dict]:
+    stored = self._stored(weights_dtype)
     groups: list[list[int]] = [[]]
     size = 0
     for i in sorted(self.weights, key=lambda i: self.weight_names[i][0]):
-      n = self.weights[i].nbytes
+      n = stored[i].nbytes()
       if groups[-1] and size + n > shard_bytes: groups, size = groups + [[]], 0
       groups[-1].append(i)
       size += n
@@ -363,11 +397,7 @@ class _Plan:
     shards, weight_map, sha = [], {}, {}
     for n, ids in enumerate(groups):
       file = f"weights-{n + 1:05d}-of-{len(groups):05d}.safetensors"
-      tensors = {}
-      for i in ids:
-        b, (name, shape) = self.weights[i], self.weight_names[i]
-        if b.dtype not in _SAFETENSORS_NAMES: raise ExportError(f"export: weight {name!r} has dtype {b.dtype.name}, which safetensors cannot hold")
-        tensors[name] = Tensor(buffer_uop(b, (b.size,))).reshape(shape)
+      tensors = {self.weight_names[i][0]: stored[i] for i in ids}
       safe_save(tensors, os.path.join(path, file))
       with open(os.path.join(path, file), "rb") as f: digest = hashlib.sha256(f.read()).hexdigest()
       shards.append({"file": file, "bytes": os.path.getsize(os.path.join(path, file)), "sha256": digest, "tensors": sorted(tensors)})

@@ -32,6 +32,9 @@ def main(argv: Optional[list[str]] = None) -> int:
   ap.add_argument("out", help="the folder to write")
   ap.add_argument("--weights", help="the weights file (efficientnet-lite*: an efficientnet_lite_pytorch .pth; yolov8*: an "
                   "ultralytics .pt); default: for efficientnet-lite0 the tests' offline copy when there is one, else random weights")
+  ap.add_argument("--weights-dtype", choices=["auto", "float16", "float32"], default="auto",
+                  help="how float32 weights are stored: auto (float16 where exact, as for ultralytics' float16 checkpoints), "
+                  "float16 (all, rounded: half the download), float32; the page widens float16 to float32 on the GPU")
   ap.add_argument("--size", type=int, help="the input images' height and width (default: the model's, 640 for yolov8)")
   args = ap.parse_args(argv)
   os.environ.setdefault("TINYWEB_WEBGPU_LIMITS", "default")   # (before the WEBGPU device is made: see export's docstring)
@@ -39,7 +42,7 @@ def main(argv: Optional[list[str]] = None) -> int:
   if weights is None and args.model == "efficientnet-lite0": weights = _offline_efficientnet_weights()
   st = time.perf_counter()
   model, inputs, state = MODELS[args.model](weights, args.size)
-  manifest = export(model, *inputs, path=args.out, state_dict=state)
+  manifest = export(model, *inputs, path=args.out, state_dict=state, weights_dtype=args.weights_dtype)
   nbytes = sum(s["bytes"] for s in manifest["weights"]["shards"])
   print(f"exported {args.model} ({'weights ' + weights if weights else 'random weights'}, input {inputs[0].shape}) to "
         f"{args.out}: {len(manifest['kernels'])} kernels, {len(manifest['steps'])} steps, {nbytes / 1e6:.1f} MB of weights in "
