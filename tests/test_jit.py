@@ -114,3 +114,17 @@ def test_prune_replays_only_what_inputs_or_state_reach(device, decorator):
 
 def test_prune_without_function_takes_one():
   with pytest.raises(TypeError, match="TinyJit made without a function takes one"): TinyJit(prune=True)(1, 2)
+
+def test_an_assign_realized_through_an_output_runs_once_per_call(device):
+  # the assign is not realized by itself: it runs as part of the output's graph (a KV cache or a step counter written
+  # in place). Each call must apply it once, the capture included, and the tensor must read the last value after.
+  counter = Tensor([0.0], device=device).realize()
+  def step(x):
+    counter.assign(counter + 1)
+    return (x * counter).contiguous()
+  jf = TinyJit(step)
+  x = Tensor([1.0, 2.0, 3.0], device=device).realize()
+  got = [jf(x).numpy().tolist() for _ in range(4)]
+  assert got == [[k, 2 * k, 3 * k] for k in (1.0, 2.0, 3.0, 4.0)]
+  assert counter.numpy().tolist() == [4.0]
+  assert counter.assign(counter + 1).numpy().tolist() == [5.0] and counter.numpy().tolist() == [5.0]

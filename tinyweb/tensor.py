@@ -216,6 +216,11 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, MathMixin, IndexMixin, N
       if not t.requires_grad or t in _grad_leaves:
         t.uop = results[u]
         if is_contiguous_buffer(t.uop): t.uop.base.arg[0].holders.add(t)
+    # a tensor whose assign ran inside the graph (not a target) now is its buffer's new version too: its next assign is
+    # in place again, and a TinyJit's capture (which does not see realized_cache) does not run this one a second time
+    for a, r in assigned.items():
+      for t in list(a.src[0].base.arg[0].holders) if is_contiguous_buffer(a.src[0]) else ():
+        if t.uop is a and (not t.requires_grad or t in _grad_leaves): t.uop = r
 
   def realize(self, *others: Tensor, do_update_stats: bool = True) -> Tensor:
     """Compute self and others now. do_update_stats=False: the work is not counted in GlobalCounters."""
