@@ -114,6 +114,23 @@ def test_an_exported_mlp_runs_in_chromium_without_pyodide(site, chromium):
   error, _ = _open(chromium, site, "not-an-export", "mlp-input.bin", fails=True)
   assert 'ModelError: ' in error and 'not a tinyweb export (format 1, expected "tinyweb-export")' in error, error
 
+def test_state_carries_from_run_to_run_in_chromium(site, chromium):
+  """A step counter written in place (state): its exported value (3, after the capture's calls) is where the page
+  starts, and each run goes on from the last."""
+  from tinyweb import TinyJit
+  counter = Tensor([0.0], device="WEBGPU").realize()
+  @TinyJit
+  def step(x):
+    counter.assign(counter + 1)
+    return (x * counter).contiguous()
+  x = Tensor([1.0, 2.0, 3.0], device="WEBGPU").realize()
+  for _ in range(3): step(x)
+  export(step, x, path=site.data_dir / "counter", state_dict={"counter": counter})
+  (site.data_dir / "counter-input.bin").write_bytes(x.numpy().astype(np.float32).tobytes())
+  _write_page(site)
+  result, _ = _open(chromium, site, "counter", "counter-input.bin", runs=3)
+  assert result["output"] == [6.0, 12.0, 18.0]   # (runs 4, 5, 6)
+
 def test_exported_efficientnet_lite0_matches_the_native_run_in_chromium(site, chromium, record_property):
   testdata = _testdata()
   from PIL import Image

@@ -82,9 +82,10 @@ def _check_folder(path, manifest: dict, model):
       seen.add(name)
   assert seen == set(names) and seen <= set(state)
 
-def _replay(path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _replay(path, inputs: dict[str, np.ndarray], runs: int = 0):
   """Run the exported folder on the native WebGPU device from its files alone, as web/model.ts does: every buffer once,
-  the weights from the shards, each step in order in one command encoder, the outputs read back."""
+  the weights (and state) from the shards, each step in order in one command encoder, the outputs read back. runs=N:
+  N runs on the same buffers (state carries over), a list of their outputs."""
   m = json.loads((path / "manifest.json").read_text())
   dev = Device["WEBGPU"]
   w, d = dev.wgpu, dev.device
@@ -97,7 +98,7 @@ def _replay(path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     for name, e in json.loads(data[8:8 + n]).items():
       if name != "__metadata__": tensors[name] = data[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]
   for b in m["buffers"]:
-    if b["kind"] != "weight": continue
+    if b["kind"] not in ("weight", "state"): continue
     data = tensors[b["tensor"]]
     if b.get("stored") == "float16": data = np.frombuffer(data, np.float16).astype(np.float32).tobytes()   # (the page does this on the GPU)
     d.queue.write_buffer(bufs[b["id"]], 0, data + bytes(-b["bytes"] % 4))
@@ -109,22 +110,25 @@ def _replay(path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     pipe = d.create_compute_pipeline(layout=d.create_pipeline_layout(bind_group_layouts=[layout]),
                                      compute={"module": d.create_shader_module(code=(path / k["file"]).read_text()), "entry_point": k["entryPoint"]})
     pipes.append((pipe, layout))
-  enc = d.create_command_encoder()
-  cp = enc.begin_compute_pass()
-  for s in m["steps"]:
-    pipe, layout = pipes[s["kernel"]]
-    cp.set_pipeline(pipe)
-    cp.set_bind_group(0, d.create_bind_group(layout=layout, entries=[{"binding": i, "resource": {"buffer": bufs[b], "offset": 0, "size": bufs[b].size}}
-                                                                     for i, b in enumerate(s["buffers"])]))
-    cp.dispatch_workgroups(*s["workgroups"])
-  cp.end()
-  d.queue.submit([enc.finish()])
-  out = {}
-  for spec in m["outputs"]:
-    raw = d.queue.read_buffer(bufs[spec["buffer"]])
-    out[spec["name"]] = np.frombuffer(raw, dtype=spec["dtype"])[:int(np.prod(spec["shape"]))].reshape(spec["shape"])
+  results = []
+  for _ in range(max(runs, 1)):
+    enc = d.create_command_encoder()
+    cp = enc.begin_compute_pass()
+    for s in m["steps"]:
+      pipe, layout = pipes[s["kernel"]]
+      cp.set_pipeline(pipe)
+      cp.set_bind_group(0, d.create_bind_group(layout=layout, entries=[{"binding": i, "resource": {"buffer": bufs[b], "offset": 0, "size": bufs[b].size}}
+                                                                       for i, b in enumerate(s["buffers"])]))
+      cp.dispatch_workgroups(*s["workgroups"])
+    cp.end()
+    d.queue.submit([enc.finish()])
+    out = {}
+    for spec in m["outputs"]:
+      raw = d.queue.read_buffer(bufs[spec["buffer"]])
+      out[spec["name"]] = np.frombuffer(raw, dtype=spec["dtype"])[:int(np.prod(spec["shape"]))].reshape(spec["shape"])
+    results.append(out)
   for b in bufs: b.destroy()
-  return out
+  return results if runs else results[0]
 
 @pytest.mark.parametrize("cls, shape", [(MLP, (4, 12)), (ConvNet, (2, 3, 16, 16))], ids=["mlp", "convnet"])
 def test_export_writes_a_consistent_folder_that_replays_to_the_models_outputs(tmp_path, cls, shape):
@@ -249,10 +253,27 @@ def test_bad_arguments_and_unexportable_functions_are_refused(tmp_path):
   with pytest.raises(ExportError, match="unknown limit 'maxThings'"): export(lambda x: x + 1, x, path=tmp_path, limits={"maxThings": 3})
   with pytest.raises(ExportError, match="the same tensor as an earlier input"): export(lambda a, b: a + b, x, x, path=tmp_path)
 
-def test_state_kept_between_calls_is_refused(tmp_path):
-  x = Tensor.randn(3, device="WEBGPU").realize()
-  with pytest.raises(ExportError, match="reads a 12-byte uint32 buffer that outlives the call and then writes it .state kept between calls"):
-    export(lambda x: x + Tensor.rand(3, device="WEBGPU"), x, path=tmp_path)   # (random numbers advance the generator's state)
+def test_state_is_kept_from_run_to_run(tmp_path):
+  """A buffer read and then written (a counter's assign) is state: its value when exported is in the shards, and each
+  run continues from the last, as the jit's own calls do."""
+  counter = Tensor([0.0], device="WEBGPU").contiguous().realize()
+  @TinyJit
+  def step(x):
+    counter.assign(counter + 1)
+    return (x * counter).contiguous()
+  x = Tensor([1.0, 2.0, 3.0], device="WEBGPU").realize()
+  for _ in range(3): step(x)   # (captured: the counter is at 3)
+  manifest = export(step, x, path=tmp_path, state_dict={"counter": counter}, weights_dtype="float16")
+  (state,) = [b for b in manifest["buffers"] if b["kind"] == "state"]
+  assert state["tensor"] == "counter" and "stored" not in state   # (state is stored as it is, never rounded)
+  assert safe_load(str(tmp_path / manifest["weights"]["shards"][0]["file"]), device="CPU")["counter"].numpy().tolist() == [3.0]
+  runs = _replay(tmp_path, {"input": x.numpy()}, runs=2)
+  want = [step(x).numpy().copy() for _ in range(2)]   # (the jit goes on from 3 too)
+  np.testing.assert_array_equal(np.stack([r["output"] for r in runs]), np.stack(want))
+  np.testing.assert_array_equal(want[1], [5.0, 10.0, 15.0])
+  # random numbers' generator state (uint32) is state too
+  manifest = export(lambda x: x + Tensor.rand(3, device="WEBGPU"), x, path=tmp_path / "rand")
+  assert [(b["kind"], b["dtype"]) for b in manifest["buffers"] if b["kind"] == "state"] == [("state", "uint32")]
 
 def test_tree_shaking_keeps_what_the_entry_point_uses():
   src = ("enable f16;\nfn a(x: f32) -> f32 { return b(x); }\nfn b(x: f32) -> f32 { return x; }  // b\n"

@@ -53,6 +53,7 @@ class TinyJit:
     self.outputs: Any = None
     self.plan = None   # built on the first replay (see _make_plan)
     self.memory: list[Buffer] = []   # the memory the captured intermediates share (see _share_intermediates)
+    self.made_from = 0   # Buffer.serial at the capture's start: buffers made before it that launches write are state
     self.busy = fork_safe_lock()   # held by the thread whose call is running
     if fxn is not None: functools.update_wrapper(self, fxn)
 
@@ -92,7 +93,7 @@ class TinyJit:
       return ret
     if self.calls == 2:
       self.signature, self.input_buffers = sig, bufs
-      made_from = next(_buffer_serials)   # (the capture's own buffers come after this)
+      self.made_from = made_from = next(_buffer_serials)   # (the capture's own buffers come after this)
       with engine.recording() as record, realized_cache.capture():
         ret = self.fn(*args, **kwargs)
         outs = _tensors_in(ret)

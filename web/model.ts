@@ -10,6 +10,7 @@
 // sha256 of every shard against the manifest's). Every buffer is allocated once (intermediates share memory slots as the
 // manifest says), the weights are uploaded, and each dispatch's bind group is made once.
 // run(): writes the inputs, records every step into one command encoder, submits once and reads the outputs back.
+// State buffers (random numbers' state, a KV cache) keep what one run writes for the next; load again to start over.
 // Calls run one at a time, in the order made (a model has one set of buffers). Works in a Web Worker too.
 import { fetchIndexedWeights, pageURL, WeightsError, type WeightsFile, type WeightsProgress } from "./weights.js";
 
@@ -25,7 +26,7 @@ export interface ModelManifest {
   limits: Record<string, number>;
   inputs: TensorSpec[];
   outputs: TensorSpec[];
-  buffers: { id: number; kind: "input" | "output" | "weight" | "scratch"; bytes: number; dtype?: string; tensor?: string;
+  buffers: { id: number; kind: "input" | "output" | "weight" | "state" | "scratch"; bytes: number; dtype?: string; tensor?: string;
              stored?: "float16" }[];   // stored: a float32 weight whose shard holds it as float16 (converted on the GPU)
   kernels: { file: string; entryPoint: string; workgroupSize: [number, number, number]; bindings: number }[];
   steps: ({ kernel: number; buffers: number[]; workgroups: [number, number, number] } |
@@ -238,7 +239,7 @@ export class Model {
     const tensors = new Map<string, Uint8Array<ArrayBuffer>>();
     for (const f of weights) for (const [name, bytes] of safetensors(f)) tensors.set(name, bytes);
     for (const b of manifest.buffers) {
-      if (b.kind !== "weight") continue;
+      if (b.kind !== "weight" && b.kind !== "state") continue;   // (state: its first value, then what the runs write)
       const bytes = tensors.get(b.tensor ?? "");
       if (!bytes) throw new ModelError(`the weights have no tensor ${b.tensor} (buffer ${b.id})`);
       const want = b.stored === "float16" ? b.bytes / 2 : b.bytes;
@@ -251,7 +252,7 @@ export class Model {
                                                                         label: `${b.kind} ${b.id}${b.tensor ? " " + b.tensor : ""}` }));
     this.#staging = manifest.outputs.map((o) => device.createBuffer({ size: padded(manifest.buffers[o.buffer].bytes),
                                                                        usage: MAP_READ_USAGE | COPY_DST, label: `read ${o.name}` }));
-    for (const b of manifest.buffers) if (b.kind === "weight" && !b.stored) this.#write(b.id, tensors.get(b.tensor!)!);
+    for (const b of manifest.buffers) if ((b.kind === "weight" || b.kind === "state") && !b.stored) this.#write(b.id, tensors.get(b.tensor!)!);
     this.#widenHalfWeights(tensors);
     this.#bindGroups = manifest.steps.map((s) => "copy" in s ? null : device.createBindGroup({
       layout: bindGroupLayout(device, manifest.kernels[s.kernel].bindings),

@@ -15,6 +15,8 @@ into the folder `path`:
     "float16" where a float32 weight's shard holds it as float16, converted on the GPU), kind is one of
       input   (written by `run` from the caller's array),  output (read back after the dispatches),
       weight  (only read: its bytes are in the shards, as the tensor named `tensor`; an output may be one),
+      state   (read, then written: random numbers' state, a KV cache; its first value is in the shards like a weight's,
+               and a page keeps what the runs write into it from one run to the next),
       scratch (intermediate values; one entry per memory slot: buffers whose lifetimes do not overlap share one, as
                TinyJit's replays share them: `TinyJit.memory`).
   - `kernels`: [{file, entryPoint, workgroupSize: [x, y, z], bindings}] (bindings: how many storage buffers).
@@ -35,8 +37,10 @@ the browsers' fallback) run very slowly (EfficientNet-Lite0 in headless Chromium
 without), and register tiling within a budget of reads per loop step that SwiftShader's shader compiler copes with
 (backends/webgpu_shared.PORTABLE_UPCAST_READS: it lost the device on a YOLOv8 head kernel beyond it). A device made with the adapter's limits also works while the kernels stay within the defaults.
 
-Not yet: dynamic sizes (one export per input shape), state kept across calls (a function that
-reads a buffer and then writes it, like a random number generator, is refused), the WASM target.
+State: a buffer the function reads and then writes (random numbers' state, a KV cache written in place, an assign)
+starts in the page with the value it has when it is exported, which is after the calls that captured the function (export
+runs it up to three times): to start elsewhere, capture a TinyJit, set the state, then export the TinyJit.
+Not yet: dynamic sizes (one export per input shape), the WASM target.
 `python -m tinyweb.export efficientnet-lite0 OUT_DIR` exports a demo model (tinyweb/export/cli.py; also yolov8n..x, random weights
 unless --weights)."""
 from __future__ import annotations
@@ -254,6 +258,9 @@ class _Plan:
           if id(slot) not in slot_ids: slot_ids[id(slot)] = self._new("scratch", slot.nbytes)
           self.ids[b] = slot_ids[id(slot)]
           self.buffers[self.ids[b]]["bytes"] = max(self.buffers[self.ids[b]]["bytes"], b.nbytes)
+        elif b in all_written and b.serial < jit.made_from:   # (made before the capture, written by it: an assign's)
+          self._add(b, "state")
+          self.weights[self.ids[b]] = b
         elif first_access[b] == "write": self._add(b, "scratch")
         else:
           self._add(b, "weight")
@@ -277,17 +284,14 @@ class _Plan:
       if b not in all_written and self.buffers[i := self.ids[b]]["kind"] == "output":
         self.buffers[i]["kind"] = "weight"
         self.weights[i] = b
-    # a buffer that outlives a call, read by it and then written (random state, running statistics, an assign) or an
-    # input that the function writes: the manifest has no state kept between runs
+    # a buffer that outlives a call, read by it and then written (random state, a KV cache, running statistics, an
+    # assign): state, which a page keeps between runs, starting from its value now; an input must not be written
     for kernel, kbufs in jit.launches:
       for b in _written(kernel, kbufs):
         kind = self.buffers[self.ids[b]]["kind"]
         if kind == "input": raise ExportError("export: the function writes into its input "
                                               f"{next(i['name'] for i in self.inputs if i['buffer'] == self.ids[b])!r}; exported functions must not")
-        if kind == "weight":
-          raise ExportError(f"export: the function reads a {b.nbytes}-byte {b.dtype.name} buffer that outlives the call and then "
-                            "writes it (state kept between calls: a random number generator, running statistics, an assign); "
-                            "exported functions must be pure (compute outputs from inputs and constants)")
+        if kind == "weight": self.buffers[self.ids[b]]["kind"] = "state"   # (read before it is written)
     names = {}
     for k, t in (state_dict or {}).items():
       if isinstance(t, Tensor) and is_contiguous_buffer(u := t.uop) and u.base.op.name == "BUFFER": names.setdefault(u.base.arg[0], (k, t.shape))
@@ -368,7 +372,7 @@ class _Plan:
       name, shape = self.weight_names[i]
       if b.dtype not in _SAFETENSORS_NAMES: raise ExportError(f"export: weight {name!r} has dtype {b.dtype.name}, which safetensors cannot hold")
       out[i] = t = Tensor(buffer_uop(b, (b.size,))).reshape(shape)
-      if b.dtype != dtypes.float32 or weights_dtype == "float32": continue
+      if b.dtype != dtypes.float32 or weights_dtype == "float32" or self.buffers[i]["kind"] == "state": continue
       raw = bytes(b.as_memoryview())
       values = struct.unpack(f"<{b.size}f", raw)
       try: half = struct.pack(f"<{b.size}e", *values)
