@@ -132,8 +132,8 @@ class Buffer:
     # an intermediate value of one schedule (not a target, not an assign's buffer): nothing outside that schedule can
     # read it, so the schedule releases it after its last reader, and TinyJit shares its memory (see schedule.py)
     self.transient = False
-    # creation order: TinyJit(prune=True) tells buffers made before its capture (state that launches may update, as an
-    # optimizer step does) from those the capture made
+    # creation order: TinyJit tells buffers made before its capture (state that launches update, as an optimizer step
+    # does: TinyJit.state, which prune=True and tinyweb.export use) from those the capture made
     self.serial = next(_buffer_serials)
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize

@@ -53,13 +53,13 @@ class TinyJit:
     self.outputs: Any = None
     self.plan = None   # built on the first replay (see _make_plan)
     self.memory: list[Buffer] = []   # the memory the captured intermediates share (see _share_intermediates)
-    self.made_from = 0   # Buffer.serial at the capture's start: buffers made before it that launches write are state
+    self.state: set[Buffer] = set()   # buffers made before the capture that its launches write (see updated_state)
     self.busy = fork_safe_lock()   # held by the thread whose call is running
     if fxn is not None: functools.update_wrapper(self, fxn)
 
   def reset(self):
     self.calls, self.launches, self.input_buffers, self.signature, self.outputs, self.plan = 0, [], [], [], None, None
-    self.memory = []
+    self.memory, self.state = [], set()
 
   def __get__(self, obj, objtype=None):   # decorating a method
     return self if obj is None else functools.partial(self.__call__, obj)
@@ -93,16 +93,17 @@ class TinyJit:
       return ret
     if self.calls == 2:
       self.signature, self.input_buffers = sig, bufs
-      self.made_from = made_from = next(_buffer_serials)   # (the capture's own buffers come after this)
+      made_from = next(_buffer_serials)   # (the capture's own buffers come after this)
       with engine.recording() as record, realized_cache.capture():
         ret = self.fn(*args, **kwargs)
         outs = _tensors_in(ret)
         Tensor.realize_all(*outs)
-      self.launches = record
+      self.launches, self.state = record, updated_state(record, made_from)
       constant = []
       if self.prune:
-        self.launches, constant = _split_constant(record, bufs, made_from)
-        for _, kbufs in constant: kbufs[0].transient = False   # (their values must last for every replay)
+        self.launches, constant = _split_constant(record, bufs, self.state)
+        for kernel, kbufs in constant:   # (their values must last for every replay)
+          for b in written_by(kernel, kbufs): b.transient = False
       self.memory = _share_intermediates(self.launches)
       _run_once(constant)   # (the capture's run released the intermediates among their outputs)
       self.outputs = ret
@@ -151,21 +152,31 @@ class TinyJit:
         if x.op is Ops.BUFFER and x.arg[0] in swap: uop_swap[x] = buffer_uop(swap[x.arg[0]], (swap[x.arg[0]].size,))
     return _rebuild(self.outputs, iter([Tensor(substitute(u, uop_swap) if uop_swap else u) for u in self.output_uops]))
 
-def _split_constant(launches: list[tuple], inputs: list[Buffer], made_from: int) -> tuple[list[tuple], list[tuple]]:
+def written_by(kernel, kbufs: list[Buffer]) -> list[Buffer]:
+  """The buffers a recorded launch writes: a copy's destination, a kernel's outputs (its first buffer unless the
+  program lists others)."""
+  if kernel is None: return [kbufs[0]]
+  return [kbufs[i] for i in (kernel.program.outputs or [0])]
+
+def updated_state(launches: list[tuple], made_from: int) -> set[Buffer]:
+  """The buffers that existed before the capture (buffers made at or after serial `made_from` are the capture's own)
+  that its launches write: state the function updates, as an optimizer's step or a counter's assign does."""
+  return {b for kernel, kbufs in launches for b in written_by(kernel, kbufs) if b.serial < made_from}
+
+def _split_constant(launches: list[tuple], inputs: list[Buffer], state: set[Buffer]) -> tuple[list[tuple], list[tuple]]:
   """prune=True: (the launches a replay must run, those whose results no replay changes). What changes between calls:
-  the inputs and the buffers that existed before the capture (buffers made at or after serial `made_from` are the
-  capture's own) that a launch writes, as an optimizer's step or a counter's assign does. A launch is replayed when one
-  of its buffers changes, and then its output changes too, until no more launches join. (tinygrad's prune looks only
-  forward from the inputs: a launch reading what a later launch updates, such as a learning rate derived from a step
-  counter, would run just once there; here it is replayed.)"""
-  changing = set(inputs) | {kbufs[0] for _, kbufs in launches if kbufs[0].serial < made_from}
+  the inputs and the state the function updates. A launch is replayed when one of its buffers changes, and then what it
+  writes changes too, until no more launches join. (tinygrad's prune looks only forward from the inputs: a launch
+  reading what a later launch updates, such as a learning rate derived from a step counter, would run just once there;
+  here it is replayed.)"""
+  changing = set(inputs) | state
   replayed, grew = [False] * len(launches), True
   while grew:
     grew = False
-    for i, (_, kbufs) in enumerate(launches):
+    for i, (kernel, kbufs) in enumerate(launches):
       if not replayed[i] and changing.intersection(kbufs):
         replayed[i] = grew = True
-        changing.add(kbufs[0])
+        changing.update(written_by(kernel, kbufs))
   return [l for l, r in zip(launches, replayed) if r], [l for l, r in zip(launches, replayed) if not r]
 
 def _relaunch(kernel, kbufs: list[Buffer]):

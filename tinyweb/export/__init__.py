@@ -35,7 +35,8 @@ TINYWEB_WEBGPU_LIMITS=default (before its first use; `python -m tinyweb.export` 
 default limits, no f16, and no workgroup tiles or grouped reductions, whose barriers CPU-emulated adapters (SwiftShader,
 the browsers' fallback) run very slowly (EfficientNet-Lite0 in headless Chromium: 22 s per inference with them, 0.7 s
 without), and register tiling within a budget of reads per loop step that SwiftShader's shader compiler copes with
-(backends/webgpu_shared.PORTABLE_UPCAST_READS: it lost the device on a YOLOv8 head kernel beyond it). A device made with the adapter's limits also works while the kernels stay within the defaults.
+(backends/webgpu_shared.PORTABLE_UPCAST_READS: it lost the device on a YOLOv8 head kernel beyond it). A device made
+with the adapter's limits also works while the kernels stay within the defaults.
 
 State: a buffer the function reads and then writes (random numbers' state, a KV cache written in place, an assign)
 starts in the page with the value it has when it is exported, which is after the calls that captured the function (export
@@ -49,7 +50,7 @@ from typing import Any, Callable, Optional, Sequence
 from tinyweb.tensor import Tensor
 from tinyweb.device import Buffer, Device
 from tinyweb.dtype import dtypes
-from tinyweb.jit import TinyJit, _tensors_in
+from tinyweb.jit import TinyJit, _tensors_in, written_by
 from tinyweb.schedule import buffer_uop, is_contiguous_buffer
 from tinyweb.nn.state import safe_save, _SAFETENSORS_NAMES
 from tinyweb.backends.webgpu_shared import DEFAULT_LIMITS as WEBGPU_DEFAULT_LIMITS, camel
@@ -148,10 +149,6 @@ def _tree_shake(src: str, entry: str) -> str:
   out = "".join(items[k][2] for k in sorted(keep))
   return out if re.search(rf"\bfn {re.escape(entry)}\(", out) else src
 
-def _written(kernel, kbufs: list[Buffer]) -> list[Buffer]:
-  if kernel is None: return [kbufs[0]]   # a copy: (dst, src)
-  return [kbufs[i] for i in (kernel.program.outputs or [0])]
-
 def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence[str]] = None,
            output_names: Optional[Sequence[str]] = None, limits: Optional[dict[str, int]] = None,
            features: Sequence[str] = (), state_dict: Optional[dict[str, Tensor]] = None, shard_bytes: int = SHARD_BYTES,
@@ -243,10 +240,10 @@ class _Plan:
     slot_of_handle = {id(s._handle): s for s in jit.memory}
     slot_ids: dict[int, int] = {}
     first_access: dict[Buffer, str] = {}
-    all_written = {b for kernel, kbufs in jit.launches for b in _written(kernel, kbufs)}
+    all_written = {b for kernel, kbufs in jit.launches for b in written_by(kernel, kbufs)}
     self.steps, self.kernels, kernel_ids = [], [], {}
     for kernel, kbufs in jit.launches:
-      written = _written(kernel, kbufs)
+      written = written_by(kernel, kbufs)
       for b in kbufs:
         if b not in first_access: first_access[b] = "write" if b in written and not (kernel is not None and kbufs.count(b) > 1) else "read"
         if b.device != "WEBGPU" and not (kernel is None and b is kbufs[1]):
@@ -258,7 +255,7 @@ class _Plan:
           if id(slot) not in slot_ids: slot_ids[id(slot)] = self._new("scratch", slot.nbytes)
           self.ids[b] = slot_ids[id(slot)]
           self.buffers[self.ids[b]]["bytes"] = max(self.buffers[self.ids[b]]["bytes"], b.nbytes)
-        elif b in all_written and b.serial < jit.made_from:   # (made before the capture, written by it: an assign's)
+        elif b in jit.state:   # (made before the capture and written by it: an assign's buffer)
           self._add(b, "state")
           self.weights[self.ids[b]] = b
         elif first_access[b] == "write": self._add(b, "scratch")
@@ -287,7 +284,7 @@ class _Plan:
     # a buffer that outlives a call, read by it and then written (random state, a KV cache, running statistics, an
     # assign): state, which a page keeps between runs, starting from its value now; an input must not be written
     for kernel, kbufs in jit.launches:
-      for b in _written(kernel, kbufs):
+      for b in written_by(kernel, kbufs):
         kind = self.buffers[self.ids[b]]["kind"]
         if kind == "input": raise ExportError("export: the function writes into its input "
                                               f"{next(i['name'] for i in self.inputs if i['buffer'] == self.ids[b])!r}; exported functions must not")
