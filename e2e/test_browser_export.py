@@ -85,7 +85,7 @@ def test_an_exported_mlp_runs_in_chromium_without_pyodide(site, chromium):
   model = MLP()
   Tensor.realize_all(*get_parameters(model))
   x = Tensor.randn(3, 20, device="WEBGPU").contiguous().realize()
-  manifest = export(model, x, path=site.data_dir / "mlp", state_dict=get_state_dict(model))
+  manifest = export(model, x, path=site.data_dir / "mlp", state_dict=get_state_dict(model), batch_sizes=[3, 8])
   want = model(x).numpy()
   (site.data_dir / "mlp-input.bin").write_bytes(x.numpy().astype(np.float32).tobytes())
   _write_page(site)
@@ -93,8 +93,13 @@ def test_an_exported_mlp_runs_in_chromium_without_pyodide(site, chromium):
   assert result["shape"] == [3, 5] and not result["pyodide"]
   assert not [u for u in urls if "pyodide" in u.lower() or u.endswith(".whl")], urls
   _assert_close(result["output"], want)
-  assert "input input has 3 elements; shape [3,20] needs 60" in result["badInput"]
+  assert "input input has 3 elements; the model takes shape [3,20] or [8,20]" in result["badInput"]
   assert manifest["limits"]["maxStorageBuffersPerShaderStage"] <= 8
+  # the batch of 8 runs its own variant (the page picks it by the input's size) on the same weights
+  x8 = Tensor.randn(8, 20, device="WEBGPU").contiguous().realize()
+  (site.data_dir / "mlp-input8.bin").write_bytes(x8.numpy().astype(np.float32).tobytes())
+  result8, _ = _open(chromium, site, "mlp", "mlp-input8.bin")
+  _assert_close(result8["output"], model(x8).numpy())
   # a damaged shard is refused by its sha256, a folder without an export by the manifest's format
   shard = site.data_dir / "mlp" / manifest["weights"]["shards"][0]["file"]
   data = bytearray(shard.read_bytes())
@@ -106,7 +111,7 @@ def test_an_exported_mlp_runs_in_chromium_without_pyodide(site, chromium):
   # odd count: the last pair is half padding)
   for p in get_parameters(model): p.assign(p.cast("float16").cast("float32")).realize()
   manifest16 = export(model, x, path=site.data_dir / "mlp16", state_dict=get_state_dict(model))
-  assert all(b.get("stored") == "float16" for b in manifest16["buffers"] if b["kind"] == "weight")
+  assert all(b.get("stored") == "float16" for b in manifest16["variants"][0]["buffers"] if b["kind"] == "weight")
   result16, _ = _open(chromium, site, "mlp16", "mlp-input.bin")
   _assert_close(result16["output"], model(x).numpy())
   (site.data_dir / "not-an-export").mkdir()
@@ -166,7 +171,7 @@ def test_exported_efficientnet_lite0_matches_the_native_run_in_chromium(site, ch
                   " / ".join(f"{load[k]:.2f}" for k in ["manifest", "device", "kernels", "weights", "total"]))
   record_property("measure:export EfficientNet-Lite0: first run / per inference (ms)", f"{cold['runs'][0] * 1e3:.0f} / {per_run * 1e3:.0f}")
   record_property("measure:export EfficientNet-Lite0: kernels / steps / max |browser - native|",
-                  f"{len(manifest['kernels'])} / {len(manifest['steps'])} / {err:.2e}")
+                  f"{len(manifest['kernels'])} / {len(manifest['variants'][0]['steps'])} / {err:.2e}")
 
 def test_exported_yolov8n_matches_the_native_run_in_chromium(site, chromium, record_property):
   """YOLOv8n (COCO's 80 classes, random weights: none are offline) at 640 x 640 by the command line; the native run
@@ -193,4 +198,4 @@ def test_exported_yolov8n_matches_the_native_run_in_chromium(site, chromium, rec
   record_property("measure:export YOLOv8n 640: page open -> first result (s) / per inference (ms)",
                   f"{result['firstResult']:.2f} / {result['runs'][1] * 1e3:.0f}")
   record_property("measure:export YOLOv8n: kernels / steps / max |browser - native|",
-                  f"{len(manifest['kernels'])} / {len(manifest['steps'])} / {err:.2e}")
+                  f"{len(manifest['kernels'])} / {len(manifest['variants'][0]['steps'])} / {err:.2e}")

@@ -43,32 +43,38 @@ def _model(cls):
 def _check_folder(path, manifest: dict, model):
   """The folder holds what the manifest says, consistently."""
   assert json.loads((path / "manifest.json").read_text()) == manifest
-  assert manifest["format"] == "tinyweb-export" and manifest["version"] == 1 and manifest["target"] == "WEBGPU"
-  buffers, kernels = manifest["buffers"], manifest["kernels"]
-  assert [b["id"] for b in buffers] == list(range(len(buffers)))
-  assert {b["kind"] for b in buffers} <= {"input", "output", "weight", "scratch"}
+  assert manifest["format"] == "tinyweb-export" and manifest["version"] == 2 and manifest["target"] == "WEBGPU"
+  kernels = manifest["kernels"]
   for k in kernels:
     src = (path / k["file"]).read_text()
     assert re.search(rf"\bfn {k['entryPoint']}\(", src) and len(re.findall(r"@binding\(", src)) == k["bindings"]
     assert f"@workgroup_size({k['workgroupSize'][0]})" in src
     assert "enable f16" not in src and "tw_quadrant" not in src   # (f16 unused; the unused prelude shaken out)
   assert sorted(f.name for f in (path / "kernels").iterdir()) == sorted(k["file"].split("/")[1] for k in kernels)
-  written = set()
-  for s in manifest["steps"]:
-    k = kernels[s["kernel"]]
-    assert len(s["buffers"]) == k["bindings"] == len(set(s["buffers"])) and all(0 <= b < len(buffers) for b in s["buffers"])
-    assert len(s["workgroups"]) == 3 and all(1 <= g <= 65535 for g in s["workgroups"])
-    written.add(s["buffers"][0])
-  for b in buffers:   # weights are only read; inputs never written; every output and scratch slot written
-    if b["kind"] in ("weight", "input"): assert b["id"] not in written
-    else: assert b["id"] in written, b
+  used, names = set(), {}
+  for v in manifest["variants"]:
+    buffers, written = v["buffers"], set()
+    assert [b["id"] for b in buffers] == list(range(len(buffers)))
+    assert {b["kind"] for b in buffers} <= {"input", "output", "weight", "scratch"}
+    for s in v["steps"]:
+      k = kernels[s["kernel"]]
+      assert len(s["buffers"]) == k["bindings"] == len(set(s["buffers"])) and all(0 <= b < len(buffers) for b in s["buffers"])
+      assert len(s["workgroups"]) == 3 and all(1 <= g <= 65535 for g in s["workgroups"])
+      written.add(s["buffers"][0])
+      used.add(s["kernel"])
+    for b in buffers:   # weights are only read; inputs never written; every output and scratch slot written
+      if b["kind"] in ("weight", "input"): assert b["id"] not in written
+      else: assert b["id"] in written, b
+    for b in buffers:   # (a weight is one tensor of the shards, whichever variant uses it)
+      if b["kind"] == "weight": assert names.setdefault(b["tensor"], b) == b
+  assert used == set(range(len(kernels)))   # (every kernel is launched by some variant)
   # within WebGPU's defaults, and the limits are what the steps need
+  steps = [s for v in manifest["variants"] for s in v["steps"]]
   assert all(manifest["limits"][k] <= v for k, v in DEFAULT_LIMITS.items())
   assert manifest["limits"]["maxStorageBuffersPerShaderStage"] == max(k["bindings"] for k in kernels)
-  assert manifest["limits"]["maxComputeWorkgroupsPerDimension"] == max(g for s in manifest["steps"] for g in s["workgroups"])
+  assert manifest["limits"]["maxComputeWorkgroupsPerDimension"] == max(g for s in steps for g in s["workgroups"])
   # the weights: each shard's sha256, the index, and the values equal to the model's parameters, by name
   index = json.loads((path / "weights.json").read_text())
-  names = {b["tensor"]: b for b in buffers if b["kind"] == "weight"}
   state = {k: t.numpy() for k, t in get_state_dict(model).items()}
   seen = set()
   for shard in manifest["weights"]["shards"]:
@@ -82,17 +88,24 @@ def _check_folder(path, manifest: dict, model):
       seen.add(name)
   assert seen == set(names) and seen <= set(state)
 
+def _variant(manifest: dict) -> dict:
+  """The manifest's one variant (an export without batch_sizes has one)."""
+  (v,) = manifest["variants"]
+  return v
+
 def _replay(path, inputs: dict[str, np.ndarray], runs: int = 0):
-  """Run the exported folder on the native WebGPU device from its files alone, as web/model.ts does: every buffer once,
-  the weights (and state) from the shards, each step in order in one command encoder, the outputs read back. runs=N:
-  N runs on the same buffers (state carries over), a list of their outputs."""
-  m = json.loads((path / "manifest.json").read_text())
+  """Run the exported folder on the native WebGPU device from its files alone, as web/model.ts does: the variant whose
+  inputs have the inputs' sizes, every buffer once, the weights (and state) from the shards, each step in order in one
+  command encoder, the outputs read back. runs=N: N runs on the same buffers (state carries over), a list of their
+  outputs."""
+  manifest = json.loads((path / "manifest.json").read_text())
+  (m,) = [v for v in manifest["variants"] if all(inputs[i["name"]].size == np.prod(i["shape"]) for i in v["inputs"])]
   dev = Device["WEBGPU"]
   w, d = dev.wgpu, dev.device
   usage = w.BufferUsage.STORAGE | w.BufferUsage.COPY_SRC | w.BufferUsage.COPY_DST
   bufs = [d.create_buffer(size=max(4, (b["bytes"] + 3) // 4 * 4), usage=usage) for b in m["buffers"]]
   tensors = {}
-  for shard in m["weights"]["shards"]:
+  for shard in manifest["weights"]["shards"]:
     data = (path / shard["file"]).read_bytes()
     n = int.from_bytes(data[:8], "little")
     for name, e in json.loads(data[8:8 + n]).items():
@@ -104,7 +117,7 @@ def _replay(path, inputs: dict[str, np.ndarray], runs: int = 0):
     d.queue.write_buffer(bufs[b["id"]], 0, data + bytes(-b["bytes"] % 4))
   for spec in m["inputs"]: d.queue.write_buffer(bufs[spec["buffer"]], 0, inputs[spec["name"]].astype(spec["dtype"]).tobytes())
   pipes = []
-  for k in m["kernels"]:
+  for k in manifest["kernels"]:
     layout = d.create_bind_group_layout(entries=[{"binding": i, "visibility": w.ShaderStage.COMPUTE,
                                                   "buffer": {"type": w.BufferBindingType.storage}} for i in range(k["bindings"])])
     pipe = d.create_compute_pipeline(layout=d.create_pipeline_layout(bind_group_layouts=[layout]),
@@ -136,13 +149,45 @@ def test_export_writes_a_consistent_folder_that_replays_to_the_models_outputs(tm
   x = Tensor.randn(*shape, device="WEBGPU").contiguous().realize()
   manifest = export(model, x, path=tmp_path, names=["pixels"], output_names=["probs"], state_dict=get_state_dict(model))
   _check_folder(tmp_path, manifest, model)
-  assert manifest["inputs"] == [{"name": "pixels", "buffer": 0, "shape": list(shape), "dtype": "float32"}]
-  assert [(o["name"], o["shape"], o["dtype"]) for o in manifest["outputs"]] == [("probs", [shape[0], 3 if cls is MLP else 10], "float32")]
+  assert _variant(manifest)["inputs"] == [{"name": "pixels", "buffer": 0, "shape": list(shape), "dtype": "float32"}]
+  assert [(o["name"], o["shape"], o["dtype"]) for o in _variant(manifest)["outputs"]] == [("probs", [shape[0], 3 if cls is MLP else 10], "float32")]
   assert manifest["features"] == [] and manifest["weights"]["index"] == "weights.json"
   x2 = np.random.default_rng(1).standard_normal(shape).astype(np.float32)   # (not the capture's input)
   want = model(Tensor(x2, device="WEBGPU")).numpy()
   got = _replay(tmp_path, {"pixels": x2})["probs"]
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+def test_batch_sizes_are_variants_sharing_kernels_and_weights(tmp_path):
+  """One capture per batch size: each variant replays to the model's outputs at its size, the weights are written once,
+  and a TinyJit already captured at one size is used as it is for that size."""
+  model = _model(ConvNet)
+  x = Tensor.randn(2, 3, 16, 16, device="WEBGPU").contiguous().realize()
+  jit = TinyJit(model)
+  for _ in range(2): jit(x)
+  captured = jit.launches
+  manifest = export(jit, x, path=tmp_path, batch_sizes=[1, 2, 5], state_dict=get_state_dict(model))
+  assert jit.launches is captured   # (its own size is not captured again)
+  _check_folder(tmp_path, manifest, model)
+  assert [v["inputs"][0]["shape"][0] for v in manifest["variants"]] == [2, 1, 5]   # (the example's size first)
+  assert [v["outputs"][0]["shape"] for v in manifest["variants"]] == [[2, 10], [1, 10], [5, 10]]
+  tensors = [t for shard in manifest["weights"]["shards"] for t in shard["tensors"]]
+  assert sorted(tensors) == sorted(k for k, t in get_state_dict(model).items() if not k.endswith("num_batches_tracked"))
+  assert len(manifest["kernels"]) < sum(len({s["kernel"] for s in v["steps"]}) for v in manifest["variants"])   # (shared)
+  rng = np.random.default_rng(4)
+  for n in (1, 2, 5):
+    xn = rng.standard_normal((n, 3, 16, 16)).astype(np.float32)
+    want = model(Tensor(xn, device="WEBGPU")).numpy()
+    np.testing.assert_allclose(_replay(tmp_path, {"input": xn})["output"], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+  # a function's inputs all carry the batch first; sizes are distinct positive integers
+  a, b = Tensor.randn(3, 4, device="WEBGPU").realize(), Tensor.randn(3, 1, device="WEBGPU").realize()
+  manifest = export(lambda a, b: (a * b).sum(1), a, b, path=tmp_path / "two", batch_sizes=[3, 8])
+  assert [[i["shape"] for i in v["inputs"]] for v in manifest["variants"]] == [[[3, 4], [3, 1]], [[8, 4], [8, 1]]]
+  out = _replay(tmp_path / "two", {"input0": np.ones((8, 4), np.float32), "input1": np.arange(8, dtype=np.float32).reshape(8, 1)})
+  np.testing.assert_array_equal(out["output"], np.arange(8) * 4)
+  with pytest.raises(ExportError, match=r"batch_sizes needs every input's first dimension to be the batch.*\(3, 4\), \(4,\)"):
+    export(lambda a, b: a + b, a, Tensor.randn(4, device="WEBGPU").realize(), path=tmp_path, batch_sizes=[1])
+  for bad in ([], [0], [2, 2], [1.5], [True]):
+    with pytest.raises(ExportError, match="batch_sizes must be distinct positive integers"): export(model, x, path=tmp_path, batch_sizes=bad)
 
 def test_intermediates_share_memory_slots_as_the_jit_does(tmp_path):
   """A chain of big intermediates: the manifest allocates TinyJit's shared slots, not one buffer per intermediate."""
@@ -153,12 +198,12 @@ def test_intermediates_share_memory_slots_as_the_jit_does(tmp_path):
   jit = TinyJit(chain)
   x = Tensor.randn(64, 64, device="WEBGPU").contiguous().realize()
   manifest = export(jit, x, path=tmp_path)
-  scratch = [b for b in manifest["buffers"] if b["kind"] == "scratch"]
+  scratch = [b for b in _variant(manifest)["buffers"] if b["kind"] == "scratch"]
   transient = {b for _, kbufs in jit.launches for b in kbufs if b.transient}
   assert len(transient) >= 5 and len(scratch) == len(jit.memory) < len(transient)
   assert sorted(b["bytes"] for b in scratch) == sorted(s.nbytes for s in jit.memory)
-  assert [b["tensor"] for b in manifest["buffers"] if b["kind"] == "weight"] == [f"buffer{b['id']}" for b in manifest["buffers"] if b["kind"] == "weight"]
-  assert len([b for b in manifest["buffers"] if b["kind"] == "weight"]) == 6
+  assert [b["tensor"] for b in _variant(manifest)["buffers"] if b["kind"] == "weight"] == [f"buffer{i}" for i in range(6)]   # (unnamed)
+  assert len([b for b in _variant(manifest)["buffers"] if b["kind"] == "weight"]) == 6
   x2 = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
   want = chain(Tensor(x2, device="WEBGPU")).numpy()
   np.testing.assert_allclose(_replay(tmp_path, {"input": x2})["output"], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
@@ -167,16 +212,16 @@ def test_several_inputs_and_outputs_keep_their_names_and_order(tmp_path):
   a, b = Tensor.randn(5, device="WEBGPU").realize(), Tensor.randn(5, device="WEBGPU").realize()
   manifest = export(lambda a, b: {"sum": a + b, "prod": (a * b).reshape(5, 1)}, a, b, path=tmp_path, names=["a", "b"],
                     output_names=["s", "p"])
-  assert [(i["name"], i["buffer"]) for i in manifest["inputs"]] == [("a", 0), ("b", 1)]
-  assert [(o["name"], o["shape"]) for o in manifest["outputs"]] == [("s", [5]), ("p", [5, 1])]
+  assert [(i["name"], i["buffer"]) for i in _variant(manifest)["inputs"]] == [("a", 0), ("b", 1)]
+  assert [(o["name"], o["shape"]) for o in _variant(manifest)["outputs"]] == [("s", [5]), ("p", [5, 1])]
   out = _replay(tmp_path, {"a": np.arange(5, dtype=np.float32), "b": np.full(5, 2, np.float32)})
   np.testing.assert_array_equal(out["s"], np.arange(5) + 2)
   np.testing.assert_array_equal(out["p"], (np.arange(5) * 2).reshape(5, 1))
   # a dict's keys name the outputs; an output that is a constant (nothing computes it) is a weight the page reads back
   w = Tensor([1.0, 2.0, 3.0], device="WEBGPU").realize()
   manifest = export(lambda x: {"y": x * 3, "w": w}, a[:3].contiguous().realize(), path=tmp_path)
-  assert [o["name"] for o in manifest["outputs"]] == ["y", "w"]
-  assert manifest["buffers"][manifest["outputs"][1]["buffer"]]["kind"] == "weight"
+  assert [o["name"] for o in _variant(manifest)["outputs"]] == ["y", "w"]
+  assert _variant(manifest)["buffers"][_variant(manifest)["outputs"][1]["buffer"]]["kind"] == "weight"
   out = _replay(tmp_path, {"input": np.ones(3, np.float32)})
   np.testing.assert_array_equal(out["y"], [3, 3, 3])
   np.testing.assert_array_equal(out["w"], [1, 2, 3])
@@ -214,18 +259,18 @@ def test_weights_stored_as_float16_where_exact_or_asked(tmp_path):
   x = np.random.default_rng(2).standard_normal((4, 12)).astype(np.float32)
   want = model(Tensor(x, device="WEBGPU")).numpy()
   manifest = export(model, Tensor(x, device="WEBGPU"), path=tmp_path / "auto", state_dict=get_state_dict(model))
-  stored = {b["tensor"]: b.get("stored") for b in manifest["buffers"] if b["kind"] == "weight"}
+  stored = {b["tensor"]: b.get("stored") for b in _variant(manifest)["buffers"] if b["kind"] == "weight"}
   assert stored == {"l1.weight": "float16", "l1.bias": None, "l2.weight": None, "l2.bias": None}   # (exact only for l1.weight)
   _check_folder(tmp_path / "auto", manifest, model)
   np.testing.assert_allclose(_replay(tmp_path / "auto", {"input": x})["output"], want, rtol=1e-5, atol=1e-6)
   # all of them, rounded: the shards are half the size and the outputs those of the rounded weights
   manifest16 = export(model, Tensor(x, device="WEBGPU"), path=tmp_path / "f16", state_dict=get_state_dict(model), weights_dtype="float16")
-  assert all(b.get("stored") == "float16" for b in manifest16["buffers"] if b["kind"] == "weight")
+  assert all(b.get("stored") == "float16" for b in _variant(manifest16)["buffers"] if b["kind"] == "weight")
   _check_folder(tmp_path / "f16", manifest16, model)
   f32 = export(model, Tensor(x, device="WEBGPU"), path=tmp_path / "f32", state_dict=get_state_dict(model), weights_dtype="float32")
-  assert not any("stored" in b for b in f32["buffers"])
+  assert not any("stored" in b for b in _variant(f32)["buffers"])
   sizes = {k: sum(sh["bytes"] for sh in m["weights"]["shards"]) for k, m in (("f16", manifest16), ("f32", f32))}
-  half = sum(b["bytes"] for b in f32["buffers"] if b["kind"] == "weight") // 2
+  half = sum(b["bytes"] for b in _variant(f32)["buffers"] if b["kind"] == "weight") // 2
   assert abs(sizes["f32"] - sizes["f16"] - half) <= 16   # (the headers differ only in the offsets' digits)
   rounded = {k: Tensor(t.numpy().astype(np.float16).astype(np.float32), device="WEBGPU") for k, t in get_state_dict(model).items()}
   load_state_dict(model, rounded)
@@ -233,7 +278,7 @@ def test_weights_stored_as_float16_where_exact_or_asked(tmp_path):
   # a value float16 cannot hold: kept as float32 by "auto", refused by "float16"
   model.l2.bias.assign(Tensor([1e6, 0.0, 0.0], device="WEBGPU")).realize()
   manifest = export(model, Tensor(x, device="WEBGPU"), path=tmp_path / "auto", state_dict=get_state_dict(model))
-  assert [b.get("stored") for b in manifest["buffers"] if b.get("tensor") == "l2.bias"] == [None]
+  assert [b.get("stored") for b in _variant(manifest)["buffers"] if b.get("tensor") == "l2.bias"] == [None]
   with pytest.raises(ExportError, match=r"weight 'l2.bias' holds 1000000.0, beyond float16's range \(65504\)"):
     export(model, Tensor(x, device="WEBGPU"), path=tmp_path / "f16", state_dict=get_state_dict(model), weights_dtype="float16")
   with pytest.raises(ExportError, match="weights_dtype must be one of auto, float16, float32, got 'half'"):
@@ -264,7 +309,7 @@ def test_state_is_kept_from_run_to_run(tmp_path):
   x = Tensor([1.0, 2.0, 3.0], device="WEBGPU").realize()
   for _ in range(3): step(x)   # (captured: the counter is at 3)
   manifest = export(step, x, path=tmp_path, state_dict={"counter": counter}, weights_dtype="float16")
-  (state,) = [b for b in manifest["buffers"] if b["kind"] == "state"]
+  (state,) = [b for b in _variant(manifest)["buffers"] if b["kind"] == "state"]
   assert state["tensor"] == "counter" and "stored" not in state   # (state is stored as it is, never rounded)
   assert safe_load(str(tmp_path / manifest["weights"]["shards"][0]["file"]), device="CPU")["counter"].numpy().tolist() == [3.0]
   runs = _replay(tmp_path, {"input": x.numpy()}, runs=2)
@@ -273,7 +318,7 @@ def test_state_is_kept_from_run_to_run(tmp_path):
   np.testing.assert_array_equal(want[1], [5.0, 10.0, 15.0])
   # random numbers' generator state (uint32) is state too
   manifest = export(lambda x: x + Tensor.rand(3, device="WEBGPU"), x, path=tmp_path / "rand")
-  assert [(b["kind"], b["dtype"]) for b in manifest["buffers"] if b["kind"] == "state"] == [("state", "uint32")]
+  assert [(b["kind"], b["dtype"]) for b in _variant(manifest)["buffers"] if b["kind"] == "state"] == [("state", "uint32")]
 
 def test_tree_shaking_keeps_what_the_entry_point_uses():
   src = ("enable f16;\nfn a(x: f32) -> f32 { return b(x); }\nfn b(x: f32) -> f32 { return x; }  // b\n"

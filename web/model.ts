@@ -3,19 +3,22 @@
 //   import { loadModel } from "tinyweb/model";
 //   const m = await loadModel("/models/efficientnet-lite0/", { onProgress });   // the folder (or its manifest.json)
 //   const { output } = await m.run({ input: new Float32Array(3 * 224 * 224) });   // typed arrays by name
+// A model exported at several batch sizes (export's batch_sizes) has a variant per size: run() picks the one whose
+// inputs have the sizes of the arrays it is given (m.variants lists their shapes).
 //
 // Loading: the manifest first, then at once: the GPU device (requested with only the limits and features the manifest
 // lists, and only those above WebGPU's defaults), each kernel's WGSL (compiled with createComputePipelineAsync, all in
 // parallel, cached per device and source), and the weights, through web/weights.ts (Range requests, the Cache API,
 // sha256 of every shard against the manifest's). Every buffer is allocated once (intermediates share memory slots as the
-// manifest says), the weights are uploaded, and each dispatch's bind group is made once.
+// manifest says; the variants share the weights and state, and take their other buffers from one pool, as they run one
+// at a time), the weights are uploaded, and each dispatch's bind group is made once.
 // run(): writes the inputs, records every step into one command encoder, submits once and reads the outputs back.
 // State buffers (random numbers' state, a KV cache) keep what one run writes for the next; load again to start over.
 // Calls run one at a time, in the order made (a model has one set of buffers). Works in a Web Worker too.
 import { fetchIndexedWeights, pageURL, WeightsError, type WeightsFile, type WeightsProgress } from "./weights.js";
 
 export const MODEL_FORMAT = "tinyweb-export";
-export const MODEL_VERSION = 1;
+export const MODEL_VERSION = 2;
 
 /** What manifest.json holds (tinyweb/export/__init__.py writes it; its docstring describes each field). */
 export interface ModelManifest {
@@ -24,14 +27,21 @@ export interface ModelManifest {
   target: "WEBGPU";
   features: string[];
   limits: Record<string, number>;
+  kernels: { file: string; entryPoint: string; workgroupSize: [number, number, number]; bindings: number }[];
+  variants: ModelVariant[];   // one per batch size exported
+  weights: { index?: string; shards: { file: string; bytes: number; sha256: string; tensors: string[] }[] };
+}
+/** One capture of the model (a batch size): its own buffer ids; weights and state are shared by tensor name. */
+export interface ModelVariant {
   inputs: TensorSpec[];
   outputs: TensorSpec[];
-  buffers: { id: number; kind: "input" | "output" | "weight" | "state" | "scratch"; bytes: number; dtype?: string; tensor?: string;
-             stored?: "float16" }[];   // stored: a float32 weight whose shard holds it as float16 (converted on the GPU)
-  kernels: { file: string; entryPoint: string; workgroupSize: [number, number, number]; bindings: number }[];
+  buffers: BufferSpec[];
   steps: ({ kernel: number; buffers: number[]; workgroups: [number, number, number] } |
           { copy: { src: number; dst: number; bytes: number } })[];
-  weights: { index?: string; shards: { file: string; bytes: number; sha256: string; tensors: string[] }[] };
+}
+export interface BufferSpec {
+  id: number; kind: "input" | "output" | "weight" | "state" | "scratch"; bytes: number; dtype?: string; tensor?: string;
+  stored?: "float16";   // a float32 weight whose shard holds it as float16 (converted on the GPU)
 }
 export interface TensorSpec { name: string; buffer: number; shape: number[]; dtype: string }
 
@@ -120,15 +130,24 @@ function checkManifest(url: string, m: ModelManifest) {
   if (m?.format !== MODEL_FORMAT) throw new ModelError(`${url}: not a tinyweb export (format ${JSON.stringify(m?.format)}, expected "${MODEL_FORMAT}")`);
   if (m.version !== MODEL_VERSION) throw new ModelError(`${url}: export format version ${m.version}; this runtime reads version ${MODEL_VERSION}`);
   if (m.target !== "WEBGPU") throw new ModelError(`${url}: exported for ${m.target}; this runtime runs WEBGPU exports`);
-  const n = m.buffers.length, ok = (id: number) => Number.isInteger(id) && id >= 0 && id < n;
-  m.buffers.forEach((b, i) => { if (b.id !== i) throw new ModelError(`${url}: buffer ${i} has id ${b.id}`); });
-  for (const s of m.steps) {
-    const ids = "copy" in s ? [s.copy.src, s.copy.dst] : s.buffers;
-    if (!ids.every(ok) || ("kernel" in s && !(s.kernel >= 0 && s.kernel < m.kernels.length)))
-      throw new ModelError(`${url}: a step refers to a buffer or kernel that the manifest does not have: ${JSON.stringify(s)}`);
+  if (!m.variants?.length) throw new ModelError(`${url}: the manifest has no variants`);
+  for (const v of m.variants) {
+    const n = v.buffers.length, ok = (id: number) => Number.isInteger(id) && id >= 0 && id < n;
+    v.buffers.forEach((b, i) => {
+      if (b.id !== i) throw new ModelError(`${url}: buffer ${i} has id ${b.id}`);
+      if ((b.kind === "weight" || b.kind === "state") && !b.tensor) throw new ModelError(`${url}: ${b.kind} buffer ${i} names no tensor`);
+    });
+    for (const s of v.steps) {
+      const ids = "copy" in s ? [s.copy.src, s.copy.dst] : s.buffers;
+      if (!ids.every(ok) || ("kernel" in s && !(s.kernel >= 0 && s.kernel < m.kernels.length)))
+        throw new ModelError(`${url}: a step refers to a buffer or kernel that the manifest does not have: ${JSON.stringify(s)}`);
+    }
+    for (const io of [...v.inputs, ...v.outputs])
+      if (!ok(io.buffer) || !(io.dtype in ARRAYS)) throw new ModelError(`${url}: bad input/output ${JSON.stringify(io)}`);
+    if (v.inputs.map((i) => i.name).join() !== m.variants[0].inputs.map((i) => i.name).join() ||
+        v.outputs.map((o) => o.name).join() !== m.variants[0].outputs.map((o) => o.name).join())
+      throw new ModelError(`${url}: the variants' inputs or outputs differ in names`);
   }
-  for (const io of [...m.inputs, ...m.outputs])
-    if (!ok(io.buffer) || !(io.dtype in ARRAYS)) throw new ModelError(`${url}: bad input/output ${JSON.stringify(io)}`);
 }
 
 async function openDevice(m: ModelManifest, options: LoadModelOptions): Promise<GPUDevice> {
@@ -219,13 +238,15 @@ export class Model {
   readonly device: GPUDevice;
   /** seconds the load took, by stage */
   readonly timings: LoadTimings;
-  #buffers: GPUBuffer[];
-  #staging: GPUBuffer[];
-  #bindGroups: (GPUBindGroup | null)[];
+  #weights = new Map<string, GPUBuffer>();   // weights and state by tensor name (every variant's)
+  #pool: GPUBuffer[] = [];                   // the variants' other buffers: variant's n-th of them -> #pool[n]
+  #staging: GPUBuffer[] = [];                // output n's read-back buffer (any variant's)
+  #variants: { buffers: GPUBuffer[]; bindGroups: (GPUBindGroup | null)[] }[];
   #pipelines: GPUComputePipeline[];
   #ownsDevice: boolean;
   #queue: Promise<unknown> = Promise.resolve();
   #lost: string | null = null;
+  #destroyed = false;
   #setupErrors: Promise<(GPUError | null)[]>;
 
   constructor(manifest: ModelManifest, device: GPUDevice, pipelines: GPUComputePipeline[], weights: WeightsFile[],
@@ -238,9 +259,18 @@ export class Model {
     device.lost.then((info) => { this.#lost = info.message || info.reason; });
     const tensors = new Map<string, Uint8Array<ArrayBuffer>>();
     for (const f of weights) for (const [name, bytes] of safetensors(f)) tensors.set(name, bytes);
-    for (const b of manifest.buffers) {
-      if (b.kind !== "weight" && b.kind !== "state") continue;   // (state: its first value, then what the runs write)
-      const bytes = tensors.get(b.tensor ?? "");
+    const shared = new Map<string, BufferSpec>();   // (each weight once, from whichever variant names it first)
+    const pooled: number[] = [], staged: number[] = [];   // (the pool's and the staging buffers' sizes: the largest asked)
+    for (const v of manifest.variants) {
+      let n = 0;
+      for (const b of v.buffers) {
+        if (b.kind === "weight" || b.kind === "state") { if (!shared.has(b.tensor!)) shared.set(b.tensor!, b); }
+        else { pooled[n] = Math.max(pooled[n] ?? 0, padded(b.bytes)); n++; }
+      }
+      v.outputs.forEach((o, i) => { staged[i] = Math.max(staged[i] ?? 0, padded(v.buffers[o.buffer].bytes)); });
+    }
+    for (const b of shared.values()) {   // (state: its first value, then what the runs write)
+      const bytes = tensors.get(b.tensor!);
       if (!bytes) throw new ModelError(`the weights have no tensor ${b.tensor} (buffer ${b.id})`);
       const want = b.stored === "float16" ? b.bytes / 2 : b.bytes;
       if (bytes.length !== want) throw new ModelError(`weight ${b.tensor}: ${bytes.length} bytes, the manifest says ${want}` +
@@ -248,22 +278,33 @@ export class Model {
     }
     device.pushErrorScope("validation");
     device.pushErrorScope("out-of-memory");
-    this.#buffers = manifest.buffers.map((b) => device.createBuffer({ size: padded(b.bytes), usage: STORAGE | COPY_SRC | COPY_DST,
-                                                                        label: `${b.kind} ${b.id}${b.tensor ? " " + b.tensor : ""}` }));
-    this.#staging = manifest.outputs.map((o) => device.createBuffer({ size: padded(manifest.buffers[o.buffer].bytes),
-                                                                       usage: MAP_READ_USAGE | COPY_DST, label: `read ${o.name}` }));
-    for (const b of manifest.buffers) if ((b.kind === "weight" || b.kind === "state") && !b.stored) this.#write(b.id, tensors.get(b.tensor!)!);
-    this.#widenHalfWeights(tensors);
-    this.#bindGroups = manifest.steps.map((s) => "copy" in s ? null : device.createBindGroup({
-      layout: bindGroupLayout(device, manifest.kernels[s.kernel].bindings),
-      entries: s.buffers.map((id, i) => ({ binding: i, resource: { buffer: this.#buffers[id] } })),
-    }));
+    const storage = (size: number, label: string) => device.createBuffer({ size, usage: STORAGE | COPY_SRC | COPY_DST, label });
+    for (const [name, b] of shared) this.#weights.set(name, storage(padded(b.bytes), `${b.kind} ${name}`));
+    this.#pool = pooled.map((size, i) => storage(size, `buffer ${i}`));
+    this.#staging = staged.map((size, i) => device.createBuffer({ size, usage: MAP_READ_USAGE | COPY_DST,
+                                                                  label: `read ${manifest.variants[0].outputs[i].name}` }));
+    for (const [name, b] of shared) if (!b.stored) this.#write(this.#weights.get(name)!, tensors.get(name)!);
+    this.#widenHalfWeights([...shared.values()].filter((b) => b.stored === "float16"), tensors);
+    this.#variants = manifest.variants.map((v) => {
+      let n = 0;
+      const buffers = v.buffers.map((b) => b.kind === "weight" || b.kind === "state" ? this.#weights.get(b.tensor!)! : this.#pool[n++]);
+      const bindGroups = v.steps.map((s) => "copy" in s ? null : device.createBindGroup({
+        layout: bindGroupLayout(device, manifest.kernels[s.kernel].bindings),
+        entries: s.buffers.map((id, i) => ({ binding: i, resource: { buffer: buffers[id] } })),
+      }));
+      return { buffers, bindGroups };
+    });
     // (allocation errors surface on the first run: popErrorScope is awaited there)
     this.#setupErrors = Promise.all([device.popErrorScope(), device.popErrorScope()]);
   }
 
-  get inputs(): TensorSpec[] { return this.manifest.inputs; }
-  get outputs(): TensorSpec[] { return this.manifest.outputs; }
+  /** The inputs and outputs (of the first variant: the batch size the model was exported with). */
+  get inputs(): TensorSpec[] { return this.manifest.variants[0].inputs; }
+  get outputs(): TensorSpec[] { return this.manifest.variants[0].outputs; }
+  /** Each variant's inputs and outputs (one per batch size exported). */
+  get variants(): { inputs: TensorSpec[]; outputs: TensorSpec[] }[] {
+    return this.manifest.variants.map((v) => ({ inputs: v.inputs, outputs: v.outputs }));
+  }
 
   /** Run the model on `inputs` (name -> typed array of the input's dtype, or numbers), resolving to name -> typed array. */
   run(inputs: ModelInputs): Promise<Record<string, TypedArray>> {
@@ -273,40 +314,35 @@ export class Model {
   }
 
   async #run(inputs: ModelInputs): Promise<Record<string, TypedArray>> {
-    if (this.#lost !== null) throw new ModelError(`the GPU device was lost (${this.#lost}): load the model again`);
-    if (!this.#buffers.length && this.manifest.buffers.length) throw new ModelError("the model was destroyed");
-    const m = this.manifest, device = this.device;
-    const unknown = Object.keys(inputs).filter((k) => !m.inputs.some((i) => i.name === k));
-    if (unknown.length) throw new ModelError(`unknown input ${unknown.join(", ")}; the inputs are ${m.inputs.map((i) => i.name).join(", ")}`);
-    const setup = (await this.#setupErrors).find((e) => e);
-    if (setup) throw new ModelError(`allocating the model's buffers failed: ${setup.message}`);
-    for (const spec of m.inputs) this.#write(spec.buffer, inputBytes(spec, inputs[spec.name]));
+    const v = await this.#start(inputs), { buffers, bindGroups } = this.#variants[v], spec = this.manifest.variants[v];
+    const device = this.device;
     device.pushErrorScope("validation");
     const encoder = device.createCommandEncoder();
     let pass: GPUComputePassEncoder | null = null;
-    m.steps.forEach((s, i) => {
+    spec.steps.forEach((s, i) => {
       if ("copy" in s) {
         pass?.end();
         pass = null;
-        encoder.copyBufferToBuffer(this.#buffers[s.copy.src], 0, this.#buffers[s.copy.dst], 0, padded(s.copy.bytes));
+        encoder.copyBufferToBuffer(buffers[s.copy.src], 0, buffers[s.copy.dst], 0, padded(s.copy.bytes));
         return;
       }
       pass ??= encoder.beginComputePass();
       pass.setPipeline(this.#pipelines[s.kernel]);
-      pass.setBindGroup(0, this.#bindGroups[i]);
+      pass.setBindGroup(0, bindGroups[i]);
       pass.dispatchWorkgroups(...s.workgroups);
     });
     (pass as GPUComputePassEncoder | null)?.end();
-    m.outputs.forEach((o, i) => encoder.copyBufferToBuffer(this.#buffers[o.buffer], 0, this.#staging[i], 0, this.#staging[i].size));
+    const sizes = spec.outputs.map((o) => padded(spec.buffers[o.buffer].bytes));
+    spec.outputs.forEach((o, i) => encoder.copyBufferToBuffer(buffers[o.buffer], 0, this.#staging[i], 0, sizes[i]));
     device.queue.submit([encoder.finish()]);
     const error = device.popErrorScope();
-    await Promise.all(this.#staging.map((b) => b.mapAsync(MAP_READ)));
+    await Promise.all(spec.outputs.map((_, i) => this.#staging[i].mapAsync(MAP_READ, 0, sizes[i])));
     const err = await error;
     const out: Record<string, TypedArray> = {};
-    m.outputs.forEach((o, i) => {
+    spec.outputs.forEach((o, i) => {
       const Arr = ARRAYS[o.dtype], n = o.shape.reduce((a, b) => a * b, 1);
       const copy = new Arr(n);
-      new Uint8Array(copy.buffer).set(new Uint8Array(this.#staging[i].getMappedRange(), 0, n * Arr.BYTES_PER_ELEMENT));
+      new Uint8Array(copy.buffer).set(new Uint8Array(this.#staging[i].getMappedRange(0, sizes[i]), 0, n * Arr.BYTES_PER_ELEMENT));
       this.#staging[i].unmap();
       out[o.name] = copy;
     });
@@ -314,26 +350,48 @@ export class Model {
     return out;
   }
 
+  // checks before a run, then the inputs written; the variant whose inputs the arrays fit
+  async #start(inputs: ModelInputs): Promise<number> {
+    if (this.#lost !== null) throw new ModelError(`the GPU device was lost (${this.#lost}): load the model again`);
+    if (this.#destroyed) throw new ModelError("the model was destroyed");
+    const variants = this.manifest.variants, first = variants[0].inputs;
+    const unknown = Object.keys(inputs).filter((k) => !first.some((i) => i.name === k));
+    if (unknown.length) throw new ModelError(`unknown input ${unknown.join(", ")}; the inputs are ${first.map((i) => i.name).join(", ")}`);
+    const setup = (await this.#setupErrors).find((e) => e);
+    if (setup) throw new ModelError(`allocating the model's buffers failed: ${setup.message}`);
+    const length = (name: string) => (inputs[name] as ArrayLike<number> | undefined)?.length;
+    let v = variants.findIndex((vs) => vs.inputs.every((spec) => length(spec.name) === elements(spec.shape)));
+    if (v < 0 && variants.length > 1) {   // (one variant: inputBytes says what is wrong)
+      const shapes = (name: string) => variants.map((vs) => `[${vs.inputs.find((i) => i.name === name)!.shape}]`).join(" or ");
+      const bad = first.find((spec) => !variants.some((vs) => length(spec.name) === elements(vs.inputs.find((i) => i.name === spec.name)!.shape)));
+      throw new ModelError(bad ? `input ${bad.name} has ${length(bad.name) ?? "no"} elements; the model takes shape ${shapes(bad.name)}`
+                               : `the inputs' sizes are of different batch sizes; the model takes ${first.map((i) => `${i.name} ${shapes(i.name)}`).join(", ")}`);
+    }
+    v = Math.max(v, 0);
+    for (const spec of variants[v].inputs) this.#write(this.#variants[v].buffers[spec.buffer], inputBytes(spec, inputs[spec.name]));
+    return v;
+  }
+
   /** Time each step alone (one submit each, waiting for it): [{step, name, ms}] in step order, for finding the slow
    * kernels. Slower than run() in all (a submit and a wait per step); the outputs are not read. */
   profile(inputs: ModelInputs): Promise<{ step: number; name: string; ms: number }[]> {
     const result = this.#queue.then(async () => {
-      const m = this.manifest, device = this.device, times: { step: number; name: string; ms: number }[] = [];
-      for (const spec of m.inputs) this.#write(spec.buffer, inputBytes(spec, inputs[spec.name]));
+      const v = await this.#start(inputs), { buffers, bindGroups } = this.#variants[v], spec = this.manifest.variants[v];
+      const device = this.device, times: { step: number; name: string; ms: number }[] = [];
       await device.queue.onSubmittedWorkDone();
-      for (const [i, s] of m.steps.entries()) {
+      for (const [i, s] of spec.steps.entries()) {
         const encoder = device.createCommandEncoder(), t = performance.now();
-        if ("copy" in s) encoder.copyBufferToBuffer(this.#buffers[s.copy.src], 0, this.#buffers[s.copy.dst], 0, padded(s.copy.bytes));
+        if ("copy" in s) encoder.copyBufferToBuffer(buffers[s.copy.src], 0, buffers[s.copy.dst], 0, padded(s.copy.bytes));
         else {
           const pass = encoder.beginComputePass();
           pass.setPipeline(this.#pipelines[s.kernel]);
-          pass.setBindGroup(0, this.#bindGroups[i]);
+          pass.setBindGroup(0, bindGroups[i]);
           pass.dispatchWorkgroups(...s.workgroups);
           pass.end();
         }
         device.queue.submit([encoder.finish()]);
         await device.queue.onSubmittedWorkDone();
-        times.push({ step: i, name: "copy" in s ? "copy" : m.kernels[s.kernel].file, ms: performance.now() - t });
+        times.push({ step: i, name: "copy" in s ? "copy" : this.manifest.kernels[s.kernel].file, ms: performance.now() - t });
       }
       return times;
     });
@@ -343,8 +401,7 @@ export class Model {
 
   // weights stored as float16: each uploaded as it is, then widened into its float32 buffer by HALF_TO_FLOAT (WGSL's
   // unpack2x16float, which needs no shader-f16), all in one submit that runs before any run's
-  #widenHalfWeights(tensors: Map<string, Uint8Array<ArrayBuffer>>) {
-    const half = this.manifest.buffers.filter((b) => b.kind === "weight" && b.stored === "float16");
+  #widenHalfWeights(half: BufferSpec[], tensors: Map<string, Uint8Array<ArrayBuffer>>) {
     if (!half.length) return;
     const device = this.device, module = device.createShaderModule({ code: HALF_TO_FLOAT });
     const pipeline = device.createComputePipeline({ layout: "auto", compute: { module, entryPoint: "widen" } });
@@ -355,11 +412,9 @@ export class Model {
       const bytes = tensors.get(b.tensor!)!;
       const src = device.createBuffer({ size: padded(bytes.byteLength), usage: STORAGE | COPY_DST, label: `float16 ${b.tensor}` });
       sources.push(src);
-      const whole = new Uint8Array(padded(bytes.byteLength));
-      whole.set(bytes);
-      device.queue.writeBuffer(src, 0, whole);
+      this.#write(src, bytes);
       pass.setBindGroup(0, device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [
-        { binding: 0, resource: { buffer: src } }, { binding: 1, resource: { buffer: this.#buffers[b.id] } }] }));
+        { binding: 0, resource: { buffer: src } }, { binding: 1, resource: { buffer: this.#weights.get(b.tensor!)! } }] }));
       const groups = Math.ceil(src.size / 4 / 64);   // (a thread per pair of halves; a second grid dimension past 65535)
       pass.dispatchWorkgroups(Math.min(groups, 65535), Math.ceil(groups / 65535));
     }
@@ -368,23 +423,27 @@ export class Model {
     device.queue.onSubmittedWorkDone().then(() => { for (const b of sources) b.destroy(); });
   }
 
-  #write(id: number, bytes: Uint8Array) {
+  #write(buffer: GPUBuffer, bytes: Uint8Array) {
     if (bytes.byteLength % 4) {   // (writeBuffer takes whole 4-byte words)
       const p = new Uint8Array(padded(bytes.byteLength));
       p.set(bytes);
       bytes = p;
     }
-    this.device.queue.writeBuffer(this.#buffers[id], 0, bytes as Uint8Array<ArrayBuffer>, 0, bytes.byteLength);
+    this.device.queue.writeBuffer(buffer, 0, bytes as Uint8Array<ArrayBuffer>, 0, bytes.byteLength);
   }
 
   /** Free the GPU buffers (and the device, when loadModel requested it). The model cannot run afterwards. */
   destroy() {
-    for (const b of [...this.#buffers, ...this.#staging]) b.destroy();
-    this.#buffers = [];
+    for (const b of [...this.#weights.values(), ...this.#pool, ...this.#staging]) b.destroy();
+    this.#weights.clear();
+    this.#pool = [];
     this.#staging = [];
+    this.#destroyed = true;
     if (this.#ownsDevice) this.device.destroy();
   }
 }
+
+const elements = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
 
 // float16 pairs (u32 words) -> float32s; the float32 buffer may hold one value fewer than the pairs (an odd count)
 const HALF_TO_FLOAT = `
@@ -401,7 +460,7 @@ fn widen(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) 
 
 // the bytes of one input, checked against its spec (a typed array of its dtype's kind, or numbers to convert)
 function inputBytes(spec: TensorSpec, value: TypedArray | ArrayLike<number> | undefined): Uint8Array {
-  const Arr = ARRAYS[spec.dtype], n = spec.shape.reduce((a, b) => a * b, 1);
+  const Arr = ARRAYS[spec.dtype], n = elements(spec.shape);
   if (value === undefined) throw new ModelError(`input ${spec.name} is missing (${spec.dtype}, shape [${spec.shape}])`);
   if (ArrayBuffer.isView(value)) {
     if (!(value instanceof Arr)) throw new ModelError(`input ${spec.name} must be a ${Arr.name} (dtype ${spec.dtype}), got a ${value.constructor.name}`);

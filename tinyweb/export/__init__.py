@@ -11,19 +11,22 @@ into the folder `path`:
   larger), and `weights.json`, their index in Hugging Face's form (`weight_map`, plus `sha256` per file) that the
   runtime's loader (web/weights.ts: Range requests, the Cache API, sha256 checks) reads.
 - `manifest.json` (FORMAT, VERSION below):
-  - `buffers`: [{id, kind, bytes, dtype?, tensor?, stored?}] (bytes: exact; a page rounds sizes up to 4; stored:
-    "float16" where a float32 weight's shard holds it as float16, converted on the GPU), kind is one of
-      input   (written by `run` from the caller's array),  output (read back after the dispatches),
-      weight  (only read: its bytes are in the shards, as the tensor named `tensor`; an output may be one),
-      state   (read, then written: random numbers' state, a KV cache; its first value is in the shards like a weight's,
-               and a page keeps what the runs write into it from one run to the next),
-      scratch (intermediate values; one entry per memory slot: buffers whose lifetimes do not overlap share one, as
-               TinyJit's replays share them: `TinyJit.memory`).
   - `kernels`: [{file, entryPoint, workgroupSize: [x, y, z], bindings}] (bindings: how many storage buffers).
-  - `steps`, in order: {kernel, buffers: [buffer ids, binding 0 first], workgroups: [x, y, z]} is a dispatch;
-    {copy: {src, dst, bytes}} a buffer-to-buffer copy.
-  - `inputs` / `outputs`: [{name, buffer, shape, dtype}] (dtype: tinyweb's name, "float32"...). Names: `names` /
-    `output_names`, else a returned dict's keys, else "input"/"output" (input0, input1.. when there are several).
+  - `variants`: one per batch size exported (`batch_sizes`; one when not asked), the example inputs' own first; each
+    {inputs, outputs, buffers, steps}, its ids its own; they share the kernels and the weights (by tensor name). A page
+    runs the variant whose inputs have the sizes of the arrays it is given.
+    - `buffers`: [{id, kind, bytes, dtype?, tensor?, stored?}] (bytes: exact; a page rounds sizes up to 4; stored:
+      "float16" where a float32 weight's shard holds it as float16, converted on the GPU), kind is one of
+        input   (written by `run` from the caller's array),  output (read back after the dispatches),
+        weight  (only read: its bytes are in the shards, as the tensor named `tensor`; an output may be one),
+        state   (read, then written: random numbers' state, a KV cache; its first value is in the shards like a
+                 weight's, and a page keeps what the runs write into it from one run to the next, for every variant),
+        scratch (intermediate values; one entry per memory slot: buffers whose lifetimes do not overlap share one, as
+                 TinyJit's replays share them: `TinyJit.memory`).
+    - `steps`, in order: {kernel, buffers: [buffer ids, binding 0 first], workgroups: [x, y, z]} is a dispatch;
+      {copy: {src, dst, bytes}} a buffer-to-buffer copy.
+    - `inputs` / `outputs`: [{name, buffer, shape, dtype}] (dtype: tinyweb's name, "float32"...). Names: `names` /
+      `output_names`, else a returned dict's keys, else "input"/"output" (input0, input1.. when there are several).
   - `features`: the WebGPU features it needs ([] or ["shader-f16"]); `limits`: the adapter limits it needs (camelCase
     names), never above WebGPU's defaults (DEFAULT_LIMITS) unless the caller passes `limits=` (their new ceilings).
   - `weights`: {index: "weights.json", shards: [{file, bytes, sha256, tensors}]}.
@@ -41,7 +44,8 @@ with the adapter's limits also works while the kernels stay within the defaults.
 State: a buffer the function reads and then writes (random numbers' state, a KV cache written in place, an assign)
 starts in the page with the value it has when it is exported, which is after the calls that captured the function (export
 runs it up to three times): to start elsewhere, capture a TinyJit, set the state, then export the TinyJit.
-Not yet: dynamic sizes (one export per input shape), the WASM target.
+Sizes: each variant is a capture at fixed shapes; sizes other than the batch need one export each. Not yet: the WASM
+target.
 `python -m tinyweb.export efficientnet-lite0 OUT_DIR` exports a demo model (tinyweb/export/cli.py; also yolov8n..x, random weights
 unless --weights)."""
 from __future__ import annotations
@@ -55,7 +59,7 @@ from tinyweb.schedule import buffer_uop, is_contiguous_buffer
 from tinyweb.nn.state import safe_save, _SAFETENSORS_NAMES
 from tinyweb.backends.webgpu_shared import DEFAULT_LIMITS as WEBGPU_DEFAULT_LIMITS, camel
 
-FORMAT, VERSION = "tinyweb-export", 1
+FORMAT, VERSION = "tinyweb-export", 2
 # WebGPU's default limits (the spec's; every adapter has at least these), by their names in the browser's API: what a
 # page can ask for anywhere
 DEFAULT_LIMITS = {camel(k): v for k, v in WEBGPU_DEFAULT_LIMITS.items()}
@@ -152,17 +156,21 @@ def _tree_shake(src: str, entry: str) -> str:
 def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence[str]] = None,
            output_names: Optional[Sequence[str]] = None, limits: Optional[dict[str, int]] = None,
            features: Sequence[str] = (), state_dict: Optional[dict[str, Tensor]] = None, shard_bytes: int = SHARD_BYTES,
-           weights_dtype: str = "auto") -> dict:
+           weights_dtype: str = "auto", batch_sizes: Optional[Sequence[int]] = None) -> dict:
   """Capture `fn(*example_inputs)` (tensors on WEBGPU) as a TinyJit and write it to the folder `path` for
   `loadModel` (web/model.ts); returns the manifest. `names`: the inputs' names (default "input", or input0, input1..);
   `output_names` likewise ("output"...). `limits`: adapter limits the page may ask above WebGPU's defaults
   (camelCase names -> the most it may need); `features`: WebGPU features it may need ("shader-f16"). `state_dict`: names
-  for the weights (a weight that is one of its tensors' buffers gets its name, others are called "buffer<id>").
+  for the weights (a weight that is one of its tensors' buffers gets its name, others are called "buffer<n>").
   `weights_dtype`: how float32 weights are stored in the shards: "auto" as float16 where that is exact (every value
   survives the round trip: weights that were float16 before, like ultralytics' checkpoints), "float16" all of them
   (rounded; a value beyond float16's range is refused), "float32" as they are. The page converts float16 weights to
   float32 on the GPU, so the kernels and their results do not change with the storage.
-  A TinyJit that already captured is exported as it is (its example inputs are then not run)."""
+  `batch_sizes`: the batch sizes the page may run, where every input's first dimension is the batch: one capture per
+  size (the others' example inputs are zeros), each a variant of the manifest; the variants share the kernels and the
+  weights, and the page picks the one its inputs' sizes fit. Default: the example inputs' batch only.
+  A TinyJit that already captured is exported as it is (its example inputs are then not run; other batch sizes are
+  captured by new TinyJits of its function)."""
   if not callable(fn): raise ExportError(f"export: fn must be a function (or a TinyJit), got {type(fn).__name__}")
   if path is None: raise ExportError("export: path (the folder to write) is required")
   if not example_inputs: raise ExportError("export: no example inputs: pass the tensors the function takes, e.g. "
@@ -182,30 +190,56 @@ def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence
   if weights_dtype not in WEIGHTS_DTYPES:
     raise ExportError(f"export: weights_dtype must be one of {', '.join(WEIGHTS_DTYPES)}, got {weights_dtype!r}")
   in_names = _io_names(names, len(example_inputs), "input", "input")
+  sizes = _batch_sizes(batch_sizes, example_inputs)
 
   if state_dict: Tensor.realize_all(*[t for t in state_dict.values() if isinstance(t, Tensor)])   # (weights, not their recipe)
-  jit, keys = _capture(fn, example_inputs)
-  outs = _tensors_in(jit.outputs)
-  if output_names is None and keys is not None and len(keys) == len(outs) and \
-     all(isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", k) for k in keys): output_names = keys
-  out_names = _io_names(output_names, len(outs), "output", "output")
-  plan = _Plan(jit, outs, in_names, out_names, state_dict)
-  return plan.write(os.fspath(path), ceilings, set(features), shard_bytes, weights_dtype)
+  kernels: dict[str, tuple[int, Any]] = {}   # a kernel's source -> (its index, the kernel), in launch order (variants share them)
+  variants: list[_Variant] = []
+  for size in sizes:
+    own = size is None or size == example_inputs[0].shape[0]
+    inputs = example_inputs if own else tuple(Tensor.zeros(size, *t.shape[1:], dtype=t.dtype, device=t.device).contiguous().realize()
+                                              for t in example_inputs)
+    jit, keys = _capture(fn, inputs, new_jit=not own)
+    outs = _tensors_in(jit.outputs)
+    if not variants:
+      if output_names is None and keys is not None and len(keys) == len(outs) and \
+         all(isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", k) for k in keys): output_names = keys
+      out_names = _io_names(output_names, len(outs), "output", "output")
+    elif [t.dtype for t in outs] != [t.dtype for t in variants[0].out_tensors]:
+      raise ExportError(f"export: at batch size {size} the function returns {len(outs)} outputs of "
+                        f"{[t.dtype.name for t in outs]}, at {sizes[0]} {[t.dtype.name for t in variants[0].out_tensors]}: "
+                        f"the batch sizes must differ only in shapes")
+    variants.append(_Variant(jit, outs, in_names, out_names, kernels))
+  return _write(os.fspath(path), variants, [k for _, k in kernels.values()], state_dict, ceilings, set(features), shard_bytes, weights_dtype)
 
-def _capture(fn: Callable, example_inputs: tuple[Tensor, ...]) -> tuple[TinyJit, Optional[list]]:
+def _batch_sizes(batch_sizes: Optional[Sequence[int]], example_inputs: tuple[Tensor, ...]) -> list[Optional[int]]:
+  """The batch sizes to capture, the example inputs' first when it is one of them (None: the example inputs only)."""
+  if batch_sizes is None: return [None]
+  sizes = [batch_sizes] if isinstance(batch_sizes, int) else list(batch_sizes)
+  if not sizes or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in sizes) or len(set(sizes)) != len(sizes):
+    raise ExportError(f"export: batch_sizes must be distinct positive integers, got {batch_sizes!r}")
+  firsts = [t.shape[0] if t.ndim else None for t in example_inputs]
+  if None in firsts or len(set(firsts)) != 1:
+    raise ExportError(f"export: batch_sizes needs every input's first dimension to be the batch; the example inputs' "
+                      f"shapes are {[tuple(t.shape) for t in example_inputs]}")
+  return sorted(sizes, key=lambda b: b != firsts[0])   # (the example's own size first: a TinyJit passed in captured it)
+
+def _capture(fn: Callable, example_inputs: tuple[Tensor, ...], new_jit: bool) -> tuple[TinyJit, Optional[list]]:
   """The function captured as a TinyJit whose outputs are whole buffers, and the keys of the dict it returns (if so:
-  the outputs' default names)."""
-  if isinstance(fn, TinyJit) and fn.launches: return fn, None
+  the outputs' default names). new_jit: capture with a new TinyJit even when fn is one (for another batch size)."""
+  if isinstance(fn, TinyJit) and fn.launches and not new_jit: return fn, None
+  inner = fn.fn if isinstance(fn, TinyJit) else fn
+  if inner is None: raise ExportError("export: the TinyJit has no function yet (TinyJit() takes one on its first call)")
   keys = None
   def contiguous_outputs(*args):
     nonlocal keys
-    ret = fn(*args)
+    ret = inner(*args)
     outs = _tensors_in(ret)
-    if not outs: raise ExportError(f"export: {getattr(fn, '__name__', 'the function')} returned {type(ret).__name__}, not a "
+    if not outs: raise ExportError(f"export: {getattr(inner, '__name__', 'the function')} returned {type(ret).__name__}, not a "
                                    f"Tensor (or a list, tuple or dict of them): nothing to export")
     if isinstance(ret, dict) and all(isinstance(v, Tensor) for v in ret.values()): keys = list(ret)
     return [t.contiguous() for t in outs]
-  jit = fn if isinstance(fn, TinyJit) else TinyJit(contiguous_outputs)
+  jit = fn if isinstance(fn, TinyJit) and not new_jit else TinyJit(contiguous_outputs, prune=getattr(fn, "prune", False))
   for _ in range(3):
     if jit.launches: break
     jit(*example_inputs)
@@ -216,13 +250,14 @@ def _capture(fn: Callable, example_inputs: tuple[Tensor, ...]) -> tuple[TinyJit,
     raise ExportError(f"export: the TinyJit was captured with {len(jit.input_buffers)} tensor inputs, not {len(example_inputs)}")
   return jit, keys
 
-class _Plan:
-  """The captured launches as the manifest's buffers and steps."""
-  def __init__(self, jit: TinyJit, outs: list[Tensor], in_names: list[str], out_names: list[str],
-               state_dict: Optional[dict[str, Tensor]]):
+class _Variant:
+  """One capture's launches as a variant of the manifest: its buffers, steps, inputs and outputs. `weights`: buffer id
+  -> the Buffer holding its bytes (weights and state, named and written to the shards by _write)."""
+  def __init__(self, jit: TinyJit, outs: list[Tensor], in_names: list[str], out_names: list[str], kernels: dict[str, tuple[int, Any]]):
+    self.out_tensors = outs
     self.ids: dict[Buffer, int] = {}
     self.buffers: list[dict] = []
-    self.weights: dict[int, Buffer] = {}   # buffer id -> the buffer holding its bytes
+    self.weights: dict[int, Buffer] = {}
     # inputs and outputs first, so their ids are small and stable
     self.inputs = []
     for name, (shape, dtype, _), b in zip(in_names, jit.signature, jit.input_buffers):
@@ -241,7 +276,7 @@ class _Plan:
     slot_ids: dict[int, int] = {}
     first_access: dict[Buffer, str] = {}
     all_written = {b for kernel, kbufs in jit.launches for b in written_by(kernel, kbufs)}
-    self.steps, self.kernels, kernel_ids = [], [], {}
+    self.steps = []
     for kernel, kbufs in jit.launches:
       written = written_by(kernel, kbufs)
       for b in kbufs:
@@ -269,14 +304,11 @@ class _Plan:
                             f"functions run on WEBGPU only")
         self.steps.append({"copy": {"src": self.ids[src], "dst": self.ids[dst], "bytes": dst.nbytes}})
         continue
-      if kernel.src not in kernel_ids:
-        kernel_ids[kernel.src] = len(self.kernels)
-        self.kernels.append(kernel)
       p = kernel.program
       grid = tuple(p.grid or p.global_shape)
       grid = grid + (1,) * (3 - len(grid))
       if len(grid) != 3: raise ExportError(f"export: kernel {p.name} has a {len(grid)}-dimensional launch grid")
-      self.steps.append({"kernel": kernel_ids[kernel.src], "buffers": [self.ids[b] for b in kbufs], "workgroups": list(grid)})
+      self.steps.append({"kernel": kernels.setdefault(kernel.src, (len(kernels), kernel))[0], "buffers": [self.ids[b] for b in kbufs], "workgroups": list(grid)})
     for b in out_bufs:   # (an output that nothing writes: a constant the function returns)
       if b not in all_written and self.buffers[i := self.ids[b]]["kind"] == "output":
         self.buffers[i]["kind"] = "weight"
@@ -289,15 +321,6 @@ class _Plan:
         if kind == "input": raise ExportError("export: the function writes into its input "
                                               f"{next(i['name'] for i in self.inputs if i['buffer'] == self.ids[b])!r}; exported functions must not")
         if kind == "weight": self.buffers[self.ids[b]]["kind"] = "state"   # (read before it is written)
-    names = {}
-    for k, t in (state_dict or {}).items():
-      if isinstance(t, Tensor) and is_contiguous_buffer(u := t.uop) and u.base.op.name == "BUFFER": names.setdefault(u.base.arg[0], (k, t.shape))
-    self.weight_names: dict[int, tuple[str, list[int]]] = {}
-    for i, b in self.weights.items():
-      k, shape = names.get(b, (f"buffer{i}", (b.size,)))
-      if tuple(shape) != (b.size,) and _prod(shape) != b.size: shape = (b.size,)
-      self.weight_names[i] = (k, list(shape))
-      self.buffers[i]["tensor"] = k
 
   def _new(self, kind: str, nbytes: int) -> int:
     self.buffers.append({"id": len(self.buffers), "kind": kind, "bytes": nbytes})
@@ -307,22 +330,25 @@ class _Plan:
     self.buffers[i]["dtype"] = b.dtype.name
     return i
 
-  def write(self, path: str, ceilings: dict[str, int], allowed_features: set[str], shard_bytes: int, weights_dtype: str) -> dict:
-    needs = {k: 1 for k in DEFAULT_LIMITS}
-    needs["maxComputeWorkgroupStorageSize"] = 0
-    kernel_entries, sources, features = [], [], set()
-    for i, k in enumerate(self.kernels):
-      name = k.program.name
-      src, feats, wg, nbind, shared = _kernel_needs(_tree_shake(k.src, name))
-      features.update(feats)
-      if not re.search(rf"\bfn {re.escape(name)}\(", src): raise ExportError(f"export: kernel {name}'s source has no entry point {name}")
-      kernel_entries.append({"file": f"kernels/{i:03d}_{name}.wgsl", "entryPoint": name, "workgroupSize": list(wg), "bindings": nbind})
-      sources.append(src)
-      for key, v in (("maxStorageBuffersPerShaderStage", nbind), ("maxComputeInvocationsPerWorkgroup", wg[0] * wg[1] * wg[2]),
-                     ("maxComputeWorkgroupSizeX", wg[0]), ("maxComputeWorkgroupSizeY", wg[1]), ("maxComputeWorkgroupSizeZ", wg[2]),
-                     ("maxComputeWorkgroupStorageSize", shared)):
-        needs[key] = max(needs[key], v)
-    for step in self.steps:
+def _write(path: str, variants: list[_Variant], kernels: list, state_dict: Optional[dict[str, Tensor]], ceilings: dict[str, int],
+           allowed_features: set[str], shard_bytes: int, weights_dtype: str) -> dict:
+  """Check the variants against the limits and features allowed, then write the kernels, the weights and the manifest."""
+  needs = {k: 1 for k in DEFAULT_LIMITS}
+  needs["maxComputeWorkgroupStorageSize"] = 0
+  kernel_entries, sources, features = [], [], set()
+  for i, k in enumerate(kernels):
+    name = k.program.name
+    src, feats, wg, nbind, shared = _kernel_needs(_tree_shake(k.src, name))
+    features.update(feats)
+    if not re.search(rf"\bfn {re.escape(name)}\(", src): raise ExportError(f"export: kernel {name}'s source has no entry point {name}")
+    kernel_entries.append({"file": f"kernels/{i:03d}_{name}.wgsl", "entryPoint": name, "workgroupSize": list(wg), "bindings": nbind})
+    sources.append(src)
+    for key, v in (("maxStorageBuffersPerShaderStage", nbind), ("maxComputeInvocationsPerWorkgroup", wg[0] * wg[1] * wg[2]),
+                   ("maxComputeWorkgroupSizeX", wg[0]), ("maxComputeWorkgroupSizeY", wg[1]), ("maxComputeWorkgroupSizeZ", wg[2]),
+                   ("maxComputeWorkgroupStorageSize", shared)):
+      needs[key] = max(needs[key], v)
+  for v in variants:
+    for step in v.steps:
       if "kernel" not in step: continue
       k = kernel_entries[step["kernel"]]
       if len(step["buffers"]) != k["bindings"]:
@@ -330,79 +356,99 @@ class _Plan:
       if len(set(step["buffers"])) != len(step["buffers"]):
         raise ExportError(f"export: kernel {k['entryPoint']} binds one buffer twice ({step['buffers']}); WebGPU forbids that")
       needs["maxComputeWorkgroupsPerDimension"] = max(needs["maxComputeWorkgroupsPerDimension"], *step["workgroups"])
-      for bid in step["buffers"]: needs["maxStorageBufferBindingSize"] = max(needs["maxStorageBufferBindingSize"], _padded(self.buffers[bid]["bytes"]))
-    needs["maxBufferSize"] = max(_padded(b["bytes"]) for b in self.buffers)
-    over = {k: (v, ceilings[k]) for k, v in needs.items() if v > ceilings[k]}
-    if over:
-      raise ExportError("export: the kernels need adapter limits above " +
-                        ("WebGPU's defaults" if ceilings == DEFAULT_LIMITS else "the limits allowed") + ": " +
-                        ", ".join(f"{k} {v} (allowed: {c})" for k, (v, c) in over.items()) +
-                        ". Pass limits={...} to allow them (the page then needs an adapter that has them), or capture on a "
-                        "WEBGPU device that declares the defaults: set TINYWEB_WEBGPU_LIMITS=default before it is first used "
-                        "(python -m tinyweb.export does)")
-    if (missing := features - allowed_features):
-      raise ExportError(f"export: the kernels need the WebGPU feature(s) {sorted(missing)}, which browsers do not all have; "
-                        "pass features=[...] to allow them, or compute in float32")
+      for bid in step["buffers"]: needs["maxStorageBufferBindingSize"] = max(needs["maxStorageBufferBindingSize"], _padded(v.buffers[bid]["bytes"]))
+    needs["maxBufferSize"] = max(needs["maxBufferSize"], *(_padded(b["bytes"]) for b in v.buffers))
+  over = {k: (v, ceilings[k]) for k, v in needs.items() if v > ceilings[k]}
+  if over:
+    raise ExportError("export: the kernels need adapter limits above " +
+                      ("WebGPU's defaults" if ceilings == DEFAULT_LIMITS else "the limits allowed") + ": " +
+                      ", ".join(f"{k} {v} (allowed: {c})" for k, (v, c) in over.items()) +
+                      ". Pass limits={...} to allow them (the page then needs an adapter that has them), or capture on a "
+                      "WEBGPU device that declares the defaults: set TINYWEB_WEBGPU_LIMITS=default before it is first used "
+                      "(python -m tinyweb.export does)" + (", or export fewer or smaller batch sizes" if len(variants) > 1 else ""))
+  if (missing := features - allowed_features):
+    raise ExportError(f"export: the kernels need the WebGPU feature(s) {sorted(missing)}, which browsers do not all have; "
+                      "pass features=[...] to allow them, or compute in float32")
 
-    os.makedirs(os.path.join(path, "kernels"), exist_ok=True)
-    for f in os.listdir(os.path.join(path, "kernels")):   # (an earlier export's kernels)
-      if re.fullmatch(r"\d{3}_\w+\.wgsl", f): os.remove(os.path.join(path, "kernels", f))
-    for entry, src in zip(kernel_entries, sources):
-      with open(os.path.join(path, entry["file"]), "w") as f: f.write(src)
-    shards = self._write_weights(path, shard_bytes, weights_dtype)
-    dev = Device["WEBGPU"]
-    adapter = " ".join(str(dev.info.get(k, "")) for k in ("device", "description")).strip() if isinstance(getattr(dev, "info", None), dict) else ""
-    manifest = {"format": FORMAT, "version": VERSION, "target": "WEBGPU", "features": sorted(features),
-                "capturedOn": {"adapter": adapter, "portable": bool(getattr(dev, "portable", False))},
-                "limits": needs, "inputs": self.inputs, "outputs": self.outputs, "buffers": self.buffers,
-                "kernels": kernel_entries, "steps": self.steps,
-                "weights": {"index": "weights.json", "shards": shards}}
-    _write_json(os.path.join(path, "manifest.json"), manifest)
-    return manifest
+  os.makedirs(os.path.join(path, "kernels"), exist_ok=True)
+  for f in os.listdir(os.path.join(path, "kernels")):   # (an earlier export's kernels)
+    if re.fullmatch(r"\d{3}_\w+\.wgsl", f): os.remove(os.path.join(path, "kernels", f))
+  for entry, src in zip(kernel_entries, sources):
+    with open(os.path.join(path, entry["file"]), "w") as f: f.write(src)
+  shards = _Weights(variants, state_dict, weights_dtype).write(path, shard_bytes)
+  dev = Device["WEBGPU"]
+  adapter = " ".join(str(dev.info.get(k, "")) for k in ("device", "description")).strip() if isinstance(getattr(dev, "info", None), dict) else ""
+  manifest = {"format": FORMAT, "version": VERSION, "target": "WEBGPU", "features": sorted(features),
+              "capturedOn": {"adapter": adapter, "portable": bool(getattr(dev, "portable", False))}, "limits": needs,
+              "kernels": kernel_entries,
+              "variants": [{"inputs": v.inputs, "outputs": v.outputs, "buffers": v.buffers, "steps": v.steps} for v in variants],
+              "weights": {"index": "weights.json", "shards": shards}}
+  _write_json(os.path.join(path, "manifest.json"), manifest)
+  return manifest
 
-  def _stored(self, weights_dtype: str) -> dict[int, Tensor]:
-    """buffer id -> the tensor its shard holds: float32 weights as float16 where weights_dtype says so (marked
-    `stored: "float16"` in the buffer's manifest entry), the others as they are. (struct, not numpy: the core runs in
-    Pyodide without it.)"""
-    out = {}
-    for i, b in self.weights.items():
-      name, shape = self.weight_names[i]
-      if b.dtype not in _SAFETENSORS_NAMES: raise ExportError(f"export: weight {name!r} has dtype {b.dtype.name}, which safetensors cannot hold")
-      out[i] = t = Tensor(buffer_uop(b, (b.size,))).reshape(shape)
-      if b.dtype != dtypes.float32 or weights_dtype == "float32" or self.buffers[i]["kind"] == "state": continue
-      raw = bytes(b.as_memoryview())
-      values = struct.unpack(f"<{b.size}f", raw)
-      try: half = struct.pack(f"<{b.size}e", *values)
-      except OverflowError:   # (a value beyond float16's range)
-        if weights_dtype == "auto": continue
-        big = next(v for v in values if abs(v) > 65504 and math.isfinite(v))
-        raise ExportError(f"export: weight {name!r} holds {big!r}, beyond float16's range (65504): store it as float32 "
-                          f"(weights_dtype='auto' or 'float32')") from None
-      if weights_dtype == "auto" and struct.pack(f"<{b.size}f", *struct.unpack(f"<{b.size}e", half)) != raw: continue   # (not exact)
-      out[i] = Tensor(half, dtype=dtypes.float16, device="CPU").reshape(shape)
-      self.buffers[i]["stored"] = "float16"
-    return out
+class _Weights:
+  """The variants' weights and state, each Buffer once (the variants share them): named, stored (float16 where
+  weights_dtype says so) and written as safetensors shards. Naming and storage are marked in the variants' buffer
+  entries (`tensor`, `stored`)."""
+  def __init__(self, variants: list[_Variant], state_dict: Optional[dict[str, Tensor]], weights_dtype: str):
+    kinds: dict[Buffer, str] = {}
+    for v in variants:
+      for i, b in v.weights.items():
+        if kinds.setdefault(b, v.buffers[i]["kind"]) != v.buffers[i]["kind"]:
+          raise ExportError(f"export: a {b.nbytes}-byte buffer is {kinds[b]} at one batch size and {v.buffers[i]['kind']} at another")
+    named = {}
+    for k, t in (state_dict or {}).items():
+      if isinstance(t, Tensor) and is_contiguous_buffer(u := t.uop) and u.base.op.name == "BUFFER": named.setdefault(u.base.arg[0], (k, t.shape))
+    self.tensors: dict[str, Tensor] = {}   # name -> what its shard holds
+    taken, unnamed = {k for k, _ in named.values()}, 0
+    for b, kind in kinds.items():
+      if b in named: name, shape = named[b]
+      else:
+        while f"buffer{unnamed}" in taken: unnamed += 1
+        name, shape = f"buffer{unnamed}", (b.size,)
+        taken.add(name)
+      if _prod(shape) != b.size: shape = (b.size,)
+      self.tensors[name], stored = self._stored(b, name, shape, weights_dtype if kind == "weight" else "float32")
+      for v in variants:
+        for i, vb in v.weights.items():
+          if vb is b: v.buffers[i].update({"tensor": name, **({"stored": stored} if stored else {})})
 
-  def _write_weights(self, path: str, shard_bytes: int, weights_dtype: str) -> list[dict]:
-    stored = self._stored(weights_dtype)
-    groups: list[list[int]] = [[]]
+  @staticmethod
+  def _stored(b: Buffer, name: str, shape, weights_dtype: str) -> tuple[Tensor, Optional[str]]:
+    """(the tensor its shard holds, "float16" when a float32 weight is stored so). (struct, not numpy: the core runs
+    in Pyodide without it.)"""
+    if b.dtype not in _SAFETENSORS_NAMES: raise ExportError(f"export: weight {name!r} has dtype {b.dtype.name}, which safetensors cannot hold")
+    t = Tensor(buffer_uop(b, (b.size,))).reshape(shape)
+    if b.dtype != dtypes.float32 or weights_dtype == "float32": return t, None
+    raw = bytes(b.as_memoryview())
+    values = struct.unpack(f"<{b.size}f", raw)
+    try: half = struct.pack(f"<{b.size}e", *values)
+    except OverflowError:   # (a value beyond float16's range)
+      if weights_dtype == "auto": return t, None
+      big = next(v for v in values if abs(v) > 65504 and math.isfinite(v))
+      raise ExportError(f"export: weight {name!r} holds {big!r}, beyond float16's range (65504): store it as float32 "
+                        f"(weights_dtype='auto' or 'float32')") from None
+    if weights_dtype == "auto" and struct.pack(f"<{b.size}f", *struct.unpack(f"<{b.size}e", half)) != raw: return t, None   # (not exact)
+    return Tensor(half, dtype=dtypes.float16, device="CPU").reshape(shape), "float16"
+
+  def write(self, path: str, shard_bytes: int) -> list[dict]:
+    groups: list[list[str]] = [[]]
     size = 0
-    for i in sorted(self.weights, key=lambda i: self.weight_names[i][0]):
-      n = stored[i].nbytes()
+    for name in sorted(self.tensors):
+      n = self.tensors[name].nbytes()
       if groups[-1] and size + n > shard_bytes: groups, size = groups + [[]], 0
-      groups[-1].append(i)
+      groups[-1].append(name)
       size += n
     if not groups[-1]: groups.pop()
     for f in os.listdir(path):   # (an earlier export's shards)
       if re.fullmatch(r"weights-\d{5}-of-\d{5}\.safetensors", f): os.remove(os.path.join(path, f))
     shards, weight_map, sha = [], {}, {}
-    for n, ids in enumerate(groups):
+    for n, group in enumerate(groups):
       file = f"weights-{n + 1:05d}-of-{len(groups):05d}.safetensors"
-      tensors = {self.weight_names[i][0]: stored[i] for i in ids}
-      safe_save(tensors, os.path.join(path, file))
+      safe_save({name: self.tensors[name] for name in group}, os.path.join(path, file))
       with open(os.path.join(path, file), "rb") as f: digest = hashlib.sha256(f.read()).hexdigest()
-      shards.append({"file": file, "bytes": os.path.getsize(os.path.join(path, file)), "sha256": digest, "tensors": sorted(tensors)})
-      weight_map.update({name: file for name in tensors})
+      shards.append({"file": file, "bytes": os.path.getsize(os.path.join(path, file)), "sha256": digest, "tensors": sorted(group)})
+      weight_map.update({name: file for name in group})
       sha[file] = digest
     _write_json(os.path.join(path, "weights.json"), {"metadata": {"format": FORMAT}, "weight_map": weight_map, "sha256": sha})
     return shards

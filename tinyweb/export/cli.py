@@ -1,7 +1,7 @@
 """The command line `python -m tinyweb.export MODEL OUT_DIR`: exports a model of tinyweb.models (EfficientNet-Lite0..4,
 YOLOv8n..x) with `tinyweb.export.export` for pages that run it with `loadModel` (npm tinyweb/model)."""
 from __future__ import annotations
-import functools, os
+import argparse, functools, os
 from typing import Callable, Optional
 from tinyweb.tensor import Tensor
 from tinyweb.export import export
@@ -25,7 +25,7 @@ MODELS: dict[str, Callable] = {**{f"efficientnet-lite{i}": functools.partial(_ef
                                **{f"yolov8{s}": functools.partial(_yolov8, s) for s in "nsmlx"}}
 
 def main(argv: Optional[list[str]] = None) -> int:
-  import argparse, time
+  import time
   ap = argparse.ArgumentParser(prog="python -m tinyweb.export", description="Export a demo model for static hosting "
                                "(WGSL kernels, manifest.json, safetensors weights) to run with loadModel (npm tinyweb/model).")
   ap.add_argument("model", choices=sorted(MODELS))
@@ -36,18 +36,28 @@ def main(argv: Optional[list[str]] = None) -> int:
                   help="how float32 weights are stored: auto (float16 where exact, as for ultralytics' float16 checkpoints), "
                   "float16 (all, rounded: half the download), float32; the page widens float16 to float32 on the GPU")
   ap.add_argument("--size", type=int, help="the input images' height and width (default: the model's, 640 for yolov8)")
+  ap.add_argument("--batch-sizes", type=_sizes, default=None, metavar="N,N,...",
+                  help="the batch sizes the page may run, each a variant sharing the kernels and weights (default: 1)")
   args = ap.parse_args(argv)
   os.environ.setdefault("TINYWEB_WEBGPU_LIMITS", "default")   # (before the WEBGPU device is made: see export's docstring)
   weights = args.weights
   if weights is None and args.model == "efficientnet-lite0": weights = _offline_efficientnet_weights()
   st = time.perf_counter()
   model, inputs, state = MODELS[args.model](weights, args.size)
-  manifest = export(model, *inputs, path=args.out, state_dict=state, weights_dtype=args.weights_dtype)
+  manifest = export(model, *inputs, path=args.out, state_dict=state, weights_dtype=args.weights_dtype, batch_sizes=args.batch_sizes)
   nbytes = sum(s["bytes"] for s in manifest["weights"]["shards"])
+  variants = manifest["variants"]
+  batches = f" (batch sizes {', '.join(str(v['inputs'][0]['shape'][0]) for v in variants)})" if len(variants) > 1 else ""
   print(f"exported {args.model} ({'weights ' + weights if weights else 'random weights'}, input {inputs[0].shape}) to "
-        f"{args.out}: {len(manifest['kernels'])} kernels, {len(manifest['steps'])} steps, {nbytes / 1e6:.1f} MB of weights in "
-        f"{len(manifest['weights']['shards'])} shards, in {time.perf_counter() - st:.1f} s")
+        f"{args.out}{batches}: {len(manifest['kernels'])} kernels, {' + '.join(str(len(v['steps'])) for v in variants)} steps, "
+        f"{nbytes / 1e6:.1f} MB of weights in {len(manifest['weights']['shards'])} shards, in {time.perf_counter() - st:.1f} s")
   return 0
+
+def _sizes(text: str) -> list[int]:
+  try: sizes = [int(x) for x in text.split(",")]
+  except ValueError: sizes = []
+  if not sizes or min(sizes) < 1: raise argparse.ArgumentTypeError(f"not a list of positive batch sizes: {text!r} (e.g. 1,4,8)")
+  return sizes
 
 def _offline_efficientnet_weights() -> Optional[str]:
   """The real Lite0 weights where the tests keep them (tests/testdata.py: $TINYWEB_TESTDATA or ~/.cache/tinyweb/testdata)."""
