@@ -59,6 +59,7 @@ class WebGPUDeviceBase(Compiled):
   def setup(self, name: str, limits: dict, features, adapter_text: str, is_real_gpu: bool, allocator, program_cls,
             portable: bool = False):
     self.limits, self.features, self.is_real_gpu = dict(limits), set(features), is_real_gpu
+    self.adapter_text = adapter_text.strip()   # (what tinyweb.export records as the adapter it captured on)
     self.max_binding = self.limits["max-storage-buffer-binding-size"]
     self.max_storage_buffers = self.limits["max-storage-buffers-per-shader-stage"]
     # lavapipe/SwiftShader get no workgroup tiles and share a reduction across a workgroup only when it has very few

@@ -119,6 +119,42 @@ def test_an_exported_mlp_runs_in_chromium_without_pyodide(site, chromium):
   error, _ = _open(chromium, site, "not-an-export", "mlp-input.bin", fails=True)
   assert 'ModelError: ' in error and 'not a tinyweb export (format 1, expected "tinyweb-export")' in error, error
 
+# (in the playground's Pyodide: an MLP exported at batch sizes 3 and 4 to Pyodide's file system, the files handed out)
+EXPORT_IN_PYODIDE = r"""
+import base64, os
+from tinyweb import Tensor
+from tinyweb.export import export
+from tinyweb.nn import Linear
+from tinyweb.nn.state import get_state_dict
+Tensor.manual_seed(1)
+class MLP:
+  def __init__(self): self.l1, self.l2 = Linear(20, 16, device=DEVICE), Linear(16, 5, device=DEVICE)
+  def __call__(self, x): return self.l2(self.l1(x).relu()).softmax(-1)
+model = MLP()
+x = Tensor.randn(4, 20, device=DEVICE).contiguous().realize()
+export(model, x, path="/tmp/mlp", state_dict=get_state_dict(model), batch_sizes=[4, 3])
+files = {os.path.relpath(os.path.join(d, f), "/tmp/mlp"): base64.b64encode(open(os.path.join(d, f), "rb").read()).decode()
+         for d, _, fs in os.walk("/tmp/mlp") for f in fs}
+{"files": files, "x": x.tolist(), "want": model(x).tolist()}
+"""
+
+def test_a_model_exported_in_pyodide_runs_in_a_page_without_it(site, chromium, browser):
+  """export works inside the browser's Python too (on the page's WEBGPU device); the folder it writes runs on a page
+  with no Pyodide, to the outputs Pyodide computed."""
+  import base64
+  if browser.device != "WEBGPU": pytest.skip(f"the page's tinyweb runs on {browser.device}, not WEBGPU")
+  got = browser(EXPORT_IN_PYODIDE)
+  for name, data in got["files"].items():
+    (site.data_dir / "mlp-from-browser" / name).parent.mkdir(parents=True, exist_ok=True)
+    (site.data_dir / "mlp-from-browser" / name).write_bytes(base64.b64decode(data))
+  assert {"manifest.json", "weights.json", "weights-00001-of-00001.safetensors"} <= set(got["files"])
+  assert json.loads(base64.b64decode(got["files"]["manifest.json"]))["capturedOn"]["adapter"]   # (the browser's adapter, named)
+  (site.data_dir / "mlp-from-browser.bin").write_bytes(np.asarray(got["x"], np.float32).tobytes())
+  _write_page(site)
+  result, urls = _open(chromium, site, "mlp-from-browser", "mlp-from-browser.bin")
+  assert not result["pyodide"] and not [u for u in urls if "pyodide" in u.lower() or u.endswith(".whl")], urls
+  _assert_close(result["output"], np.asarray(got["want"], np.float32))
+
 def test_state_carries_from_run_to_run_in_chromium(site, chromium):
   """A step counter written in place (state): its exported value (3, after the capture's calls) is where the page
   starts, and each run goes on from the last."""

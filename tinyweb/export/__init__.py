@@ -3,7 +3,7 @@ small TypeScript runtime `web/model.ts` (npm `tinyweb/model`: `loadModel(url)`, 
 no Pyodide and no Python on the page.
 
 `export(fn, *example_inputs, path=...)` runs `fn` as a `TinyJit` on the WEBGPU device until it is captured, then writes
-into the folder `path`:
+into the folder `path` (natively, or in the browser's Pyodide on the page's WebGPU device, into Pyodide's file system):
 
 - `kernels/NNN_<name>.wgsl`: each distinct kernel's WGSL (entry point `<name>`, storage bindings 0..n-1 of group 0),
   without the prelude's helpers it does not use.
@@ -377,9 +377,8 @@ def _write(path: str, variants: list[_Variant], kernels: list, state_dict: Optio
     with open(os.path.join(path, entry["file"]), "w") as f: f.write(src)
   shards = _Weights(variants, state_dict, weights_dtype).write(path, shard_bytes)
   dev = Device["WEBGPU"]
-  adapter = " ".join(str(dev.info.get(k, "")) for k in ("device", "description")).strip() if isinstance(getattr(dev, "info", None), dict) else ""
   manifest = {"format": FORMAT, "version": VERSION, "target": "WEBGPU", "features": sorted(features),
-              "capturedOn": {"adapter": adapter, "portable": bool(getattr(dev, "portable", False))}, "limits": needs,
+              "capturedOn": {"adapter": getattr(dev, "adapter_text", ""), "portable": bool(getattr(dev, "portable", False))}, "limits": needs,
               "kernels": kernel_entries,
               "variants": [{"inputs": v.inputs, "outputs": v.outputs, "buffers": v.buffers, "steps": v.steps} for v in variants],
               "weights": {"index": "weights.json", "shards": shards}}
