@@ -2,6 +2,7 @@
 
   python -m demos.classify IMAGE                        # EfficientNet-Lite0 from the test data (scripts/setup.sh fetches it)
   python -m demos.classify IMAGE --weights efficientnet-lite2-*.pth --device WEBGPU --top 10
+  python -m demos.classify --export site/lite0/          # the model for a static page (tinyweb.export; loadModel runs it)
 
 The weights are an `efficientnet_lite_pytorch` state dict (.pth, read without torch); the variant (lite0..lite4) comes
 from the file's name unless --variant says it. The image is any file Pillow reads."""
@@ -23,14 +24,20 @@ def classify(image: str, weights: str, device=None, variant=None, top: int = 5) 
 
 def main(argv=None) -> list[tuple[float, str]]:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("image", help="the photo (PNG, JPEG, ...)")
+  ap.add_argument("image", nargs="?", help="the photo (PNG, JPEG, ...)")
   ap.add_argument("--weights", default=None, help="an efficientnet_lite_pytorch .pth (default: Lite0 from the test data)")
+  ap.add_argument("--export", metavar="DIR", help="instead of classifying, write the model for static hosting to DIR "
+                  "(python -m tinyweb.export: WGSL kernels, manifest.json, weights; a page runs it with loadModel)")
   ap.add_argument("--variant", choices=["lite0", "lite1", "lite2", "lite3", "lite4"], help="default: from the weights' file name")
   ap.add_argument("--device", default=None, help="tinyweb device (default: Device.DEFAULT)")
   ap.add_argument("--top", type=int, default=5, help="how many classes to print (default 5)")
   a = ap.parse_args(argv)
   weights = a.weights or default_weights()
   if not os.path.exists(weights): sys.exit(f"classify: no weights at {weights}: run `python -m tests.testdata` or pass --weights")
+  if a.export:
+    from tinyweb.export.cli import main as export_main
+    return export_main([f"efficientnet-{a.variant}" if a.variant else "efficientnet-lite", a.export, "--weights", weights])
+  if a.image is None: ap.error("the image is required (unless --export)")
   from tinyweb import Device
   st = time.perf_counter()
   result = classify(a.image, weights, a.device, a.variant, a.top)

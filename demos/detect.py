@@ -2,6 +2,7 @@
 
   python -m demos.detect IMAGE                          # the YOLOv8s fall detector from the test data (scripts/setup.sh fetches it)
   python -m demos.detect IMAGE --weights yolov8n.pt --out boxes.png --device WEBGPU --conf 0.4
+  python -m demos.detect --export site/fall/              # the network for a static page (tinyweb.export; loadModel runs it)
 
 The weights are an ultralytics YOLOv8 detection checkpoint (.pt, read without torch or ultralytics); the image is any
 file Pillow reads. The detections are those of ultralytics' `model.predict(IMAGE, imgsz=640, conf=..., iou=...)`."""
@@ -28,8 +29,10 @@ def draw(image, detections, out: str) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> list:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("image", help="the photo (PNG, JPEG, ...)")
+  ap.add_argument("image", nargs="?", help="the photo (PNG, JPEG, ...)")
   ap.add_argument("--weights", default=None, help="an ultralytics YOLOv8 .pt (default: the fall detector from the test data)")
+  ap.add_argument("--export", metavar="DIR", help="instead of detecting, write the network (640 x 640 in, raw boxes and "
+                  "scores out) for static hosting to DIR (python -m tinyweb.export; a page runs it with loadModel)")
   ap.add_argument("--out", default=None, help="write the image with the boxes drawn here (PNG, JPEG, ...)")
   ap.add_argument("--device", default=None, help="tinyweb device (default: Device.DEFAULT)")
   ap.add_argument("--conf", type=float, default=0.25, help="confidence threshold (default 0.25)")
@@ -37,6 +40,10 @@ def main(argv: Optional[Sequence[str]] = None) -> list:
   a = ap.parse_args(argv)
   weights = a.weights or default_weights()
   if not os.path.exists(weights): sys.exit(f"detect: no weights at {weights}: run `python -m tests.testdata` or pass --weights")
+  if a.export:
+    from tinyweb.export.cli import main as export_main
+    return export_main(["yolov8", a.export, "--weights", weights])
+  if a.image is None: ap.error("the image is required (unless --export)")
   from PIL import Image
   from tinyweb import Tensor, Device
   from tinyweb.models.yolov8 import YOLOv8

@@ -345,3 +345,28 @@ def test_float16_kernels_need_shader_f16_allowed(tmp_path):
   manifest = export(lambda x: (x.half() * 3).float(), x, path=tmp_path, features=["shader-f16"])
   assert manifest["features"] == ["shader-f16"]
   assert all((tmp_path / k["file"]).read_text().startswith("enable f16;") for k in manifest["kernels"])
+
+def test_a_float16_checkpoint_exports_from_the_command_line(tmp_path):
+  """The fall detector (ultralytics' float16 YOLOv8s checkpoint) exported by `python -m tinyweb.export yolov8` (the scale
+  from the weights) on the portable WEBGPU device, which has no float16: the shards hold the checkpoint's values (as
+  float16, exactly), the same that YOLOv8.load gives; a name whose scale the weights contradict is refused."""
+  import subprocess, sys, testdata
+  weights = testdata.path("yolov8s_fall.pt")
+  run = lambda *args: subprocess.run([sys.executable, "-m", "tinyweb.export", *args], capture_output=True, text=True, timeout=600)
+  p = run("yolov8", str(tmp_path), "--weights", weights, "--size", "64")
+  assert p.returncode == 0, p.stdout + p.stderr
+  assert p.stdout.startswith(f"exported yolov8s (weights {weights}, input (1, 3, 64, 64))")
+  manifest = json.loads((tmp_path / "manifest.json").read_text())
+  assert manifest["capturedOn"]["portable"] and _variant(manifest)["outputs"][0]["shape"] == [1, 6, 84]   # (2 classes; 8x8+4x4+2x2 cells)
+  from tinyweb.models.yolov8 import YOLOv8
+  want = get_state_dict(YOLOv8.load(weights, device="CPU"))
+  stored = {b["tensor"]: b.get("stored") for b in _variant(manifest)["buffers"] if b["kind"] == "weight"}
+  for shard in manifest["weights"]["shards"]:
+    for name, t in safe_load(str(tmp_path / shard["file"]), device="CPU").items():
+      assert stored[name] == "float16" and t.dtype == dtypes.float16
+      np.testing.assert_array_equal(t.numpy().astype(np.float32), want[name].numpy())
+  assert len(stored) == len([k for k in want if not k.endswith("num_batches_tracked")])
+  p = run("yolov8n", str(tmp_path), "--weights", weights)
+  assert p.returncode != 0 and "holds a YOLOv8s, not a YOLOv8n (name the model yolov8s, or yolov8)" in p.stderr
+  p = run("yolov8", str(tmp_path))
+  assert p.returncode != 0 and "yolov8 takes its variant or scale from --weights, which is missing" in p.stderr

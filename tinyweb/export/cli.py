@@ -1,28 +1,34 @@
 """The command line `python -m tinyweb.export MODEL OUT_DIR`: exports a model of tinyweb.models (EfficientNet-Lite0..4,
-YOLOv8n..x) with `tinyweb.export.export` for pages that run it with `loadModel` (npm tinyweb/model)."""
+YOLOv8n..x; "efficientnet-lite" and "yolov8" take the variant or scale from --weights) with `tinyweb.export.export` for
+pages that run it with `loadModel` (npm tinyweb/model). The demos' `--export DIR` (demos.classify, demos.detect) call it."""
 from __future__ import annotations
 import argparse, functools, os
 from typing import Callable, Optional
 from tinyweb.tensor import Tensor
 from tinyweb.export import export
 
-def _efficientnet(variant: str, weights: Optional[str], size: Optional[int]):
+def _efficientnet(variant: Optional[str], weights: Optional[str], size: Optional[int]):
   from tinyweb.models.efficientnet import EfficientNetLite
   from tinyweb.nn.state import get_state_dict
   model = EfficientNetLite.load(weights, variant=variant, device="WEBGPU") if weights else EfficientNetLite(variant, device="WEBGPU")
   size = size or model.resolution
   return model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model)
 
-def _yolov8(scale: str, weights: Optional[str], size: Optional[int]):
+def _yolov8(scale: Optional[str], weights: Optional[str], size: Optional[int]):
   from tinyweb.models.yolov8 import YOLOv8
   from tinyweb.nn.state import get_state_dict
   model = YOLOv8.load(weights, device="WEBGPU") if weights else YOLOv8(scale, device="WEBGPU")
+  if scale is not None and model.scale != scale:
+    raise SystemExit(f"python -m tinyweb.export: {weights} holds a YOLOv8{model.scale}, not a YOLOv8{scale} (name the model yolov8{model.scale}, or yolov8)")
   size = size or 640
   return model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model)
 
-# name -> fn(weights file or None, input size or None) -> (model, example inputs, state dict)
+# name -> fn(weights file or None, input size or None) -> (model, example inputs, state dict); FROM_WEIGHTS: the names
+# whose variant or scale comes from the weights (which they need)
 MODELS: dict[str, Callable] = {**{f"efficientnet-lite{i}": functools.partial(_efficientnet, f"lite{i}") for i in range(5)},
-                               **{f"yolov8{s}": functools.partial(_yolov8, s) for s in "nsmlx"}}
+                               **{f"yolov8{s}": functools.partial(_yolov8, s) for s in "nsmlx"},
+                               "efficientnet-lite": functools.partial(_efficientnet, None), "yolov8": functools.partial(_yolov8, None)}
+FROM_WEIGHTS = ("efficientnet-lite", "yolov8")
 
 def main(argv: Optional[list[str]] = None) -> int:
   import time
@@ -42,13 +48,15 @@ def main(argv: Optional[list[str]] = None) -> int:
   os.environ.setdefault("TINYWEB_WEBGPU_LIMITS", "default")   # (before the WEBGPU device is made: see export's docstring)
   weights = args.weights
   if weights is None and args.model == "efficientnet-lite0": weights = _offline_efficientnet_weights()
+  if weights is None and args.model in FROM_WEIGHTS: ap.error(f"{args.model} takes its variant or scale from --weights, which is missing")
   st = time.perf_counter()
   model, inputs, state = MODELS[args.model](weights, args.size)
   manifest = export(model, *inputs, path=args.out, state_dict=state, weights_dtype=args.weights_dtype, batch_sizes=args.batch_sizes)
   nbytes = sum(s["bytes"] for s in manifest["weights"]["shards"])
   variants = manifest["variants"]
   batches = f" (batch sizes {', '.join(str(v['inputs'][0]['shape'][0]) for v in variants)})" if len(variants) > 1 else ""
-  print(f"exported {args.model} ({'weights ' + weights if weights else 'random weights'}, input {inputs[0].shape}) to "
+  name = f"efficientnet-{model.variant}" if args.model.startswith("efficientnet") else f"yolov8{model.scale}"
+  print(f"exported {name} ({'weights ' + weights if weights else 'random weights'}, input {inputs[0].shape}) to "
         f"{args.out}{batches}: {len(manifest['kernels'])} kernels, {' + '.join(str(len(v['steps'])) for v in variants)} steps, "
         f"{nbytes / 1e6:.1f} MB of weights in {len(manifest['weights']['shards'])} shards, in {time.perf_counter() - st:.1f} s")
   return 0

@@ -206,7 +206,7 @@ class YOLOv8:
     """A model with the weights of an ultralytics YOLOv8 detection checkpoint (`.pt`, read without torch): its EMA
     model if saved, else its model (usually float16, loaded as float32). The scale comes from the first layer's width,
     the classes from the head, their names from the checkpoint."""
-    ck = torch_load_modules(path, device=device)
+    ck = torch_load_modules(path, device="CPU")   # (float16: load_state_dict casts it on the CPU, for devices without float16)
     module = (ck.get("ema") or ck.get("model")) if isinstance(ck, dict) else None
     what = f"YOLOv8.load: {os.fspath(path)!r}" if isinstance(path, (str, os.PathLike)) else "YOLOv8.load"
     if not isinstance(module, PickledObject) or module.cls != "ultralytics.nn.tasks.DetectionModel":
@@ -223,7 +223,7 @@ class YOLOv8:
     names = dict(enumerate(n)) if isinstance(n := module.get("names"), list) else n   # ({class id: name}, or a list)
     names = [str(names[i]) for i in range(nc)] if isinstance(names, dict) and set(names) == set(range(nc)) else None
     model = cls(scale, nc, names, device=device)
-    load_state_dict(model, state)
+    load_state_dict(model, state)   # (cast to float32 on the CPU, then moved)
     return model
 
 def _iou(a: Sequence[float], b: Sequence[float]) -> float:
