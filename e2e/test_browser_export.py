@@ -155,6 +155,41 @@ def test_a_model_exported_in_pyodide_runs_in_a_page_without_it(site, chromium, b
   assert not result["pyodide"] and not [u for u in urls if "pyodide" in u.lower() or u.endswith(".whl")], urls
   _assert_close(result["output"], np.asarray(got["want"], np.float32))
 
+# a module worker that loads the model named by ?model= and runs it on ?input=, posting the output back
+WORKER_PAGE = """<!doctype html><meta charset="utf-8"><title>tinyweb export in a worker</title>
+<script type="module">
+const q = new URLSearchParams(location.search);
+const worker = new Worker(URL.createObjectURL(new Blob([`
+  import { loadModel } from "${new URL("../lib/model.js", location.href)}";
+  onmessage = async ({ data }) => {
+    try {
+      const m = await loadModel(data.model), input = new Float32Array(await (await fetch(data.input)).arrayBuffer());
+      const out = await m.run({ [m.inputs[0].name]: input });
+      postMessage({ output: Array.from(out[m.outputs[0].name]), inWorker: typeof document === "undefined" });
+    } catch (e) { postMessage({ error: String(e && e.stack || e) }); }
+  };`], { type: "text/javascript" })), { type: "module" });
+window.exportResult = new Promise((resolve) => { worker.onmessage = ({ data }) => resolve(data); });
+worker.postMessage({ model: new URL(q.get("model"), location.href).href, input: new URL(q.get("input"), location.href).href });
+</script>"""
+
+def test_an_exported_model_runs_in_a_web_worker(site, chromium):
+  """loadModel and run inside a module Web Worker (no document: URLs resolve against the worker's location)."""
+  Tensor.manual_seed(2)
+  model = MLP()
+  Tensor.realize_all(*get_parameters(model))
+  x = Tensor.randn(2, 20, device="WEBGPU").contiguous().realize()
+  export(model, x, path=site.data_dir / "mlp-worker", state_dict=get_state_dict(model))
+  (site.data_dir / "mlp-worker.bin").write_bytes(x.numpy().astype(np.float32).tobytes())
+  (site.data_dir / "export-worker.html").write_text(WORKER_PAGE)
+  page = chromium.new_context().new_page()
+  try:
+    page.goto(f"{site.url}e2e-data/export-worker.html?model=/e2e-data/mlp-worker/&input=/e2e-data/mlp-worker.bin")
+    result = page.evaluate("window.exportResult")
+  finally: page.context.close()
+  assert "error" not in result, result["error"]
+  assert result["inWorker"]
+  _assert_close(result["output"], model(x).numpy())
+
 def test_state_carries_from_run_to_run_in_chromium(site, chromium):
   """A step counter written in place (state): its exported value (3, after the capture's calls) is where the page
   starts, and each run goes on from the last."""
