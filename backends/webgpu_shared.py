@@ -26,8 +26,10 @@ DEFAULT_LIMITS = {"max-storage-buffers-per-shader-stage": 8, "max-compute-workgr
                   "max-compute-workgroup-size-y": 256, "max-compute-workgroup-size-z": 64,
                   "max-compute-workgroup-storage-size": 16384}
 
-# the portable target's register-tiling budget (Renderer.max_upcast_reads): SwiftShader lost the device compiling a
-# YOLOv8 head kernel that read 192 values a loop step; with 64 it compiles, and EfficientNet-Lite0's kernels are unchanged
+# the portable target's register-tiling budget (Renderer.max_upcast_reads; a quarter of it for small windows: see
+# heuristics.upcast_budget): SwiftShader lost the device compiling a YOLOv8 head kernel that read 192 values a loop step,
+# and its compile time grows with the unrolled code (about 0.25 ms per WGSL line; 32 for all kernels cut EfficientNet-Lite0's
+# pipelines from 2.75 to 1.85 s of CPU but cost 11-28% per inference: the small windows alone cost nothing)
 PORTABLE_UPCAST_READS = 64
 
 def portable_limits() -> bool:

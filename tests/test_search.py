@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from tinyweb import Tensor, Device, Context
 from tinyweb.codegen.opts import Opt, OptError
-from tinyweb.codegen.heuristics import heuristic_opts, choose_upcasts, fit_upcasts, BLOCK_SIZE
+from tinyweb.codegen.heuristics import heuristic_opts, choose_upcasts, fit_upcasts, reduction_terms, upcast_budget, BLOCK_SIZE
 from tinyweb.codegen.lowering import load_axes
 from tinyweb.helpers import prod
 from tinyweb.codegen.lower import lower
@@ -120,6 +120,18 @@ def test_upcasts_fit_the_read_budget():
   got, _ = run_with(item, "CPU", [Opt("UPCAST", a, n) for a, n in fitted.items()])
   want = np.concatenate([s.numpy() for s in srcs], axis=2).reshape(1, 4, 16, 88).max(2)
   np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+def test_small_windows_get_a_quarter_of_the_read_budget():
+  """A depthwise conv (each output sums its 3 x 3 window) gets a quarter of the renderer's budget, a 1 x 1 conv (a sum over 32
+  channels) and a matmul all of it; no budget stays no budget."""
+  from types import SimpleNamespace
+  x = Tensor(rng.standard_normal((1, 32, 16, 16), dtype=np.float32)).realize()
+  depthwise = x.conv2d(Tensor(rng.standard_normal((32, 1, 3, 3), dtype=np.float32)).realize(), groups=32, padding=1)
+  pointwise = x.conv2d(Tensor(rng.standard_normal((64, 32, 1, 1), dtype=np.float32)).realize())
+  values = [kernel_of(t).ast.src[0].src[1] for t in (depthwise, pointwise, Tensor(A) @ Tensor(B))]
+  assert [reduction_terms(v) for v in values] == [9, 32, A.shape[1]]
+  assert [upcast_budget(v, SimpleNamespace(max_upcast_reads=64)) for v in values] == [16, 64, 64]
+  assert [upcast_budget(v, SimpleNamespace(max_upcast_reads=0)) for v in values] == [0, 0, 0]
 
 def sequential_matmul(a: np.ndarray, b: np.ndarray, fused: bool) -> np.ndarray:
   """float32 sums in increasing k order: each product and each sum rounded, or (fused) each a*b+acc rounded once. The fused

@@ -68,17 +68,33 @@ GROUP_MIN = 1024     # GPU: a reduction over at least this many elements per out
 GROUP_MAX_OUTPUTS = 16384   # ...when there are fewer outputs than this (more: one thread per output tile fills the GPU)
 GROUP_FEW_OUTPUTS = 64      # ...or this, where barriers are slow (not renderer.group_reductions: a CPU-emulated GPU)
 
+def reduction_terms(value: UOp) -> int:
+  """How many terms one output of the kernel sums: a top-level reduction's size times those of the reductions nested in
+  it (loops inside its loop), the most of its reductions; 0 without one."""
+  if not (reds := loop_reduces(value)): return 0
+  nested = {v for u in reds for v in loop_reduces(u.src[0]) if v is not u}
+  def size(u: UOp) -> int: return prod(u.src[0].shape[a] for a in u.arg[1])
+  return max(size(u) * prod(size(v) for v in loop_reduces(u.src[0])) for u in reds if u not in nested)
+
+WINDOW_TERMS = 32   # an output that sums at most this many terms over several axes sums a small window (a depthwise
+                    # conv's 3 x 3 or 5 x 5, a stem conv's 3 x 3 x 3)
+
+def upcast_budget(value: UOp, renderer) -> int:
+  """The most values a thread's loop step may read (Renderer.max_upcast_reads; 0: no limit), a quarter of it for a kernel
+  whose outputs sum small windows: SwiftShader spends the most time compiling those once unrolled (0.33 ms per WGSL line,
+  EfficientNet-Lite0's depthwise convs 160-260 ms each), and register tiling barely speeds them up (Lite0 in headless
+  Chromium, 2 busy cores: pipelines 2.85 -> 1.8-2.0 s, page open to first result 3.5 -> 2.7-3.1 s, per inference
+  unchanged within the noise; YOLOv8n at 640 x 640 10.3 -> 7.8-9.5 s per inference)."""
+  most = renderer.max_upcast_reads
+  window = len(reduce_loops(value)) >= 2 and reduction_terms(value) <= WINDOW_TERMS
+  return most // 4 if most and window else most
+
 def group_size(value: UOp, renderer) -> int:
   """GPU targets: threads per workgroup that share each top-level reduction (0: one thread per output loops alone).
   Worth it when there are few outputs with big reductions (a sum, a norm's statistics): one thread per output would leave
   the GPU idle. It also keeps each thread's loops short: lavapipe (llvmpipe) silently stops a shader invocation's loops
   after 65535 iterations in all (see `max_loop_iterations`), so a reduction longer than that is always shared."""
-  if not (reds := loop_reduces(value)): return 0
-  nested = {v for u in reds for v in loop_reduces(u.src[0]) if v is not u}
-  def size(u: UOp) -> int: return prod(u.src[0].shape[a] for a in u.arg[1])
-  # the work of one output: a top-level reduction's size times that of the reductions nested in it (loops inside its loop)
-  n = max(size(u) * prod(size(v) for v in loop_reduces(u.src[0])) for u in reds if u not in nested)
-  if n < GROUP_MIN: return 0
+  if (n := reduction_terms(value)) < GROUP_MIN: return 0
   limit = renderer.max_loop_iterations
   most = GROUP_MAX_OUTPUTS if renderer.group_reductions else GROUP_FEW_OUTPUTS
   if prod(value.shape) >= most and (limit is None or n <= limit // 2): return 0
@@ -118,7 +134,7 @@ def heuristic_opts(value: UOp, renderer, out_buf: Optional[UOp] = None) -> list[
   if not isinstance(contraction(value, renderer), str): return [Opt("TC", 0, 0)]
   gpu = renderer.has_threads
   if gpu and (g := group_size(value, renderer)): return [Opt("GROUP", 0, g)]
-  ups = fit_upcasts(value, choose_upcasts(value, renderer.vector_lanes), renderer.max_upcast_reads)
+  ups = fit_upcasts(value, choose_upcasts(value, renderer.vector_lanes), upcast_budget(value, renderer))
   opts = [Opt("UPCAST", a, n) for a, n in ups.items()]
   if gpu: return opts + choose_tiles(value, renderer, ups)
   out_loops, loops = [i for i, n in enumerate(value.shape) if n // ups.get(i, 1) > 1], reduce_loops(value)
