@@ -44,8 +44,9 @@ window.exportResult = (async () => {
     }
     let badInput = null;
     try { await m.run({ [name]: new Float32Array(3) }); } catch (e) { badInput = String(e.message); }
+    const profile = q.has("profile") ? await m.profile({ [name]: input }) : null;
     return { firstResult: first / 1000, load: m.timings, runs, badInput, output: Array.from(out[m.outputs[0].name]),
-             shape: m.outputs[0].shape, pyodide: "loadPyodide" in globalThis };
+             shape: m.outputs[0].shape, pyodide: "loadPyodide" in globalThis, profile };
   } catch (e) { return { error: String(e && e.stack || e) }; }
 })();
 </script>"""
@@ -53,15 +54,15 @@ window.exportResult = (async () => {
 def _write_page(site):
   (site.data_dir / "export.html").write_text(PAGE)
 
-def _open(chromium, site, model: str, inp: str, runs: int = 1, context=None, fails: bool = False):
+def _open(chromium, site, model: str, inp: str, runs: int = 1, context=None, fails: bool = False, profile: bool = False):
   """(result, the URLs the page requested) of the export page in a new context (or `context`); fails: the error it
-  reports instead."""
+  reports instead; profile: the result has the page's model.profile() too."""
   ctx = context or chromium.new_context()
   page = ctx.new_page()
   urls, console = [], []
   page.on("request", lambda r: urls.append(r.url))
   page.on("console", lambda m: console.append(m.text))
-  page.goto(f"{site.url}e2e-data/export.html?model=/e2e-data/{model}/&input=/e2e-data/{inp}&runs={runs}")
+  page.goto(f"{site.url}e2e-data/export.html?model=/e2e-data/{model}/&input=/e2e-data/{inp}&runs={runs}" + ("&profile" if profile else ""))
   page.wait_for_function("window.exportResult !== undefined", timeout=60_000)
   result = page.evaluate("window.exportResult")
   page.close()
@@ -98,8 +99,12 @@ def test_an_exported_mlp_runs_in_chromium_without_pyodide(site, chromium):
   # the batch of 8 runs its own variant (the page picks it by the input's size) on the same weights
   x8 = Tensor.randn(8, 20, device="WEBGPU").contiguous().realize()
   (site.data_dir / "mlp-input8.bin").write_bytes(x8.numpy().astype(np.float32).tobytes())
-  result8, _ = _open(chromium, site, "mlp", "mlp-input8.bin")
+  result8, _ = _open(chromium, site, "mlp", "mlp-input8.bin", profile=True)
   _assert_close(result8["output"], model(x8).numpy())
+  # profile() times each step of the variant the input picks, alone
+  steps = manifest["variants"][1]["steps"]
+  assert [p["name"] for p in result8["profile"]] == [manifest["kernels"][s["kernel"]]["file"] for s in steps]
+  assert all(p["ms"] >= 0 for p in result8["profile"])
   # a damaged shard is refused by its sha256, a folder without an export by the manifest's format
   shard = site.data_dir / "mlp" / manifest["weights"]["shards"][0]["file"]
   data = bytearray(shard.read_bytes())
