@@ -7,7 +7,8 @@ SwiftShader on a machine without a GPU), next to torch run natively in the same 
 
 - export: `python -m tinyweb.export efficientnet-lite0 DIR --weights PTH`, run by the package's runtime (dist/lib/model.js)
   on a page without Pyodide (bench/browser/export.html): cold (a fresh browser context), then reloaded in the same
-  context (weights from the Cache API, kernels from the browser's caches).
+  context (weights from the Cache API; a fresh context caches no compiled kernels), and 'returning': a browser with a
+  profile on disk, opened once, closed and launched again (Chromium's Dawn cache then keeps the compiled WGSL).
 - pyodide: the live path. The playground page (index.html) boots Pyodide and tinyweb in its Web Worker; Python there
   fetches the .pth, builds EfficientNetLite on WEBGPU (EfficientNetLite.load) and runs it; the runs after the first go
   through TinyJit, whose two warm-up calls (plain run, capture) are reported apart and not timed as runs.
@@ -101,6 +102,23 @@ def bench_export(browser, site, runs: int, timeout_s: float) -> list[tuple[str, 
     if "load" in r:   # (loadModel's timings: when each part was ready, counted from its call)
       r["notes"] = "loadModel (s): " + ", ".join(f"{k} {r['load'][k]:.2f}" for k in ("manifest", "device", "kernels", "weights", "total"))
   return [("export (cold)", cold), ("export (reload)", reload)]
+
+def bench_export_returning(playwright, site, profile: Path, runs: int, timeout_s: float) -> dict:
+  """The export page in a browser with a profile on disk, as a returning visitor has: opened once, the browser closed
+  and launched again on the same profile, then timed (Chromium's Dawn cache keeps the compiled WGSL across launches,
+  not SwiftShader's own compile; the Cache API keeps the weights)."""
+  from browser_harness import CHROMIUM, CHROMIUM_ARGS, WEBGPU_FLAG
+  for visit in ("first", "returning"):
+    context = playwright.chromium.launch_persistent_context(str(profile), executable_path=CHROMIUM, headless=True,
+                                                            args=CHROMIUM_ARGS + [WEBGPU_FLAG])
+    try:
+      page, console = new_page(context)
+      page.goto(f"{site.url}e2e-data/export.html?model=/e2e-data/efficientnet-lite0/&input=/e2e-data/input.bin&runs={runs}")
+      r = outcome(page, console, timeout_s)
+    finally: context.close()
+    if "error" in r: return r
+  r["notes"] = "loadModel (s): " + ", ".join(f"{k} {r['load'][k]:.2f}" for k in ("manifest", "device", "kernels", "weights", "total"))
+  return r
 
 def bench_ort(browser, site, ep: str, runs: int, timeout_s: float) -> dict:
   context = browser.new_context()
@@ -269,6 +287,10 @@ def main():
               else: rows.append((p, bench_ort(browser, site, p.split("-")[1], a.runs, a.timeout)))
             except Exception as e: rows.append((p, {"error": f"{type(e).__name__}: {e}"}))   # (a page that crashed: go on with the next)
         finally: browser.close()
+        if "export" in paths and "export" not in errors:
+          log("export in a browser launched again on a profile on disk (a returning visitor)")
+          try: rows.append(("export (returning)", bench_export_returning(pw, site, data / "profile", a.runs, a.timeout)))
+          except Exception as e: rows.append(("export (returning)", {"error": f"{type(e).__name__}: {e}"}))
     finally:
       site.server.shutdown()
       site.server.server_close()
