@@ -4,7 +4,7 @@ model's parameters, the sha256 of each shard, limits within WebGPU's defaults, s
 it), replays the manifest on the native WebGPU device from the written files alone (a Python twin of web/model.ts's
 run) on an input other than the capture's, and the errors for what cannot be exported. The browser side (web/model.ts
 in Chromium, no Pyodide) is e2e/test_browser_export.py."""
-import hashlib, json, re
+import hashlib, json, os, re
 import numpy as np
 import pytest
 from tinyweb import Tensor, Device, TinyJit, dtypes
@@ -370,3 +370,25 @@ def test_a_float16_checkpoint_exports_from_the_command_line(tmp_path):
   assert p.returncode != 0 and "holds a YOLOv8s, not a YOLOv8n (name the model yolov8s, or yolov8)" in p.stderr
   p = run("yolov8", str(tmp_path))
   assert p.returncode != 0 and "yolov8 takes its variant or scale from --weights, which is missing" in p.stderr
+
+def test_minilm_exports_with_named_token_inputs(tmp_path):
+  """`python -m tinyweb.export minilm` (a sentence-transformers folder, 16 tokens, batch sizes 2 and 1): token ids and
+  attention mask in, by name; the replayed embeddings equal SentenceEncoder.encode's on the CPU device."""
+  import subprocess, sys, testdata
+  from tinyweb.models.bert import SentenceEncoder
+  folder = os.path.dirname(testdata.path("all-MiniLM-L6-v2/model.safetensors"))
+  p = subprocess.run([sys.executable, "-m", "tinyweb.export", "minilm", str(tmp_path), "--weights", folder, "--size", "16",
+                      "--batch-sizes", "2,1"], capture_output=True, text=True, timeout=600)
+  assert p.returncode == 0, p.stdout + p.stderr
+  manifest = json.loads((tmp_path / "manifest.json").read_text())
+  assert [[(i["name"], i["shape"], i["dtype"]) for i in v["inputs"]] for v in manifest["variants"]] == \
+         [[("input_ids", [n, 16], "int32"), ("attention_mask", [n, 16], "int32")] for n in (1, 2)]
+  encoder = SentenceEncoder.from_folder(folder, device="CPU")
+  sentences = ["A cat sits on the mat.", "Exported models run in the browser without Python."]
+  ids, mask = encoder.tokenizer(sentences, pad_to_multiple_of=16)
+  assert len(ids[0]) == 16
+  want = encoder.encode(sentences).numpy()
+  got = _replay(tmp_path, {"input_ids": np.array(ids, np.int32), "attention_mask": np.array(mask, np.int32)})["output"]
+  np.testing.assert_allclose(got, want, atol=2e-5)
+  got1 = _replay(tmp_path, {"input_ids": np.array(ids[:1], np.int32), "attention_mask": np.array(mask[:1], np.int32)})["output"]
+  np.testing.assert_allclose(got1, want[:1], atol=2e-5)

@@ -47,7 +47,7 @@ runs it up to three times): to start elsewhere, capture a TinyJit, set the state
 Sizes: each variant is a capture at fixed shapes; sizes other than the batch need one export each. Not yet: the WASM
 target.
 `python -m tinyweb.export efficientnet-lite0 OUT_DIR` exports a demo model (tinyweb/export/cli.py; also yolov8n..x, random weights
-unless --weights)."""
+unless --weights, and minilm: a sentence-transformers folder, token ids and mask in, embeddings out)."""
 from __future__ import annotations
 import hashlib, json, math, os, re, struct
 from typing import Any, Callable, Optional, Sequence

@@ -1,5 +1,6 @@
 """The command line `python -m tinyweb.export MODEL OUT_DIR`: exports a model of tinyweb.models (EfficientNet-Lite0..4,
-YOLOv8n..x; "efficientnet-lite" and "yolov8" take the variant or scale from --weights) with `tinyweb.export.export` for
+YOLOv8n..x; "efficientnet-lite" and "yolov8" take the variant or scale from --weights; "minilm", a sentence-transformers
+BERT folder: token ids and attention mask in, the pooled unit-length embeddings out) with `tinyweb.export.export` for
 pages that run it with `loadModel` (npm tinyweb/model). The demos' `--export DIR` (demos.classify, demos.detect) call it."""
 from __future__ import annotations
 import argparse, functools, os
@@ -12,7 +13,7 @@ def _efficientnet(variant: Optional[str], weights: Optional[str], size: Optional
   from tinyweb.nn.state import get_state_dict
   model = EfficientNetLite.load(weights, variant=variant, device="WEBGPU") if weights else EfficientNetLite(variant, device="WEBGPU")
   size = size or model.resolution
-  return model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model)
+  return model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model), None
 
 def _yolov8(scale: Optional[str], weights: Optional[str], size: Optional[int]):
   from tinyweb.models.yolov8 import YOLOv8
@@ -21,14 +22,22 @@ def _yolov8(scale: Optional[str], weights: Optional[str], size: Optional[int]):
   if scale is not None and model.scale != scale:
     raise SystemExit(f"python -m tinyweb.export: {weights} holds a YOLOv8{model.scale}, not a YOLOv8{scale} (name the model yolov8{model.scale}, or yolov8)")
   size = size or 640
-  return model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model)
+  return model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model), None
 
-# name -> fn(weights file or None, input size or None) -> (model, example inputs, state dict); FROM_WEIGHTS: the names
-# whose variant or scale comes from the weights (which they need)
+def _minilm(weights: Optional[str], size: Optional[int]):
+  from tinyweb.models.bert import SentenceEncoder
+  from tinyweb.nn.state import get_state_dict
+  encoder = SentenceEncoder.from_folder(weights, device="WEBGPU")
+  ids = [Tensor.ones(1, size or 128, dtype="int32", device="WEBGPU").contiguous() for _ in range(2)]
+  return encoder.embed, ids, get_state_dict(encoder.model), ["input_ids", "attention_mask"]
+
+# name -> fn(weights file or None, input size or None) -> (model, example inputs, state dict, input names or None);
+# FROM_WEIGHTS: the names whose variant or scale comes from the weights (which they need)
 MODELS: dict[str, Callable] = {**{f"efficientnet-lite{i}": functools.partial(_efficientnet, f"lite{i}") for i in range(5)},
                                **{f"yolov8{s}": functools.partial(_yolov8, s) for s in "nsmlx"},
-                               "efficientnet-lite": functools.partial(_efficientnet, None), "yolov8": functools.partial(_yolov8, None)}
-FROM_WEIGHTS = ("efficientnet-lite", "yolov8")
+                               "efficientnet-lite": functools.partial(_efficientnet, None), "yolov8": functools.partial(_yolov8, None),
+                               "minilm": _minilm}
+FROM_WEIGHTS = ("efficientnet-lite", "yolov8", "minilm")
 
 def main(argv: Optional[list[str]] = None) -> int:
   import time
@@ -37,11 +46,12 @@ def main(argv: Optional[list[str]] = None) -> int:
   ap.add_argument("model", choices=sorted(MODELS))
   ap.add_argument("out", help="the folder to write")
   ap.add_argument("--weights", help="the weights file (efficientnet-lite*: an efficientnet_lite_pytorch .pth; yolov8*: an "
-                  "ultralytics .pt); default: for efficientnet-lite0 the tests' offline copy when there is one, else random weights")
+                  "ultralytics .pt; minilm: a sentence-transformers folder); default: for efficientnet-lite0 the tests' offline copy when "
+                  "there is one, else random weights")
   ap.add_argument("--weights-dtype", choices=["auto", "float16", "float32"], default="auto",
                   help="how float32 weights are stored: auto (float16 where exact, as for ultralytics' float16 checkpoints), "
                   "float16 (all, rounded: half the download), float32; the page widens float16 to float32 on the GPU")
-  ap.add_argument("--size", type=int, help="the input images' height and width (default: the model's, 640 for yolov8)")
+  ap.add_argument("--size", type=int, help="the input images' height and width (default: the model's, 640 for yolov8); minilm: the tokens (default 128)")
   ap.add_argument("--batch-sizes", type=_sizes, default=None, metavar="N,N,...",
                   help="the batch sizes the page may run, each a variant sharing the kernels and weights (default: 1)")
   args = ap.parse_args(argv)
@@ -50,12 +60,14 @@ def main(argv: Optional[list[str]] = None) -> int:
   if weights is None and args.model == "efficientnet-lite0": weights = _offline_efficientnet_weights()
   if weights is None and args.model in FROM_WEIGHTS: ap.error(f"{args.model} takes its variant or scale from --weights, which is missing")
   st = time.perf_counter()
-  model, inputs, state = MODELS[args.model](weights, args.size)
-  manifest = export(model, *inputs, path=args.out, state_dict=state, weights_dtype=args.weights_dtype, batch_sizes=args.batch_sizes)
+  model, inputs, state, names = MODELS[args.model](weights, args.size)
+  manifest = export(model, *inputs, path=args.out, names=names, state_dict=state, weights_dtype=args.weights_dtype,
+                    batch_sizes=args.batch_sizes)
   nbytes = sum(s["bytes"] for s in manifest["weights"]["shards"])
   variants = manifest["variants"]
   batches = f" (batch sizes {', '.join(str(v['inputs'][0]['shape'][0]) for v in variants)})" if len(variants) > 1 else ""
-  name = f"efficientnet-{model.variant}" if args.model.startswith("efficientnet") else f"yolov8{model.scale}"
+  name = f"efficientnet-{model.variant}" if args.model.startswith("efficientnet") else f"yolov8{model.scale}" if \
+         args.model.startswith("yolov8") else args.model
   print(f"exported {name} ({'weights ' + weights if weights else 'random weights'}, input {inputs[0].shape}) to "
         f"{args.out}{batches}: {len(manifest['kernels'])} kernels, {' + '.join(str(len(v['steps'])) for v in variants)} steps, "
         f"{nbytes / 1e6:.1f} MB of weights in {len(manifest['weights']['shards'])} shards, in {time.perf_counter() - st:.1f} s")

@@ -347,6 +347,15 @@ class SentenceEncoder:
     load_state_dict(model, weights)
     return cls(tokenizer, model, normalize=kinds[-1] == "Normalize", lowercase=bool(st.get("do_lower_case")))
 
+  def embed(self, ids: Tensor, mask: Tensor) -> Tensor:
+    """The sentences' embeddings (batch, hidden) from their token ids and attention mask (batch, tokens; int32, the
+    tokenizer's output): the model, the mean over the unmasked tokens, then (normalize) unit length. What `encode`
+    runs per batch, and what `python -m tinyweb.export minilm` exports."""
+    hidden = self.model(ids, mask)
+    m = mask.float().unsqueeze(-1)
+    emb = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+    return emb.normalize(dim=1) if self.normalize else emb
+
   def encode(self, sentences: Sequence[str], batch_size: int = 32) -> Tensor:
     if isinstance(sentences, str): raise TypeError("SentenceEncoder.encode: give a list of sentences (encode([sentence]) for one)")
     for s in sentences:
@@ -359,10 +368,6 @@ class SentenceEncoder:
     for i in range(0, len(sentences), batch_size):
       batch = [s.lower() if self.lowercase else s for s in sentences[i:i + batch_size]]
       ids, mask = self.tokenizer(batch, pad_to_multiple_of=multiple)
-      ids, mask = Tensor(ids, dtype=dtypes.int32, device=device), Tensor(mask, dtype=dtypes.int32, device=device)
-      hidden = self.model(ids, mask)
-      m = mask.float().unsqueeze(-1)
-      emb = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-      out.append((emb.normalize(dim=1) if self.normalize else emb).realize())
+      out.append(self.embed(Tensor(ids, dtype=dtypes.int32, device=device), Tensor(mask, dtype=dtypes.int32, device=device)).realize())
     return Tensor.cat(*out).realize() if len(out) > 1 else out[0] if out else \
       Tensor.zeros(0, self.model.config["hidden_size"], device=device).contiguous().realize()
