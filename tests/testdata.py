@@ -10,6 +10,7 @@ there (a machine that has not run set-up)."""
 from __future__ import annotations
 import argparse, hashlib, os, shutil, subprocess, sys, tempfile, zipfile
 from dataclasses import dataclass
+from tinyweb.helpers import testdata_dir
 
 @dataclass(frozen=True)
 class File:
@@ -64,7 +65,7 @@ FILES = {f.name: f for f in [
       ("vocab.txt", "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3")]],
 ]}
 
-def folder() -> str: return os.environ.get("TINYWEB_TESTDATA") or os.path.join(os.path.expanduser("~"), ".cache", "tinyweb", "testdata")
+def folder() -> str: return testdata_dir()
 
 def _digest(fn: str) -> str:
   h = hashlib.sha256()

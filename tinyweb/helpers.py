@@ -194,6 +194,11 @@ def cache_dir() -> str:
   os.makedirs(d, exist_ok=True)
   return d
 
+def testdata_dir() -> str:
+  """Where `python -m tests.testdata` keeps the test data (real weights, photos; tests/testdata.py): $TINYWEB_TESTDATA,
+  else ~/.cache/tinyweb/testdata. The export command looks for EfficientNet-Lite0's weights there too."""
+  return os.environ.get("TINYWEB_TESTDATA") or os.path.join(os.path.expanduser("~"), ".cache", "tinyweb", "testdata")
+
 def write_cache_file(path: str, data: bytes | str):
   """Write a cache entry whole or not at all: through a temporary file named for this process and thread (compiles run
   in threads), renamed over `path`, so a reader in another process or thread never sees part of one."""

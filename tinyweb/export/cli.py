@@ -80,8 +80,8 @@ def _sizes(text: str) -> list[int]:
   return sizes
 
 def _offline_efficientnet_weights() -> Optional[str]:
-  """The real Lite0 weights where the tests keep them (tests/testdata.py: $TINYWEB_TESTDATA or ~/.cache/tinyweb/testdata)."""
-  folder = os.environ.get("TINYWEB_TESTDATA") or os.path.join(os.path.expanduser("~"), ".cache", "tinyweb", "testdata")
-  fn = os.path.join(folder, "efficientnet-lite0.pth")
+  """The real Lite0 weights where the tests keep them (helpers.testdata_dir)."""
+  from tinyweb.helpers import testdata_dir
+  fn = os.path.join(testdata_dir(), "efficientnet-lite0.pth")
   return fn if os.path.exists(fn) else None
 
