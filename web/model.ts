@@ -135,7 +135,7 @@ function checkManifest(url: string, m: ModelManifest) {
     const n = v.buffers.length, ok = (id: number) => Number.isInteger(id) && id >= 0 && id < n;
     v.buffers.forEach((b, i) => {
       if (b.id !== i) throw new ModelError(`${url}: buffer ${i} has id ${b.id}`);
-      if ((b.kind === "weight" || b.kind === "state") && !b.tensor) throw new ModelError(`${url}: ${b.kind} buffer ${i} names no tensor`);
+      if (fromShards(b) && !b.tensor) throw new ModelError(`${url}: ${b.kind} buffer ${i} names no tensor`);
     });
     for (const s of v.steps) {
       const ids = "copy" in s ? [s.copy.src, s.copy.dst] : s.buffers;
@@ -260,15 +260,17 @@ export class Model {
     const tensors = new Map<string, Uint8Array<ArrayBuffer>>();
     for (const f of weights) for (const [name, bytes] of safetensors(f)) tensors.set(name, bytes);
     const shared = new Map<string, BufferSpec>();   // (each weight once, from whichever variant names it first)
-    const pooled: number[] = [], staged: number[] = [];   // (the pool's and the staging buffers' sizes: the largest asked)
-    for (const v of manifest.variants) {
-      let n = 0;
-      for (const b of v.buffers) {
-        if (b.kind === "weight" || b.kind === "state") { if (!shared.has(b.tensor!)) shared.set(b.tensor!, b); }
-        else { pooled[n] = Math.max(pooled[n] ?? 0, padded(b.bytes)); n++; }
-      }
+    // each variant's buffer id -> its slot in the pool (-1: a weight or state), and the slots' and the staging buffers'
+    // sizes: the largest any variant asks
+    const slots = manifest.variants.map((v) => { let n = 0; return v.buffers.map((b) => fromShards(b) ? -1 : n++); });
+    const pooled: number[] = [], staged: number[] = [];
+    manifest.variants.forEach((v, k) => {
+      v.buffers.forEach((b, id) => {
+        if (slots[k][id] >= 0) pooled[slots[k][id]] = Math.max(pooled[slots[k][id]] ?? 0, padded(b.bytes));
+        else if (!shared.has(b.tensor!)) shared.set(b.tensor!, b);
+      });
       v.outputs.forEach((o, i) => { staged[i] = Math.max(staged[i] ?? 0, padded(v.buffers[o.buffer].bytes)); });
-    }
+    });
     for (const b of shared.values()) {   // (state: its first value, then what the runs write)
       const bytes = tensors.get(b.tensor!);
       if (!bytes) throw new ModelError(`the weights have no tensor ${b.tensor} (buffer ${b.id})`);
@@ -285,9 +287,8 @@ export class Model {
                                                                   label: `read ${manifest.variants[0].outputs[i].name}` }));
     for (const [name, b] of shared) if (!b.stored) this.#write(this.#weights.get(name)!, tensors.get(name)!);
     this.#widenHalfWeights([...shared.values()].filter((b) => b.stored === "float16"), tensors);
-    this.#variants = manifest.variants.map((v) => {
-      let n = 0;
-      const buffers = v.buffers.map((b) => b.kind === "weight" || b.kind === "state" ? this.#weights.get(b.tensor!)! : this.#pool[n++]);
+    this.#variants = manifest.variants.map((v, k) => {
+      const buffers = v.buffers.map((b, id) => slots[k][id] < 0 ? this.#weights.get(b.tensor!)! : this.#pool[slots[k][id]]);
       const bindGroups = v.steps.map((s) => "copy" in s ? null : device.createBindGroup({
         layout: bindGroupLayout(device, manifest.kernels[s.kernel].bindings),
         entries: s.buffers.map((id, i) => ({ binding: i, resource: { buffer: buffers[id] } })),
@@ -444,6 +445,8 @@ export class Model {
 }
 
 const elements = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
+// weights and state: their bytes come from the shards, one GPU buffer per tensor for all the variants
+const fromShards = (b: BufferSpec) => b.kind === "weight" || b.kind === "state";
 
 // float16 pairs (u32 words) -> float32s; the float32 buffer may hold one value fewer than the pairs (an odd count)
 const HALF_TO_FLOAT = `

@@ -399,6 +399,7 @@ class _Weights:
     for k, t in (state_dict or {}).items():
       if isinstance(t, Tensor) and is_contiguous_buffer(u := t.uop) and u.base.op.name == "BUFFER": named.setdefault(u.base.arg[0], (k, t.shape))
     self.tensors: dict[str, Tensor] = {}   # name -> what its shard holds
+    entries: dict[Buffer, dict] = {}       # Buffer -> what its manifest entries say of it (tensor, stored)
     taken, unnamed = {k for k, _ in named.values()}, 0
     for b, kind in kinds.items():
       if b in named: name, shape = named[b]
@@ -408,9 +409,9 @@ class _Weights:
         taken.add(name)
       if _prod(shape) != b.size: shape = (b.size,)
       self.tensors[name], stored = self._stored(b, name, shape, weights_dtype if kind == "weight" else "float32")
-      for v in variants:
-        for i, vb in v.weights.items():
-          if vb is b: v.buffers[i].update({"tensor": name, **({"stored": stored} if stored else {})})
+      entries[b] = {"tensor": name, **({"stored": stored} if stored else {})}
+    for v in variants:
+      for i, b in v.weights.items(): v.buffers[i].update(entries[b])
 
   @staticmethod
   def _stored(b: Buffer, name: str, shape, weights_dtype: str) -> tuple[Tensor, Optional[str]]:
