@@ -14,6 +14,7 @@ from tinyweb.codegen.lower import lower
 from tinyweb.codegen.lowering import wide_index
 from tinyweb.schedule import ScheduleItem
 from tinyweb.search import beam_search
+import tinyweb.events as events
 
 # (device, ast, BEAM, NOOPT, TILES) -> kernel, the KERNEL_CACHE_SIZE most recently used: the loaded programs they hold
 # are what the process keeps mapped (Compiled.programs holds them weakly)
@@ -51,7 +52,10 @@ def build_kernel(device: str, ast: UOp) -> tuple[Program, str]:
   """Lower (with BEAM search when it is on) and render a kernel, or read both back from the disk cache of lowered
   kernels, where a process that built the same kernel for the same target and settings, with the same tinyweb sources,
   left it (lowering is most of a new process's first call: 0.2-0.5 s a kernel of a real model)."""
-  if (path := _lowered_path(device, ast)) is not None and (hit := _read_lowered(path)) is not None: return hit
+  st = time.perf_counter()
+  if (path := _lowered_path(device, ast)) is not None and (hit := _read_lowered(path)) is not None:
+    if events.watchers: events.emit("lower", device=device, ast=ast, program=hit[0], src=hit[1], cached=True, start=st, end=time.perf_counter())
+    return hit
   dev = Device[device]
   opts = None   # the heuristics choose (or NOOPT)
   if BEAM >= 1 and not NOOPT:
@@ -61,6 +65,7 @@ def build_kernel(device: str, ast: UOp) -> tuple[Program, str]:
   if DEBUG >= 3: print(f"{prog.name}: loops {[u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]} optimizations {prog.opts or 'none'}")
   if DEBUG >= 4: print(src)
   if path is not None: _write_lowered(path, prog, src)
+  if events.watchers: events.emit("lower", device=device, ast=ast, program=prog, src=src, cached=False, start=st, end=time.perf_counter())
   return prog, src
 
 # ---- the disk cache of lowered kernels: JSON files (no pickles: a cache file never runs code), one per kernel, keyed by
@@ -112,7 +117,10 @@ def cache_kernel(device: str, ast: UOp, prog: Program, src: str, program) -> Com
 def get_kernel(device: str, ast: UOp) -> CompiledKernel:
   if (k := _kernel_cache.pop(key := kernel_key(device, ast), None)) is None:
     prog, src = build_kernel(device, ast)
-    return cache_kernel(device, ast, prog, src, Device[device].get_program(prog.name, src))
+    st = time.perf_counter()
+    program = Device[device].get_program(prog.name, src)
+    if events.watchers: events.emit("compile", device=device, names=[prog.name], srcs=[src], start=st, end=time.perf_counter())
+    return cache_kernel(device, ast, prog, src, program)
   _kernel_cache[key] = k   # (now the most recently used)
   return k
 
@@ -143,7 +151,7 @@ def compile_ahead(items: list[ScheduleItem]):
   seen: set[tuple] = set()
   def start(device: str):
     if part := batches.pop(device, []):
-      started.append((device, part, pool.submit(Device[device].compiler.compile_many, [src for _, _, src in part])))
+      started.append((device, part, pool.submit(_compile_batch, device, part)))
   for it in items:
     if it.kind != "kernel": continue
     device = it.bufs[0].device
@@ -168,9 +176,17 @@ def compile_ahead(items: list[ScheduleItem]):
       dev.compiler.store(src, lib)
       cache_kernel(device, ast, prog, src, dev.get_program(prog.name, src))
 
+def _compile_batch(device: str, part: list[tuple]) -> list:
+  st = time.perf_counter()
+  libs = Device[device].compiler.compile_many(srcs := [src for _, _, src in part])
+  if events.watchers: events.emit("compile", device=device, names=[p.name for _, p, _ in part], srcs=srcs, start=st, end=time.perf_counter())
+  return libs
+
 def _launch(k: CompiledKernel, bufs: list, records: tuple[list, ...]):
   """Run kernel `k` on `bufs` (allocated, the output first) and account for it: TinyJit's capture, the counters, DEBUG."""
-  et = k.run([b.handle for b in bufs], wait=DEBUG >= 2)
+  st = time.perf_counter()
+  et = k.run([b.handle for b in bufs], wait=DEBUG >= 2 or events.timing_launches)
+  if events.watchers: events.emit("launch", device=bufs[0].device, kernel=k, bufs=bufs, start=st, end=time.perf_counter(), kernel_s=et)
   bufs[0].mark_written(by_schedule=True)
   for rec in records: rec.append((k, bufs))
   GlobalCounters.kernel_count += 1
@@ -208,6 +224,7 @@ def run_schedule(items: list[ScheduleItem]):
       dst.copyin(src.as_memoryview())
       for rec in records: rec.append((None, it.bufs))
       et = time.perf_counter() - t0
+      if events.watchers: events.emit("copy", src_device=src.device, device=dst.device, nbytes=dst.nbytes, start=t0, end=t0 + et)
       GlobalCounters.global_mem += dst.nbytes
       if DEBUG >= 2: print(f"*** copy {src.device} -> {dst.device} {dst.nbytes:>10d} bytes {et*1e3:8.3f} ms")
       for b in release: b.release()
@@ -222,5 +239,6 @@ def run_schedule(items: list[ScheduleItem]):
     # (a later launch may get this memory: devices run launches in order, so it is written after this one read it)
     for b in release: b.release()
   for d in devices: Device[d].flush()
+  if events.watchers: events.emit("realize", items=items, start=st, end=time.perf_counter())
   if DEBUG >= 1 and items:
     print(f"realize: {len(items)} items ({sum(it.kind == 'kernel' for it in items)} kernels) in {(time.perf_counter()-st)*1e3:.2f} ms")

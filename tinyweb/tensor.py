@@ -7,7 +7,7 @@ This module holds the class's core (construction, properties, realization, autog
 API is in mixins by topic, one module each: tensor_creation, tensor_movement, tensor_reduce, tensor_math, tensor_index
 and tensor_nn (their shared helpers in tensor_helpers). None of them imports this module."""
 from __future__ import annotations
-import contextlib, struct
+import contextlib, struct, time
 from typing import Any, Optional, Sequence
 from tinyweb.dtype import DType, dtypes, to_dtype, promote, promote_with_scalar, cast_scalar, bf16_bits_to_float, scalar_dtype, \
   scalar_fits, check_scalar, scalar_range_error, fmt_scalar
@@ -16,6 +16,7 @@ from tinyweb.uop import UOp, Ops, unique_id, const_key
 from tinyweb.device import Device, Buffer, IdWeakSet
 from tinyweb.schedule import create_schedule, realized_cache, buffer_uop, apply_realized, is_contiguous_buffer
 from tinyweb.engine import run_schedule
+import tinyweb.events as events
 from tinyweb.gradient import compute_gradient
 from tinyweb.tensor_helpers import _broadcast_shape, _flatten_list, _py_scalar, _int_dtype, _pack, \
   _normalize_axis
@@ -207,7 +208,9 @@ class Tensor(CreationMixin, MovementMixin, ReduceMixin, MathMixin, IndexMixin, N
     todo = [(t, u) for t in tensors if not is_contiguous_buffer(u := apply_realized(t.uop))]
     if not todo: return
     ts, targets = [t for t, _ in todo], [u for _, u in todo]
+    st = time.perf_counter()
     items, results, assigned = create_schedule(targets)
+    if events.watchers: events.emit("schedule", targets=targets, items=items, start=st, end=time.perf_counter())
     run_schedule(items)
     for a, r in assigned.items(): realized_cache.put(a, r)   # an assign inside the graph ran: it must not run again
     for t, u in zip(ts, targets):

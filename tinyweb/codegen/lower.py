@@ -198,15 +198,18 @@ def _uop_count(k: Kernel) -> int:
   return len(k.program.uops) if k.program else len(k.uops) if k.uops else len(k.sink.toposort()) if k.sink is not None else len(k.ast.toposort())
 
 @deep_recursion
-def lower(ast: UOp, renderer: Renderer, opts: Optional[list[Opt]] = None) -> Program:
+def lower(ast: UOp, renderer: Renderer, opts: Optional[list[Opt]] = None,
+          on_pass: Optional[Callable[[str, Kernel, float], None]] = None) -> Program:
   """ast: SINK(STORE(DEFINE_GLOBAL out, value)): the value is stored contiguously in its shape.
   opts: the optimization actions to apply (None: the heuristics choose, or with NOOPT=1 `noopt_opts`).
-  With a GPU renderer (`renderer.has_threads`) the output loops become a thread index instead of loops."""
+  With a GPU renderer (`renderer.has_threads`) the output loops become a thread index instead of loops.
+  on_pass(name, kernel, seconds) is called after each pass (VIZ shows the kernel's state after each)."""
   assert ast.op is Ops.SINK and len(ast.src) == 1 and ast.src[0].op is Ops.STORE
   k = Kernel(ast, renderer, opts)
   for name, run_pass in PASSES:
     st = time.perf_counter()
     run_pass(k)
     if DEBUG >= 5: print(f"  lower pass {name:14s} {_uop_count(k):6d} uops {(time.perf_counter() - st) * 1e3:8.3f} ms")
+    if on_pass is not None: on_pass(name, k, time.perf_counter() - st)
     if name == "optimize" and k.ao.tc: return lower_tc(ast, renderer, k.opts)
   return k.program
