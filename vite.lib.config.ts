@@ -5,7 +5,7 @@
 //   dist/lib/model.js            `tinyweb/model` (web/model.ts): runs a model exported by tinyweb.export, no Pyodide
 //   dist/runtime/                what a site serves at loadTinyweb's baseURL:
 //     tinyweb-manifest.json      {format, tinyweb, wheel: {file, sha256}, pyodide: {dir, version}}, paths relative to it
-//     wheels/tinyweb-*.whl       the pure-Python wheel of this checkout, built by pip
+//     wheels/tinyweb-*.whl       the pure-Python wheel of this checkout, built by pip ($PYTHON, else python3)
 //     pyodide/                   Pyodide's own files, from the pyodide npm package
 // The module reads the manifest at run time: nothing about the wheel is compiled into it.
 import { defineConfig, type Plugin } from "vite";
@@ -18,17 +18,29 @@ import { join, resolve } from "node:path";
 const root = import.meta.dirname;
 const PYODIDE_FILES = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"];
 const LIB_MODULES = ["tinyweb", "worker", "host", "weights", "model"];
-const WHEEL_SOURCES = ["pyproject.toml", "README.md", "tinyweb", "backends"];
+const WHEEL_SOURCES = ["pyproject.toml", "README.md", "LICENSE", "tinyweb", "backends"];
 
 // the pure-Python wheel of this repository (tinyweb + tinyweb.backends, no dependencies), built from a clean copy of
-// its sources (so nothing stale from an earlier build/ folder gets in, and nothing is written into the checkout)
+// its sources (so nothing stale from an earlier build/ folder gets in, and nothing is written into the checkout).
+// pip builds it with the Python's own setuptools where that meets pyproject.toml's build requirements (a development
+// environment: tinyweb[web]; no network needed), else (a fresh virtualenv: setuptools missing or too old for
+// `bdist_wheel` and the license expression) in an isolated environment with setuptools from the package index.
 function buildWheel(): { file: string; bytes: Buffer } {
   const tmp = mkdtempSync(join(tmpdir(), "tinyweb-wheel-")), src = join(tmp, "src"), out = join(tmp, "out");
+  const pipWheel = (options: string[], stderr: "pipe" | "inherit") =>
+    execFileSync(process.env.PYTHON ?? "python3", ["-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
+      ...options, "-w", out, src], { stdio: ["ignore", "ignore", stderr] });
   try {
     const wanted = (p: string) => !p.includes("__pycache__") && !lstatSync(p).isSymbolicLink();   // (tinyweb/backends link)
     for (const f of WHEEL_SOURCES) cpSync(resolve(root, f), join(src, f), { recursive: true, filter: wanted });
-    execFileSync(process.env.PYTHON ?? "python3", ["-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-      "--disable-pip-version-check", "-w", out, src], { stdio: ["ignore", "ignore", "inherit"] });
+    try { pipWheel(["--no-build-isolation", "--check-build-dependencies"], "pipe"); }
+    catch (local) {
+      try { pipWheel([], "inherit"); }
+      catch (isolated) {
+        throw new Error(`pip wheel failed, with this Python's own setuptools:\n${(local as { stderr?: Buffer }).stderr ?? local}\n` +
+                        `and in an isolated build environment (above): ${isolated}`);
+      }
+    }
     const file = readdirSync(out).find((f) => f.endsWith(".whl"));
     if (!file) throw new Error(`pip wheel wrote no wheel into ${out}`);
     return { file, bytes: readFileSync(join(out, file)) };

@@ -17,11 +17,6 @@ import os, time
 from tinyweb.device import Allocator, Compiler, Compiled
 from tinyweb.codegen.opencl import OpenCLRenderer
 
-def _cl():
-  try: import pyopencl as cl
-  except ImportError as e: raise RuntimeError(f"pyopencl is not installed (pip install pyopencl): {e}") from e
-  return cl
-
 def pick_device(cl):
   """TINYWEB_CL_DEVICE (a substring of the device or platform name), else a GPU, else the first device."""
   devices = []
@@ -82,7 +77,8 @@ class CLProgram:
 
 class CLDevice(Compiled):
   def __init__(self, name: str = "CL"):
-    self.cl = cl = _cl()
+    import pyopencl as cl   # (missing: Device.check names the extra that installs it)
+    self.cl = cl
     self.device = d = pick_device(cl)
     self.ctx = cl.Context([d])
     self.queue = cl.CommandQueue(self.ctx, d)

@@ -39,7 +39,11 @@ class NVRTC:
     for path in _nvrtc_candidates():
       try: self.lib = ctypes.CDLL(path); break
       except OSError as e: errors.append(str(e))
-    else: raise RuntimeError(f"NVRTC not found (pip install nvidia-cuda-nvrtc-cu12){': ' + '; '.join(errors) if errors else ''}")
+    else:
+      if errors: raise RuntimeError(f"NVRTC did not load: {'; '.join(errors)}")
+      # (an ImportError naming NVRTC's pip package: Device.check adds which extra of tinyweb installs it)
+      raise ModuleNotFoundError("NVRTC not found: no nvidia-cuda-nvrtc pip package (module nvidia.cuda_nvrtc) and no libnvrtc "
+                                "on the system", name="nvidia.cuda_nvrtc")
     self.lib.nvrtcGetErrorString.restype = c_char_p
     major, minor = c_int(), c_int()
     self.check(self.lib.nvrtcVersion(byref(major), byref(minor)), "nvrtcVersion")

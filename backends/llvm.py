@@ -10,8 +10,7 @@ from tinyweb.backends.cpu import CPUAllocator, CoreSplitProgram
 from tinyweb.helpers import host_has_fma
 
 def _llvmlite():
-  try: import llvmlite, llvmlite.binding as llvm
-  except ImportError as e: raise RuntimeError(f"the LLVM device needs llvmlite (pip install llvmlite): {e}") from e
+  import llvmlite, llvmlite.binding as llvm   # (missing: Device.check names the extra that installs it)
   # llvmlite 0.50 refuses llvm.initialize(); these two are all a JIT for the host needs
   llvm.initialize_native_target()
   llvm.initialize_native_asmprinter()

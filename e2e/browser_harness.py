@@ -14,7 +14,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--no-first-run", "--disable-background-network
 WEBGPU_FLAG = "--enable-unsafe-webgpu"
 BUILD_INPUTS = ["tinyweb", "backends", "web", "package.json", "package-lock.json", "vite.config.ts", "vite.lib.config.ts", "tsconfig.json",
                 "tsconfig.lib.json", "pyproject.toml",
-                "README.md"]   # (the wheel's description)
+                "README.md", "LICENSE"]   # (the wheel's description and license)
 LOAD_TIMEOUT_MS = 120_000   # Pyodide + tinyweb on a busy 2-core machine
 
 def missing_requirement() -> str | None:

@@ -40,7 +40,7 @@ def nvrtc_check():
   """The NVRTCCheck to run, or None when it is off (see the module's docstring)."""
   if os.getenv("TINYWEB_CUDA_CHECK", "1") == "0" or Device.check("CUDA")[0]: return None
   try: return NVRTCCheck()
-  except RuntimeError: return None   # NVRTC not installed
+  except (RuntimeError, ImportError): return None   # NVRTC not installed (ModuleNotFoundError) or not loadable
 
 _errors: list[str] = []
 

@@ -30,7 +30,7 @@ def test_device_chosen_by_name():
   assert "TINYWEB_CL_DEVICE='no such device' matches no OpenCL device" in run_py(CHECK, TINYWEB_CL_DEVICE="no such device")
 
 def test_missing_pyopencl_or_driver_is_explained(tmp_path):
-  assert "pyopencl is not installed (pip install pyopencl)" in run_py("import sys; sys.modules['pyopencl'] = None\n" + CHECK)
+  assert "install tinyweb[opencl]: pip install 'tinyweb[opencl]'" in run_py("import sys; sys.modules['pyopencl'] = None\n" + CHECK)
   # ocl-icd finds the drivers (ICDs) listed in OCL_ICD_VENDORS: an empty folder means no OpenCL platform at all
   out = run_py(CHECK, OCL_ICD_VENDORS=str(tmp_path))
   assert "no OpenCL device found" in out and "pocl-opencl-icd" in out, out

@@ -177,7 +177,7 @@ def test_missing_llvmlite_is_named_and_cpu_stays_default():
   """)
   out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
   assert out.returncode == 0, out.stderr
-  assert out.stdout.startswith("False") and "pip install llvmlite" in out.stdout
+  assert out.stdout.startswith("False") and "install tinyweb[llvm]: pip install 'tinyweb[llvm]'" in out.stdout
   if Device.check("CPU")[0]:
     env = {k: v for k, v in os.environ.items() if k != "DEV"}
     code = "from tinyweb import Device; print(Device.DEFAULT)"

@@ -1,6 +1,10 @@
 """tinyweb: a small, transparent deep-learning framework whose one Python core runs natively and in the browser."""
 import importlib.util, os, sys
 
+# the one place the version is written: the wheel's metadata reads it from here (pyproject.toml); package.json repeats it
+# (npm run build refuses a difference, and so does tests/test_python_package.py)
+__version__ = "0.1.0"
+
 def _bind_this_checkouts_backends():
   """The runtimes live in the top-level backends/ folder of a source checkout; the wheel installs them as tinyweb/backends.
   In a checkout, bind `tinyweb.backends` to the folder beside this package (the one thing importing tinyweb does besides
@@ -26,4 +30,3 @@ from tinyweb.function import function   # (the decorator: it shadows the submodu
 from tinyweb.export import export       # (likewise; `python -m tinyweb.export` and `from tinyweb.export import ...` still work)
 
 __all__ = ["Tensor", "dtypes", "DType", "Device", "Context", "GlobalCounters", "getenv", "fetch", "UOp", "Ops", "TinyJit", "function", "export"]   # (and `from tinyweb import nn`, a subpackage: imported when asked for)
-__version__ = "0.1.0"

@@ -208,6 +208,17 @@ def gpu_present() -> bool:
   if sys.platform in ("darwin", "win32", "emscripten"): return True
   return bool(glob.glob("/dev/dri/renderD*") or glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/dxg"))
 
+# device -> (the Python package its runtime imports, the extra of tinyweb that installs it); the one place that advice lives
+RUNTIME_PACKAGES = {"WEBGPU": ("wgpu", "webgpu"), "CL": ("pyopencl", "opencl"), "LLVM": ("llvmlite", "llvm"),
+                    "CUDA": ("nvidia.cuda_nvrtc", "cuda")}
+
+def install_hint(device: str, e: Exception) -> str:
+  """What Device.check adds to the reason a device failed: the extra of tinyweb to install, where `e` is the import of the
+  package the device's runtime needs failing; else nothing."""
+  module, extra = RUNTIME_PACKAGES.get(device, ("", ""))
+  if not (module and isinstance(e, ImportError) and e.name and (module == e.name or module.startswith(e.name + "."))): return ""
+  return f"; install tinyweb[{extra}]: pip install 'tinyweb[{extra}]'"
+
 class _DeviceRegistry:
   """`Device["CPU"]` gives the device object (created on first use); `Device.DEFAULT` is the default device's name."""
   def __init__(self):
@@ -216,6 +227,7 @@ class _DeviceRegistry:
     self._instances: dict[str, Compiled] = {}
     self._failures: dict[str, str] = {}
     self._default: Optional[str] = None
+    self.default_reason = ""   # why DEFAULT is the device it is (set with it)
     self._lock = fork_safe_lock()   # creating a device: one thread at a time
     self._held_at_fork: list = []
   def register(self, name: str, spec: str, gpu: bool = False):
@@ -263,34 +275,40 @@ class _DeviceRegistry:
           spec = getattr(importlib.import_module(mod), cls)
         self._instances[name] = spec(name)
       except Exception as e:
-        self._failures[name] = f"{type(e).__name__}: {e}"
+        self._failures[name] = f"{type(e).__name__}: {e}{install_hint(name, e)}"
         return False, self._failures[name]
     return True, ""
   def available(self) -> list[str]: return [n for n in self.known() if self.check(n)[0]]
   @property
   def DEFAULT(self) -> str:
-    if self._default is None: self._default = self._pick_default()
+    if self._default is None: self._default, self.default_reason = self._pick_default()
     return self._default
   @DEFAULT.setter
-  def DEFAULT(self, name: str): self._default = self.canonicalize(name)
-  def _pick_default(self) -> str:
-    """$DEV if set. Else the first device, in registration order, that works here, creating only the devices it tries:
-    one on a real GPU first (GPU runtimes are tried only where gpu_present(): a machine without a GPU imports and
-    starts nothing but the device that wins), then any device but a fallback, then a fallback, with a notice why."""
-    if (env := os.getenv("DEV")): return self.canonicalize(env)
+  def DEFAULT(self, name: str):
+    self._default, self.default_reason = self.canonicalize(name), "set by the program (Device.DEFAULT = ...)"
+  def _pick_default(self) -> tuple[str, str]:
+    """(the default device, why). $DEV if set. Else the first device, in registration order, that works here, creating
+    only the devices it tries: one on a real GPU first (GPU runtimes are tried only where gpu_present(): a machine
+    without a GPU imports and starts nothing but the device that wins), then one that is not a GPU runtime (CPU, LLVM:
+    code compiled for this CPU), then a GPU runtime on an emulated adapter (lavapipe, SwiftShader, PoCL: it runs on the
+    CPU too, slower than native code), then a fallback, with a notice why."""
+    if (env := os.getenv("DEV")): return self.canonicalize(env), "$DEV chooses it"
     gpu = gpu_present()
     for name in self.known():
       if (name in self._instances or (gpu and name in self._gpu_runtimes)) and self.check(name)[0] and \
-         getattr(self._instances[name], "is_real_gpu", False): return name
-    fallback = None
-    for name in self.known():
-      if not self.check(name)[0]: continue
-      if not getattr(self._instances[name], "is_fallback", False): return name
-      fallback = fallback or name
+         getattr(self._instances[name], "is_real_gpu", False): return name, "the first device that runs on a real GPU"
+    fallback, no_gpu = None, "no device runs on a real GPU here" if gpu else "this machine shows no GPU"
+    for gpu_runtime, why in ((False, f"{no_gpu}; it is the first device that compiles for this CPU"),
+                             (True, f"{no_gpu} and no device compiles for this CPU; it is the first GPU runtime that works, "
+                                    "on an emulated (CPU) adapter")):
+      for name in self.known():
+        if (name in self._gpu_runtimes) != gpu_runtime or not self.check(name)[0]: continue
+        if not getattr(self._instances[name], "is_fallback", False): return name, why
+        fallback = fallback or name
     if fallback is None: raise RuntimeError(f"no device is available: {self._failures}")
     if self._failures:
       warnings.warn(f"tinyweb: the default device is {fallback}, a slow fallback: no other device works here ({self._failures})")
-    return fallback
+    return fallback, "the fallback: no other device works here" if self._failures else "the only device"
   def _before_fork(self):
     """Wait until no thread is creating a device or inside a fork-safe device's runtime (loading a program, compiling:
     llvmlite holds LLVM's own locks there, which the child would find held forever) and keep it so until the fork is
@@ -315,7 +333,7 @@ at_fork(before=Device._before_fork, after_in_parent=Device._after_fork_in_parent
 Device.register("CPU", "tinyweb.backends.cpu:CPUDevice")
 Device.register("CUDA", "tinyweb.backends.cuda:CUDADevice", gpu=True)   # before WEBGPU: on an NVIDIA GPU both are real, CUDA is native
 Device.register("WEBGPU", "tinyweb.backends.webgpu_browser:BrowserWebGPUDevice" if sys.platform == "emscripten" else
-                "tinyweb.backends.webgpu:WEBGPUDevice", gpu=True)   # after CPU: ranks first only on a real GPU adapter; in Pyodide: navigator.gpu
+                "tinyweb.backends.webgpu:WEBGPUDevice", gpu=True)   # ranks first only on a real GPU adapter; on lavapipe after CPU and LLVM; in Pyodide: navigator.gpu
 Device.register("CL", "tinyweb.backends.cl:CLDevice", gpu=True)      # likewise: PoCL (OpenCL on the CPU) never ranks first
-Device.register("LLVM", "tinyweb.backends.llvm:LLVMDevice")       # LLVM IR through llvmlite's JIT; after CPU, never the default over it
+Device.register("LLVM", "tinyweb.backends.llvm:LLVMDevice")       # LLVM IR through llvmlite's JIT; after CPU, before a GPU runtime on the CPU
 Device.register("PYTHON", "tinyweb.backends.python:PythonDevice")   # last: the pure-Python fallback, always available
