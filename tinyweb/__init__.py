@@ -30,3 +30,4 @@ from tinyweb.function import function   # (the decorator: it shadows the submodu
 from tinyweb.export import export       # (likewise; `python -m tinyweb.export` and `from tinyweb.export import ...` still work)
 
 __all__ = ["Tensor", "dtypes", "DType", "Device", "Context", "GlobalCounters", "getenv", "fetch", "UOp", "Ops", "TinyJit", "function", "export"]   # (and `from tinyweb import nn`, a subpackage: imported when asked for)
+if getenv("PROFILE"): importlib.import_module("tinyweb.profile").start()   # (a trace and a kernel table at exit: profile.py)

@@ -10,8 +10,14 @@ threads), so a watcher keeps its own lock if it needs one. Times are time.perf_c
   "lower"     device, ast, program (codegen.program.Program), src, cached (read back from the disk cache), start, end
   "compile"   device, names (the kernels compiled together), srcs, start, end   (compile and load)
   "launch"    device, kernel (CompiledKernel), bufs, start, end, kernel_s (the device's time for it where measured)
+              (TinyJit's replays too: while a watcher is on, they launch through the reporting path)
   "copy"      src_device, device, nbytes, start, end
-  "beam"      device, ast, searched (candidates timed), candidates, best_s, done  (progress of a BEAM search)
+  "cpu"       name, device, start, end          (a block helpers.cpu_profile timed and kept: PROFILE was on)
+  "beam"      device, ast, name, round, searched, candidates, best_s, start, end, done    (a BEAM search's progress)
+              after each candidate of a round is timed or dropped (searched: how many of the round's `candidates` are
+              done; start: the round's; best_s: the fastest time yet, None before the first), and once more at the end
+              with done=True (round: the last; searched: the candidates timed in all; candidates: those tried; start:
+              the search's)
 
 `timing_launches` makes every launch wait for its kernel and report its time (as DEBUG>=2 does)."""
 from __future__ import annotations

@@ -2,9 +2,10 @@
 import from tinygrad.helpers (progress bars, timers, colors, fetch, cpu_profile)."""
 from __future__ import annotations
 import os, functools, operator, math, platform, contextvars, inspect, sys, threading, weakref, contextlib, time, shutil, decimal
-import atexit, gzip, hashlib, json, pathlib, tarfile, tempfile
+import gzip, hashlib, pathlib, tarfile, tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+import tinyweb.events as events
 
 def prod(x: Iterable[int]) -> int: return functools.reduce(operator.mul, x, 1)
 def largest_divisor(n: int, most: int) -> int:
@@ -69,7 +70,8 @@ TRAINING = ContextVar("TRAINING", 0)
 NO_GRAD = ContextVar("NO_GRAD", 0)
 JIT = ContextVar("JIT", 1)           # 0: TinyJit runs its function eagerly on every call
 GRAPH = ContextVar("GRAPH", 0)       # 1: each realize writes its schedule as a Graphviz graph (tinyweb/graph.py)
-PROFILE = ContextVar("PROFILE", 0)   # 1: cpu_profile records its blocks, written as a Chrome trace at exit
+PROFILE = ContextVar("PROFILE", 0)   # 1: a Chrome trace of the engine's work and cpu_profile's blocks, written at exit (profile.py)
+PROGRESS = ContextVar("PROGRESS", -1)   # progress bars on stderr (BEAM, downloads, export): 1 always, 0 never, -1 on a terminal
 # the names of the @function bodies running in this thread or task, innermost last (tinyweb/function.py): while one runs,
 # Tensor.realize refuses, as tinygrad refuses device use inside @function
 RUNNING_FUNCTIONS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("tinyweb_running_functions", default=())
@@ -269,19 +271,24 @@ def _si(x: float) -> str:
     x /= 1000
   raise AssertionError("unreachable")
 
+def show_progress() -> bool:
+  """Whether progress bars draw (tqdm(disable=None)): PROGRESS=1 always, PROGRESS=0 never, else where stderr is a terminal."""
+  return sys.stderr.isatty() if PROGRESS.value < 0 else bool(PROGRESS.value)
+
 def _hms(t: float) -> str:
   m, s = divmod(int(t), 60)
   return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m:02d}:{s:02d}"
 
 class tqdm:
   """A progress bar on stderr (tinygrad's small one, the common subset of the tqdm package): `for x in tqdm(xs):` counts
-  the items, `with tqdm(total=n) as bar: bar.update(k)` counts by hand; `set_description(s)` (or `.desc`) labels it.
-  total defaults to len(iterable); without one the bar shows the count and the rate only. unit_scale: counts with SI
-  prefixes (26.4MB). disable=None: draw only where stderr is a terminal. Redraws at most `rate` times a second."""
+  the items, `with tqdm(total=n) as bar: bar.update(k)` counts by hand; `set_description(s)` (or `.desc`) labels it;
+  `reset(total)` starts the count again on the same line. total defaults to len(iterable); without one the bar shows the
+  count and the rate only. unit_scale: counts with SI prefixes (26.4MB). disable=None: draw by the PROGRESS rule
+  (show_progress: where stderr is a terminal, unless PROGRESS says otherwise). Redraws at most `rate` times a second."""
   def __init__(self, iterable: Optional[Iterable] = None, desc: str = "", disable: Optional[bool] = False, unit: str = "it",
                unit_scale: bool = False, total: Optional[int] = None, rate: int = 100):
     self.iterable, self.unit, self.unit_scale, self.rate = iterable, unit, unit_scale, rate
-    self.disable = not sys.stderr.isatty() if disable is None else disable
+    self.disable = not show_progress() if disable is None else disable
     self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)   # type: ignore[arg-type]
     self.n, self.st, self.drawn = 0, time.perf_counter(), -math.inf
     self.set_description(desc)
@@ -296,6 +303,10 @@ class tqdm:
   def __exit__(self, *exc): self.close()
   def set_description(self, desc: str): self.desc = f"{desc}: " if desc else ""
   def close(self): self.update(close=True)
+  def reset(self, total: Optional[int] = None):
+    """Count from 0 again (towards `total`), with the clock restarted, on the same line."""
+    self.n, self.total, self.st, self.drawn = 0, total, time.perf_counter(), -math.inf
+    self.update(0)
   def update(self, n: int = 0, close: bool = False):
     """Count n more; redraw (always when close, which ends the line)."""
     self.n += n
@@ -338,33 +349,29 @@ def _now_us() -> decimal.Decimal: return decimal.Decimal(time.perf_counter_ns())
 @contextlib.contextmanager
 def cpu_profile(name, device: str = "TINY", display: bool = True, profile_key: Optional[bytes] = None) -> Iterator[ProfileRangeEvent]:
   """`with cpu_profile("load"):` times the block as a ProfileRangeEvent (yielded; its `en` is set at the end, also when
-  the block raises). With PROFILE=1 (or Context(PROFILE=1)) and display, the event is kept in `cpu_events`, and at exit
-  all of them are written as a Chrome trace (open it in https://ui.perfetto.dev or chrome://tracing) to $PROFILE_PATH,
-  default <tempdir>/tinyweb-profile-<pid>.json; the path is printed."""
+  the block raises). Where PROFILE=1 (or Context(PROFILE=1)) at its start and display, the event is kept in `cpu_events`
+  and the process's profile (tinyweb/profile.py) runs: at exit it writes these blocks, on host threads named by
+  `device`, with the engine's work as a Chrome trace (open it in https://ui.perfetto.dev or chrome://tracing) to
+  $PROFILE_PATH, default <tempdir>/tinyweb-profile-<pid>.json, and prints the path."""
+  if keep := PROFILE and display:
+    from tinyweb.profile import start   # (here: a process that never profiles does not import it)
+    start()
   event = ProfileRangeEvent(device, name, _now_us(), profile_key=profile_key)
   try: yield event
   finally:
     event.en = _now_us()
-    if PROFILE and display:
-      if not cpu_events: atexit.register(_write_profile)
+    if keep:
       cpu_events.append(event)
-
-def _write_profile():
-  tids = {d: i for i, d in enumerate(dict.fromkeys(e.device for e in cpu_events))}
-  events = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": i, "args": {"name": d}} for d, i in tids.items()]
-  events += [{"name": str(e.name), "cat": "cpu", "ph": "X", "pid": 0, "tid": tids[e.device], "ts": float(e.st),
-              "dur": float((e.en or e.st) - e.st)} for e in cpu_events]
-  path = os.getenv("PROFILE_PATH") or os.path.join(tempfile.gettempdir(), f"tinyweb-profile-{os.getpid()}.json")
-  with open(path, "w") as f: json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
-  print(f"PROFILE: {len(cpu_events)} cpu_profile events written to {path} (open in https://ui.perfetto.dev)")
+      if events.watchers: events.emit("cpu", name=str(name), device=device, start=float(event.st) / 1e6, end=float(event.en) / 1e6)
 
 FETCH_TIMEOUT = 30.0   # seconds a server may stay silent before fetch gives up
 
 def download(url: str, dest: str | os.PathLike, timeout: float = FETCH_TIMEOUT, gunzip: bool = False, sha256: Optional[str] = None,
              headers: Optional[dict[str, str]] = None) -> None:
-  """Download `url` (http, https, file://) to `dest` atomically, with a progress bar on stderr: into a temporary file
-  beside it, renamed when complete. gunzip: store the decompressed contents. sha256: the hex digest the stored data
-  must have. An incomplete download or a digest mismatch raises OSError and leaves nothing behind."""
+  """Download `url` (http, https, file://) to `dest` atomically, with a progress bar on stderr (by the PROGRESS rule,
+  show_progress): into a temporary file beside it, renamed when complete. gunzip: store the decompressed contents.
+  sha256: the hex digest the stored data must have. An incomplete download or a digest mismatch raises OSError and
+  leaves nothing behind."""
   import urllib.request   # (here: importing tinyweb does not pay for it)
   os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
   req = urllib.request.Request(url, headers={"User-Agent": "tinyweb", **(headers or {})})
@@ -374,14 +381,15 @@ def download(url: str, dest: str | os.PathLike, timeout: float = FETCH_TIMEOUT, 
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(dest)), prefix=os.path.basename(dest) + ".", suffix=".part")
     h, got = hashlib.sha256(), 0
     try:
-      with os.fdopen(fd, "wb") as f, tqdm(total=None if gunzip else length or None, unit="B", unit_scale=True, desc=os.path.basename(dest)) as bar:
+      with os.fdopen(fd, "wb") as f, tqdm(total=None if gunzip else length or None, unit="B", unit_scale=True,
+                                          desc=os.path.basename(dest), disable=None) as bar:
         while chunk := src.read(1 << 20):
           f.write(chunk)
           h.update(chunk)
           got += len(chunk)
           bar.update(len(chunk))
       if length and not gunzip and got != length: raise OSError(f"fetch: incomplete download of {url}: {got} of {length} bytes")
-      if sha256 and h.hexdigest() != sha256.lower(): raise OSError(f"fetch: {url} has sha256 {h.hexdigest()}, expected {sha256}")
+      if sha256 and h.hexdigest() != sha256.lower(): raise OSError(f"fetch: {url} has sha256 {h.hexdigest()}, expected {sha256}: not stored")
       os.replace(tmp, dest)
     finally:
       if os.path.exists(tmp): os.unlink(tmp)

@@ -19,7 +19,7 @@ while another thread's is running raises a RuntimeError (the second would overwr
 results no replay can change: those that read no input and no state the function updates (an assign's buffer), directly
 or through what another replayed launch writes. They run once, at capture; their outputs keep their own memory."""
 from __future__ import annotations
-import functools
+import functools, time
 from collections import defaultdict
 from typing import Any, Callable
 from tinyweb.tensor import Tensor
@@ -28,6 +28,7 @@ from tinyweb.device import Buffer, Device, _buffer_serials
 from tinyweb.dtype import dtypes
 from tinyweb.schedule import realized_cache, apply_realized, is_contiguous_buffer, substitute, buffer_uop
 import tinyweb.engine as engine
+import tinyweb.events as events
 from tinyweb.helpers import DEBUG, JIT, GlobalCounters, fork_safe_lock
 
 def _tensors_in(x: Any) -> list[Tensor]:
@@ -136,9 +137,10 @@ class TinyJit:
     if self.plan is None: self.plan = self._make_plan()
     devices = [Device[d] for d in self.devices]   # (refused in a forked child, before a launch of the parent's runs)
     swap = {old: new for old, new in zip(self.input_buffers, bufs) if old is not new}
+    reporting = bool(events.watchers)   # (then every launch runs through _relaunch, which reports it)
     for kernel, kbufs, bound in self.plan:
-      if bound is not None: bound()
-      else:   # a launch that touches an input: its buffers are this call's
+      if bound is not None and not reporting: bound()
+      else:   # a launch that touches an input (its buffers are this call's), or any launch while watchers look
         _relaunch(kernel, [swap.get(b, b) for b in kbufs] if swap else kbufs)
     for b in self.written: b.mark_written()
     for d in devices: d.flush()
@@ -180,9 +182,13 @@ def _split_constant(launches: list[tuple], inputs: list[Buffer], state: set[Buff
   return [l for l, r in zip(launches, replayed) if r], [l for l, r in zip(launches, replayed) if not r]
 
 def _relaunch(kernel, kbufs: list[Buffer]):
-  """Run a recorded launch again (kernel None: a copy of kbufs[1] into kbufs[0])."""
+  """Run a recorded launch again (kernel None: a copy of kbufs[1] into kbufs[0]); a kernel's launch is reported to the
+  event watchers (events.py)."""
   if kernel is None: kbufs[0].copyin(kbufs[1].as_memoryview())
-  else: kernel.run([b.handle for b in kbufs])
+  else:
+    st = time.perf_counter()
+    et = kernel.run([b.handle for b in kbufs], wait=events.timing_launches)
+    if events.watchers: events.emit("launch", device=kbufs[0].device, kernel=kernel, bufs=kbufs, start=st, end=time.perf_counter(), kernel_s=et)
   kbufs[0].mark_written()
 
 def _run_once(launches: list[tuple]):

@@ -12,6 +12,10 @@ candidate (Opt TC) sums exact products where the NOOPT kernel rounds each produc
 (codegen/tensor_cores.py): it is held to that type's tolerance (`tolerance`).
 Candidates that do not apply, fail to compile or exceed the device's limits are dropped quietly.
 
+While it runs, one line on stderr per kernel shows the round, how many of its candidates are done (timed or dropped) and
+the best time so far (where stderr is a terminal, or with PROGRESS=1; PROGRESS=0 never); watchers get "beam" events
+(events.py).
+
 Results are cached in memory and on disk (cache_dir()/beam/<hash>.json) keyed by the kernel AST, the device, its
 renderer's configuration and compiler, the core count and N: a second run pays nothing. Compiles run in a thread pool
 where threads exist, one after the other where they do not (Pyodide).
@@ -23,13 +27,14 @@ from dataclasses import dataclass
 from typing import Optional
 from tinyweb.device import Device, Buffer
 from tinyweb.dtype import DType, dtypes
-from tinyweb.helpers import DEBUG, cache_dir, prod, write_cache_file
+from tinyweb.helpers import DEBUG, cache_dir, prod, tqdm, write_cache_file
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.program import CompiledKernel
 from tinyweb.codegen.opts import Opt, OptError, apply_opts, reduce_loops
 from tinyweb.codegen.heuristics import heuristic_opts
 from tinyweb.codegen.lower import lower, noopt_opts
 from tinyweb.codegen.tensor_cores import contraction
+import tinyweb.events as events
 
 SEARCH_VERSION = 4       # bump when the meaning of actions changes: cached results of older searches are ignored
 MAX_UPCAST = 128         # most outputs one loop iteration computes (each needs a register)
@@ -142,8 +147,10 @@ def _compile_all(compiler, srcs: list[str]) -> list:
   return [libs[id(s)] for s in srcs]
 
 class Search:
-  """One kernel's search state: scratch buffers, the reference output, and every source timed so far."""
+  """One kernel's search state: scratch buffers, the reference output, every source timed so far, and its progress (a
+  line on stderr and "beam" events: each candidate of a round is counted once, when it is timed or dropped)."""
   def __init__(self, ast: UOp, device: str):
+    self.start = time.perf_counter()
     self.ast, self.device, self.dev = ast, device, Device[device]
     self.renderer = self.dev.renderer
     store = ast.src[0]
@@ -160,7 +167,35 @@ class Search:
     self.seen: set[str] = set()
     self.timed = 0
     self.reference: Optional[bytes] = None
-    self.name = ""   # the kernel's name, for DEBUG output
+    self.name = ""   # the kernel's name, for DEBUG output and progress
+    self.round, self.round_start, self.round_size, self.round_done, self.tried = -1, self.start, 0, 0, 0
+    self.best_s: Optional[float] = None
+    self.bar: Optional[tqdm] = None
+
+  def start_round(self, candidates: int):
+    self.round, self.round_start, self.round_size, self.round_done = self.round + 1, time.perf_counter(), candidates, 0
+    self.tried += candidates
+    if self.bar is None: self.bar = tqdm(desc=self.progress_text(), unit=" candidates", total=candidates, disable=None)
+    else:
+      self.bar.set_description(self.progress_text())
+      self.bar.reset(candidates)
+
+  def progress_text(self) -> str:
+    return f"BEAM {self.name or 'kernel'} round {self.round}" + (f", best {self.best_s * 1e3:.3f} ms" if self.best_s is not None else "")
+
+  def advance(self, t: Optional[float] = None):
+    """One candidate of the round dropped, or timed at t seconds."""
+    self.round_done += 1
+    if t is not None: self.best_s = t if self.best_s is None else min(self.best_s, t)
+    self.bar.set_description(self.progress_text())
+    self.bar.update(1)
+    if events.watchers: events.emit("beam", device=self.device, ast=self.ast, name=self.name, round=self.round, searched=self.round_done,
+                                     candidates=self.round_size, best_s=self.best_s, start=self.round_start, end=time.perf_counter(), done=False)
+
+  def finish(self):
+    if self.bar is not None: self.bar.close()
+    if events.watchers: events.emit("beam", device=self.device, ast=self.ast, name=self.name, round=self.round, searched=self.timed,
+                                     candidates=self.tried, best_s=self.best_s, start=self.start, end=time.perf_counter(), done=True)
 
   def output(self, k: CompiledKernel) -> bytes:
     self.out_buf.copyin(memoryview(self.out_init))
@@ -180,11 +215,16 @@ class Search:
     progs = []
     for opts in candidates:
       try: p = lower(self.ast, self.renderer, opts)
-      except OptError: continue   # does not apply
+      except OptError:   # does not apply
+        self.advance()
+        continue
       except RuntimeError as e:   # beyond the device's limits (LoopLimitError, too many workgroups)
         if DEBUG >= 3: print(f"BEAM: {opts} dropped: {e}")
+        self.advance()
         continue
-      if (src := self.renderer.render(p)) in self.seen: continue
+      if (src := self.renderer.render(p)) in self.seen:
+        self.advance()
+        continue
       self.seen.add(src)
       self.name = self.name or p.name
       p.name = f"{p.name}_beam{len(self.seen)}"   # a name of its own: candidates may be compiled into one binary
@@ -197,14 +237,17 @@ class Search:
         got = self.output(k)
       except Exception as e:
         if DEBUG >= 3: print(f"BEAM: {p.name} {opts} dropped: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        self.advance()
         continue
       if self.reference is None: self.reference = got   # the first candidate evaluated is the NOOPT kernel
       elif (bad := mismatches(got, self.reference, self.out.dtype, tolerance(self.value, self.renderer, opts, self.out.dtype))):
         warnings.warn(f"BEAM: kernel {p.name} with {opts} computes {bad} of {self.out.arg[1]} outputs differently from the "
                       f"unoptimized kernel on random inputs: dropped (this is a code generation bug)")
+        self.advance()
         continue
       t = self.time(k, best)
       self.timed += 1
+      self.advance(t)
       best = min(best, t)
       out.append((t, opts))
     return out
@@ -231,24 +274,27 @@ def beam_search(ast: UOp, device: str, width: int) -> SearchResult:
   return res
 
 def _search(ast: UOp, device: str, width: int) -> SearchResult:
-  st = time.perf_counter()
   SearchCounters.searches += 1
   s = Search(ast, device)
   r, value = s.renderer, s.value
-  base, heur = noopt_opts(ast, r), heuristic_opts(value, r, s.out)
-  round0 = s.evaluate([base, heur])   # base first: its output is the reference
-  if not round0 or round0[0][1] != base: raise RuntimeError(f"BEAM: the unoptimized kernel does not run on {device} (DEBUG=3 says why)")
-  t_base = round0[0][0]
-  t_heur = next((t for t, o in round0 if o == heur), t_base)
-  best = min(round0, key=lambda x: x[0])
-  beam = sorted(round0, key=lambda x: x[0])[:width]
-  acts = actions(value, r)
-  while beam:
-    cands = [opts + [a] for _, opts in beam for a in acts if within_limits(value, r, opts + [a], s.out)]
-    beam = sorted(s.evaluate(cands, best[0]), key=lambda x: x[0])[:width]
-    if not beam or beam[0][0] > min(best[0] * (1 - MIN_PROGRESS[0]), best[0] - MIN_PROGRESS[1]): break
-    best = beam[0]
-  res = SearchResult(best[1], best[0], t_heur, t_base, s.timed, time.perf_counter() - st)
+  try:
+    base, heur = noopt_opts(ast, r), heuristic_opts(value, r, s.out)
+    s.start_round(2)
+    round0 = s.evaluate([base, heur])   # base first: its output is the reference
+    if not round0 or round0[0][1] != base: raise RuntimeError(f"BEAM: the unoptimized kernel does not run on {device} (DEBUG=3 says why)")
+    t_base = round0[0][0]
+    t_heur = next((t for t, o in round0 if o == heur), t_base)
+    best = min(round0, key=lambda x: x[0])
+    beam = sorted(round0, key=lambda x: x[0])[:width]
+    acts = actions(value, r)
+    while beam:
+      cands = [opts + [a] for _, opts in beam for a in acts if within_limits(value, r, opts + [a], s.out)]
+      s.start_round(len(cands))
+      beam = sorted(s.evaluate(cands, best[0]), key=lambda x: x[0])[:width]
+      if not beam or beam[0][0] > min(best[0] * (1 - MIN_PROGRESS[0]), best[0] - MIN_PROGRESS[1]): break
+      best = beam[0]
+  finally: s.finish()
+  res = SearchResult(best[1], best[0], t_heur, t_base, s.timed, time.perf_counter() - s.start)
   if DEBUG >= 2:
     print(f"BEAM {width}: {s.name} {best[1] or 'no optimizations'}: {best[0]*1e3:.3f} ms (heuristics {t_heur*1e3:.3f} ms, "
           f"none {t_base*1e3:.3f} ms); {s.timed} candidates in {res.seconds:.1f} s")

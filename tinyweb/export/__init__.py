@@ -46,10 +46,12 @@ starts in the page with the value it has when it is exported, which is after the
 runs it up to three times): to start elsewhere, capture a TinyJit, set the state, then export the TinyJit.
 Sizes: each variant is a capture at fixed shapes; sizes other than the batch need one export each. Not yet: the WASM
 target.
+Progress (on stderr where it is a terminal, or with PROGRESS=1; PROGRESS=0 never): a line per capture counting the kernels
+lowered, and one for the weights written.
 `python -m tinyweb.export efficientnet-lite0 OUT_DIR` exports a demo model (tinyweb/export/cli.py; also yolov8n..x, random weights
 unless --weights, and minilm: a sentence-transformers folder, token ids and mask in, embeddings out)."""
 from __future__ import annotations
-import hashlib, json, math, os, re, struct
+import contextlib, hashlib, json, math, os, re, struct
 from typing import Any, Callable, Optional, Sequence
 from tinyweb.tensor import Tensor
 from tinyweb.device import Buffer, Device
@@ -57,6 +59,8 @@ from tinyweb.dtype import dtypes
 from tinyweb.jit import TinyJit, _tensors_in, written_by
 from tinyweb.schedule import buffer_uop, is_contiguous_buffer
 from tinyweb.nn.state import safe_save, _SAFETENSORS_NAMES
+from tinyweb.helpers import tqdm
+import tinyweb.events as events
 from tinyweb.backends.webgpu_shared import DEFAULT_LIMITS as WEBGPU_DEFAULT_LIMITS, camel
 
 FORMAT, VERSION = "tinyweb-export", 2
@@ -199,7 +203,8 @@ def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence
     own = size is None or size == example_inputs[0].shape[0]
     inputs = example_inputs if own else tuple(Tensor.zeros(size, *t.shape[1:], dtype=t.dtype, device=t.device).contiguous().realize()
                                               for t in example_inputs)
-    jit, keys = _capture(fn, inputs, new_jit=not own)
+    with _counting_kernels(f"export: capturing batch size {size}" if size is not None else "export: capturing"):
+      jit, keys = _capture(fn, inputs, new_jit=not own)
     outs = _tensors_in(jit.outputs)
     if not variants:
       if output_names is None and keys is not None and len(keys) == len(outs) and \
@@ -211,6 +216,14 @@ def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence
                         f"the batch sizes must differ only in shapes")
     variants.append(_Variant(jit, outs, in_names, out_names, kernels))
   return _write(os.fspath(path), variants, [k for _, k in kernels.values()], state_dict, ceilings, set(features), shard_bytes, weights_dtype)
+
+@contextlib.contextmanager
+def _counting_kernels(desc: str):
+  """A progress line (helpers.tqdm, by the PROGRESS rule) counting the kernels lowered in the block."""
+  with tqdm(desc=desc, unit=" kernels", disable=None) as bar:
+    def lowered(event: str, fields: dict):
+      if event == "lower": bar.update(1)
+    with events.watching(lowered): yield
 
 def _batch_sizes(batch_sizes: Optional[Sequence[int]], example_inputs: tuple[Tensor, ...]) -> list[Optional[int]]:
   """The batch sizes to capture, the example inputs' first when it is one of them (None: the example inputs only)."""
@@ -443,13 +456,16 @@ class _Weights:
     for f in os.listdir(path):   # (an earlier export's shards)
       if re.fullmatch(r"weights-\d{5}-of-\d{5}\.safetensors", f): os.remove(os.path.join(path, f))
     shards, weight_map, sha = [], {}, {}
-    for n, group in enumerate(groups):
-      file = f"weights-{n + 1:05d}-of-{len(groups):05d}.safetensors"
-      safe_save({name: self.tensors[name] for name in group}, os.path.join(path, file))
-      with open(os.path.join(path, file), "rb") as f: digest = hashlib.sha256(f.read()).hexdigest()
-      shards.append({"file": file, "bytes": os.path.getsize(os.path.join(path, file)), "sha256": digest, "tensors": sorted(group)})
-      weight_map.update({name: file for name in group})
-      sha[file] = digest
+    with tqdm(desc="export: writing weights", total=sum(t.nbytes() for t in self.tensors.values()), unit="B", unit_scale=True,
+              disable=None) as bar:
+      for n, group in enumerate(groups):
+        file = f"weights-{n + 1:05d}-of-{len(groups):05d}.safetensors"
+        safe_save({name: self.tensors[name] for name in group}, os.path.join(path, file))
+        with open(os.path.join(path, file), "rb") as f: digest = hashlib.sha256(f.read()).hexdigest()
+        shards.append({"file": file, "bytes": os.path.getsize(os.path.join(path, file)), "sha256": digest, "tensors": sorted(group)})
+        weight_map.update({name: file for name in group})
+        sha[file] = digest
+        bar.update(sum(self.tensors[name].nbytes() for name in group))
     _write_json(os.path.join(path, "weights.json"), {"metadata": {"format": FORMAT}, "weight_map": weight_map, "sha256": sha})
     return shards
 
