@@ -1,15 +1,49 @@
-// The playground site (`npm run build` runs it after vite.lib.config.ts): dist/index.html and its script, which imports
-// the package's module (web/tinyweb.ts) and loads the runtime files the package build wrote to dist/runtime/. So any
-// static file server can host dist/ (no CDN, nothing fetched from elsewhere at run time).
-import { defineConfig } from "vite";
-import { resolve } from "node:path";
+// The site (`npm run build` runs it after vite.lib.config.ts), two pages:
+// - dist/index.html, the playground, and its script, which imports the package's module (web/tinyweb.ts) and loads the
+//   runtime files the package build wrote to dist/runtime/. So any static file server can host dist/ (no CDN, nothing
+//   fetched from elsewhere at run time);
+// - dist/viz.html, the VIZ page (web/viz.ts), which reads the data tinyweb.viz writes next to it. The page and its
+//   assets are also copied into tinyweb/viz_page/, the Python package's data: `python -m tinyweb.viz` and VIZ=1 find
+//   it there, in a checkout and in a wheel built after this.
+import { defineConfig, type Plugin } from "vite";
+import { copyFileSync, mkdirSync, rmSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 
 const root = import.meta.dirname;
+const outDir = resolve(root, "dist"), vizPackageDir = resolve(root, "tinyweb/viz_page");
+
+// viz.html and the chunks and styles it loads, copied into the Python package (replacing an earlier build's)
+function vizPackageData(): Plugin {
+  return {
+    name: "tinyweb-viz-package-data",
+    writeBundle(_options, bundle) {
+      const entry = Object.values(bundle).find((c) => c.type === "chunk" && c.isEntry && c.name === "viz");
+      if (!entry || entry.type !== "chunk") throw new Error("the VIZ page's script (web/viz.ts) is not in the bundle");
+      const files = new Set(["viz.html"]);
+      const add = (name: string) => {
+        if (files.has(name)) return;
+        files.add(name);
+        const c = bundle[name];
+        if (c?.type === "chunk") [...c.imports, ...(c.viteMetadata?.importedCss ?? [])].forEach(add);
+      };
+      add(entry.fileName);
+      rmSync(vizPackageDir, { recursive: true, force: true });
+      for (const f of files) {
+        mkdirSync(dirname(resolve(vizPackageDir, f)), { recursive: true });
+        copyFileSync(resolve(outDir, f), resolve(vizPackageDir, f));
+      }
+    },
+  };
+}
 
 export default defineConfig({
   root: resolve(root, "web"),
   base: "./",   // relative URLs: the site works from any folder of any static server
   publicDir: false,
   // (dist/lib and dist/runtime are the package build's; it empties dist/ first)
-  build: { outDir: resolve(root, "dist"), emptyOutDir: false, target: "es2022" },
+  build: {
+    outDir, emptyOutDir: false, target: "es2022",
+    rolldownOptions: { input: { index: resolve(root, "web/index.html"), viz: resolve(root, "web/viz.html") } },
+  },
+  plugins: [vizPackageData()],
 });

@@ -31,7 +31,8 @@ function buildWheel(): { file: string; bytes: Buffer } {
     execFileSync(process.env.PYTHON ?? "python3", ["-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
       ...options, "-w", out, src], { stdio: ["ignore", "ignore", stderr] });
   try {
-    const wanted = (p: string) => !p.includes("__pycache__") && !lstatSync(p).isSymbolicLink();   // (tinyweb/backends link)
+    // (not tinyweb/backends, a link; not tinyweb/viz_page, the VIZ page: the browser has no use for it)
+    const wanted = (p: string) => !p.includes("__pycache__") && !p.includes("viz_page") && !lstatSync(p).isSymbolicLink();
     for (const f of WHEEL_SOURCES) cpSync(resolve(root, f), join(src, f), { recursive: true, filter: wanted });
     try { pipWheel(["--no-build-isolation", "--check-build-dependencies"], "pipe"); }
     catch (local) {

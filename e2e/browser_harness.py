@@ -33,7 +33,7 @@ def sources_digest(names: list[str] = BUILD_INPUTS) -> str:
   for name in names:
     p = ROOT / name
     for f in sorted([p] if p.is_file() else p.rglob("*")):
-      if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc":
+      if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc" and "viz_page" not in f.parts:   # (tinyweb/viz_page: built)
         h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes() + b"\0")
   return h.hexdigest()
 

@@ -31,3 +31,4 @@ from tinyweb.export import export       # (likewise; `python -m tinyweb.export` 
 
 __all__ = ["Tensor", "dtypes", "DType", "Device", "Context", "GlobalCounters", "getenv", "fetch", "UOp", "Ops", "TinyJit", "function", "export"]   # (and `from tinyweb import nn`, a subpackage: imported when asked for)
 if getenv("PROFILE"): importlib.import_module("tinyweb.profile").start()   # (a trace and a kernel table at exit: profile.py)
+if getenv("VIZ"): importlib.import_module("tinyweb.viz").start()   # VIZ=1: every realize recorded, shown as a web page at exit

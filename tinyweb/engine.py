@@ -48,6 +48,11 @@ def check_index_range(ast: UOp, device: str):
 
 def kernel_key(device: str, ast: UOp) -> tuple: return (device, ast, BEAM.value, NOOPT.value, TILES.value)
 
+def kernel_opts(device: str, ast: UOp) -> list | None:
+  """The optimization actions a kernel is lowered with under the current settings: BEAM search's (cached after the
+  first search), else None (the heuristics choose, or NOOPT's)."""
+  return beam_search(ast, device, BEAM.value).opts if BEAM >= 1 and not NOOPT else None
+
 def build_kernel(device: str, ast: UOp) -> tuple[Program, str]:
   """Lower (with BEAM search when it is on) and render a kernel, or read both back from the disk cache of lowered
   kernels, where a process that built the same kernel for the same target and settings, with the same tinyweb sources,
@@ -57,10 +62,7 @@ def build_kernel(device: str, ast: UOp) -> tuple[Program, str]:
     if events.watchers: events.emit("lower", device=device, ast=ast, program=hit[0], src=hit[1], cached=True, start=st, end=time.perf_counter())
     return hit
   dev = Device[device]
-  opts = None   # the heuristics choose (or NOOPT)
-  if BEAM >= 1 and not NOOPT:
-    opts = beam_search(ast, device, BEAM.value).opts
-  prog = lower(ast, dev.renderer, opts)
+  prog = lower(ast, dev.renderer, kernel_opts(device, ast))
   src = dev.renderer.render(prog)
   if DEBUG >= 3: print(f"{prog.name}: loops {[u.src[0].arg for u in prog.uops if u.op is Ops.RANGE]} optimizations {prog.opts or 'none'}")
   if DEBUG >= 4: print(src)

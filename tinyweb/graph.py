@@ -8,7 +8,7 @@ buffer to each op of a kernel that reads it, and from a kernel's store to the bu
 are nodes of their own."""
 from __future__ import annotations
 import itertools, os, shutil, subprocess, tempfile
-from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE
+from tinyweb.uop import UOp, Ops, MOVEMENT, ELEMENTWISE, _fmt_arg
 
 _realizes = itertools.count(1)
 _COLORS = {Ops.REDUCE_AXIS: "#ffcc80", Ops.CONST: "#eeeeee", Ops.STORE: "#ef9a9a", **{op: "#bbdefb" for op in MOVEMENT},
@@ -17,7 +17,7 @@ _COLORS = {Ops.REDUCE_AXIS: "#ffcc80", Ops.CONST: "#eeeeee", Ops.STORE: "#ef9a9a
 def _quote(s: str) -> str: return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 def _label(u: UOp) -> str:
-  arg = "" if u.arg is None else f" {u.arg[0].name} {u.arg[1]}" if u.op is Ops.REDUCE_AXIS else f" {u.arg}"
+  arg = f" {_fmt_arg(u)}" if u.arg is not None else ""
   return f"{u.op.name}{arg if len(arg) < 40 else arg[:37] + '...'}" + (f"\n{u.dtype.name} {u.shape}" if u.dtype is not None and u.op is not Ops.STORE else "")
 
 def schedule_dot(items, name: str = "realize") -> str:

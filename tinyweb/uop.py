@@ -232,18 +232,22 @@ class UOp(metaclass=UOpMeta):
   def __repr__(self) -> str:
     if self.op is Ops.CONST: return f"UOp(CONST, {self.dtype}, {self.arg!r})"
     return f"UOp({self.op.name}, {self.dtype}, arg={_fmt_arg(self)}, src=#{len(self.src)})"
-  def __str__(self) -> str:
-    names: dict[UOp, str] = {}
-    lines = []
-    for u in self.toposort():
-      if u.op is Ops.DEVICE: continue
-      names[u] = f"%{len(names)}"
-      srcs = " ".join(names.get(s, "") for s in u.src if s.op is not Ops.DEVICE)
-      arg = _fmt_arg(u)
-      shape = f" {u.shape}" if u.op not in _PROGRAM_OPS and u.dtype is not None else ""
-      dt = u.dtype.name if u.dtype is not None else ""
-      lines.append(f"{names[u]:>5} = {u.op.name:<12} {srcs:<14} {arg:<24} : {dt}{shape}".rstrip())
-    return "\n".join(lines)
+  def __str__(self) -> str: return listing(self.toposort())
+
+def listing(uops: list[UOp], names: Optional[dict[UOp, str]] = None) -> str:
+  """`uops` (a graph's toposort, or a linearized program) one line each, `%n = OP sources arg : dtype shape`. `names`
+  (uop -> its %n) may be shared between listings: a uop keeps its name in each (VIZ lists a kernel after each pass so)."""
+  names = {} if names is None else names
+  lines = []
+  for u in uops:
+    if u.op is Ops.DEVICE: continue
+    if u not in names: names[u] = f"%{len(names)}"
+    srcs = " ".join(names.get(s, "") for s in u.src if s.op is not Ops.DEVICE)
+    arg = _fmt_arg(u)
+    shape = f" {u.shape}" if u.op not in _PROGRAM_OPS and u.dtype is not None else ""
+    dt = u.dtype.name if u.dtype is not None else ""
+    lines.append(f"{names[u]:>5} = {u.op.name:<12} {srcs:<14} {arg:<24} : {dt}{shape}".rstrip())
+  return "\n".join(lines)
 
 _PROGRAM_OPS = {Ops.SINK, Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.RANGE, Ops.ENDRANGE, Ops.SPECIAL, Ops.LOAD, Ops.STORE, Ops.REDUCE,
                 Ops.DEFINE_ACC, Ops.ACC_UPDATE, Ops.DEFINE_LOCAL, Ops.BARRIER, Ops.WMMA}

@@ -194,8 +194,9 @@ PASSES: list[tuple[str, Callable[[Kernel], None]]] = [
   ("simplify", simplify), ("group_reduces", group_reduces), ("stage_loads", staged_loads), ("linearize", linearized),
   ("program", program)]
 
-def _uop_count(k: Kernel) -> int:
-  return len(k.program.uops) if k.program else len(k.uops) if k.uops else len(k.sink.toposort()) if k.sink is not None else len(k.ast.toposort())
+def current_uops(k: Kernel) -> list[UOp]:
+  """The kernel's uops after the passes run so far: the AST, then the SINK of the stores, then the linear program."""
+  return k.program.uops if k.program else k.uops if k.uops else k.sink.toposort() if k.sink is not None else k.ast.toposort()
 
 @deep_recursion
 def lower(ast: UOp, renderer: Renderer, opts: Optional[list[Opt]] = None,
@@ -209,7 +210,7 @@ def lower(ast: UOp, renderer: Renderer, opts: Optional[list[Opt]] = None,
   for name, run_pass in PASSES:
     st = time.perf_counter()
     run_pass(k)
-    if DEBUG >= 5: print(f"  lower pass {name:14s} {_uop_count(k):6d} uops {(time.perf_counter() - st) * 1e3:8.3f} ms")
+    if DEBUG >= 5: print(f"  lower pass {name:14s} {len(current_uops(k)):6d} uops {(time.perf_counter() - st) * 1e3:8.3f} ms")
     if on_pass is not None: on_pass(name, k, time.perf_counter() - st)
     if name == "optimize" and k.ao.tc: return lower_tc(ast, renderer, k.opts)
   return k.program
