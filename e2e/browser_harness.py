@@ -102,6 +102,13 @@ def open_playground(browser, site: Site, on_request=None, worker: bool = True):
   page.console_messages = console
   return page, time.perf_counter() - st
 
+def run_in_playground(page, code: str) -> str:
+  """Type `code` into the playground, click Run, wait until the run is over (figures drawn too); the output's text."""
+  page.fill("#code", code)
+  page.click("#run")
+  page.wait_for_function("document.querySelector('#output').textContent !== 'running…' && !document.querySelector('#run').disabled")
+  return page.text_content("#output")
+
 # a snippet in a fresh namespace; its last expression comes back converted to JavaScript values (and from there to Python)
 RUN_JS = """async ([code, device]) => {
   const tw = window.tinyweb, globals = await tw.newGlobals();

@@ -1,4 +1,5 @@
 """The playground page: type Python, click Run (a real click), read the output and the device it reports."""
+from browser_harness import run_in_playground
 
 def test_type_code_click_run_see_output(page):
   page.fill("#code", "from tinyweb import Tensor\n"
@@ -20,12 +21,6 @@ def test_python_errors_show_in_the_output(page):
   page.wait_for_function("document.querySelector('#output').textContent !== 'running…' && !document.querySelector('#run').disabled")
   out = page.text_content("#output")
   assert "Traceback" in out and "(2,)" in out and "(3,)" in out, out
-
-def run_in_playground(page, code: str) -> str:
-  page.fill("#code", code)
-  page.click("#run")
-  page.wait_for_function("document.querySelector('#output').textContent !== 'running…' && !document.querySelector('#run').disabled")
-  return page.text_content("#output")
 
 def test_results_are_shown_as_python_reprs(page):
   # the last expression's repr(), as Python would show it (not JavaScript's String() of a converted value)
