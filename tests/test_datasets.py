@@ -3,7 +3,7 @@ failing offline), CIFAR-10 in pickle and binary form with a restricted unpickler
 import collections, gzip, io, os, pickle, struct, sys, tarfile
 import numpy as np
 import pytest
-from tinyweb import dtypes
+from tinyweb import dtypes, Context
 from tinyweb.nn import datasets
 from tinyweb.nn.datasets import parse_idx, load_idx, mnist, fashion_mnist, cifar10, IDX_FILES, CIFAR_BATCHES
 from tinyweb.nn.state import FormatError
@@ -119,7 +119,7 @@ def test_download_to_cache(tmp_path, monkeypatch, capsys):
   write_mnist(tmp_path / "mirror", 70)
   monkeypatch.setattr(datasets, "DOWNLOAD_TIMEOUT", 2.0)
   monkeypatch.setattr(datasets, "MNIST_URLS", ["http://127.0.0.1:1/mnist/", (tmp_path / "mirror").as_uri() + "/"])
-  assert fill_of(mnist()) == 70
+  with Context(PROGRESS=1): assert fill_of(mnist()) == 70   # (progress drawn: stderr is no terminal here)
   cache = tmp_path / "cache" / "datasets" / "mnist"
   assert sorted(os.listdir(cache)) == sorted(s + ".gz" for s in IDX_FILES)   # complete files only, no temporaries
   assert "train-images-idx3-ubyte.gz: 100%|" in capsys.readouterr().err      # a progress bar
