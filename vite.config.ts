@@ -1,10 +1,12 @@
-// The site (`npm run build` runs it after vite.lib.config.ts), two pages:
+// The site (`npm run build` runs it after vite.lib.config.ts), its pages:
 // - dist/index.html, the playground, and its script, which imports the package's module (web/tinyweb.ts) and loads the
 //   runtime files the package build wrote to dist/runtime/. So any static file server can host dist/ (no CDN, nothing
 //   fetched from elsewhere at run time);
 // - dist/viz.html, the VIZ page (web/viz.ts), which reads the data tinyweb.viz writes next to it. The page and its
 //   assets are also copied into tinyweb/viz_page/, the Python package's data: `python -m tinyweb.viz` and VIZ=1 find
-//   it there, in a checkout and in a wheel built after this.
+//   it there, in a checkout and in a wheel built after this;
+// - dist/classify.html (web/classify.ts), a model demo: it runs the export in models/efficientnet-lite0/ next to it, which
+//   `npm run build:models` writes after this build (scripts/build_models.py).
 import { defineConfig, type Plugin } from "vite";
 import { copyFileSync, mkdirSync, rmSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -43,7 +45,7 @@ export default defineConfig({
   // (dist/lib and dist/runtime are the package build's; it empties dist/ first)
   build: {
     outDir, emptyOutDir: false, target: "es2022",
-    rolldownOptions: { input: { index: resolve(root, "web/index.html"), viz: resolve(root, "web/viz.html") } },
+    rolldownOptions: { input: { index: resolve(root, "web/index.html"), viz: resolve(root, "web/viz.html"), classify: resolve(root, "web/classify.html") } },
   },
   plugins: [vizPackageData()],
 });

@@ -1,7 +1,7 @@
 """The e2e harness: building and serving the site, launching Chromium, opening the playground, running snippets in the
 page and natively, comparing results. The fixtures that use it are in e2e/conftest.py (its docstring says how)."""
 from __future__ import annotations
-import ast, contextlib, fcntl, hashlib, os, shutil, subprocess, tempfile, threading, time
+import ast, contextlib, fcntl, hashlib, importlib.util, os, shutil, subprocess, sys, tempfile, threading, time
 from pathlib import Path
 from tinyweb.serve import StaticHandler, StaticServer
 
@@ -24,6 +24,14 @@ def missing_requirement() -> str | None:
   if shutil.which("npm") is None: return "npm (Node.js)"
   if not (ROOT / "node_modules" / "vite").is_dir(): return "node_modules (run npm ci; scripts/setup.sh does)"
   return None
+
+def load_testdata():
+  """tests/testdata.py (where the real weights and photos are: load_testdata().path(name) skips a test without them)."""
+  if (m := sys.modules.get("testdata")) is not None: return m
+  spec = importlib.util.spec_from_file_location("testdata", ROOT / "tests" / "testdata.py")
+  m = sys.modules["testdata"] = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(m)
+  return m
 
 # ---------------------------------------------------------------------------------------------------------------
 # the site: build when stale, serve with Range support

@@ -6,22 +6,14 @@ line, `python -m tinyweb.export efficientnet-lite0 DIR`, whose WEBGPU device is 
 uses WEBGPU cannot switch to. It also records the page's timings: page open -> first result (cold: nothing cached), the
 same after a reload (weights from the Cache API) and the time per inference."""
 from __future__ import annotations
-import importlib.util, json, subprocess, sys
+import json, subprocess, sys
 import numpy as np
 import pytest
 from tinyweb import Tensor
 from tinyweb.export import export
 from tinyweb.nn import Linear
 from tinyweb.nn.state import get_parameters, get_state_dict
-from browser_harness import ROOT
-
-def _testdata():
-  """tests/testdata.py (where the real weights and photos are)."""
-  if (m := sys.modules.get("testdata")) is not None: return m
-  spec = importlib.util.spec_from_file_location("testdata", ROOT / "tests" / "testdata.py")
-  m = sys.modules["testdata"] = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(m)
-  return m
+from browser_harness import ROOT, load_testdata as _testdata
 
 # the page: loads the model named by ?model=, runs it on the raw float32 file ?input= (`runs` times), reports back
 PAGE = """<!doctype html><meta charset="utf-8"><title>tinyweb export</title>

@@ -1,0 +1,196 @@
+"""The classify page (web/classify.html) in headless Chromium: dist/ served with EfficientNet-Lite0 as
+scripts/build_models.py exports it (real weights, the sample photo), the page opened cold (nothing cached), the sample
+photo classified in the page's Web Worker on WebGPU, then the same photo picked as a file and dropped. The page's input
+tensor is compared with the native preprocessing (tinyweb.models.efficientnet.preprocess on the CPU device: equal, value
+for value; torch's bilinear interpolate: within float32 rounding), its probabilities and the top 5 it shows with the
+reference model (efficientnet_lite_pytorch in torch) on that input. Also what the page says for a file that is not an
+image, without WebGPU, and when the adapter lacks a limit the model needs.
+
+The export (build_models.py in a subprocess: 7-16 s here, with the kernel cache warm or cold) is kept in the temp folder,
+keyed by the digest of the sources it depends on: made once for all xdist workers and later runs until they change."""
+from __future__ import annotations
+import functools, io, json, shutil, subprocess, sys, time
+from types import SimpleNamespace
+import numpy as np
+import pytest
+from browser_harness import ROOT, launch_chromium, load_testdata, locked, scratch_path, sources_digest
+
+MODEL = "efficientnet-lite0"
+LOAD_TIMEOUT_MS = 300_000   # (cold: the weights, and every kernel compiled by SwiftShader on a busy 2-core machine)
+# a probability's tolerance, the page (SwiftShader) against torch on the CPU (measured: 1.5e-6)
+PROB_ATOL = 2e-5
+
+@pytest.fixture(scope="module")
+def models(site):
+  """build_models.py's output for EfficientNet-Lite0, served at `url` (site.data_dir/models); `export_s`: how long the
+  export took, when this process made it."""
+  for name in ["efficientnet-lite0.pth", "chelsea.png"]: load_testdata().path(name)   # (skips the tests without them)
+  folder = scratch_path(f"models-{sources_digest(['tinyweb', 'backends', 'scripts/build_models.py'])[:16]}")
+  export_s = None
+  with locked("models"):
+    if not (folder / MODEL / "manifest.json").exists():
+      for old in folder.parent.glob(scratch_path("models-*").name): shutil.rmtree(old)   # (exports of older sources)
+      st = time.perf_counter()
+      p = subprocess.run([sys.executable, "scripts/build_models.py", str(folder), "--only", MODEL], cwd=ROOT,
+                         capture_output=True, text=True, timeout=1800)
+      assert p.returncode == 0, p.stdout + p.stderr
+      export_s = time.perf_counter() - st
+  if not (site.data_dir / "models").exists(): (site.data_dir / "models").symlink_to(folder)
+  return SimpleNamespace(url="/e2e-data/models/", export_s=export_s)
+
+def _open(chromium, site, model_path: str):
+  """A new context (nothing cached) on the classify page of that model; (page, console messages, URLs requested)."""
+  page = chromium.new_context(viewport={"width": 1000, "height": 700}).new_page()
+  console, urls = [], []
+  page.on("console", lambda m: console.append(m.text))
+  page.on("request", lambda r: urls.append(r.url))
+  page.goto(f"{site.url}classify.html?model={model_path}")
+  return page, console, urls
+
+# a file (the one at the URL given) dropped onto the page's drop zone, as a browser delivers a dragged file
+DROP = """async (url) => {
+  const data = new DataTransfer();
+  data.items.add(new File([await (await fetch(url)).blob()], "dropped.png", { type: "image/png" }));
+  document.querySelector("#drop").dispatchEvent(new DragEvent("drop", { dataTransfer: data, bubbles: true, cancelable: true }));
+}"""
+
+def _wait_for_result(page, image_id: int, console: list[str]) -> dict:
+  """The page's result for its image_id-th image (window.classifyResult, its typed arrays as lists)."""
+  try: page.wait_for_function(f"window.classifyResult?.id === {image_id} || !document.querySelector('#notice').hidden",
+                              timeout=LOAD_TIMEOUT_MS)
+  except Exception as e: raise AssertionError(f"no result: {e}\nconsole:\n" + "\n".join(console)) from None
+  assert page.is_hidden("#notice"), page.text_content("#notice") + "\nconsole:\n" + "\n".join(console)
+  return page.evaluate("""() => { const r = window.classifyResult;
+    return { ...r, input: Array.from(r.input), probabilities: Array.from(r.probabilities) }; }""")
+
+def _shown(page) -> list[dict]:
+  """The top 5 as the page shows them."""
+  return page.eval_on_selector_all("#results li", """lis => lis.map((li) => ({ index: Number(li.dataset.class),
+    probability: Number(li.dataset.probability), label: li.querySelector('.label').textContent,
+    value: li.querySelector('.value').textContent, width: li.querySelector('.bar span').getBoundingClientRect().width }))""")
+
+@functools.cache
+def _reference_model():
+  """efficientnet_lite_pytorch's EfficientNet-Lite0 with the same weights, in torch."""
+  efficientnet_lite_pytorch = pytest.importorskip("efficientnet_lite_pytorch")
+  return efficientnet_lite_pytorch.EfficientNet.from_pretrained(MODEL, weights_path=load_testdata().path("efficientnet-lite0.pth")).eval()
+
+def _reference_probabilities(x: np.ndarray) -> np.ndarray:
+  import torch
+  with torch.no_grad(): return _reference_model()(torch.from_numpy(x)).softmax(-1)[0].numpy()
+
+def _torch_preprocess(pixels: np.ndarray) -> np.ndarray:
+  """The shorter side to 224 (bilinear, align_corners=False), the center crop, (x - 127) / 128: in torch."""
+  import torch
+  t = torch.from_numpy(pixels).permute(2, 0, 1)[None].float()
+  h, w = pixels.shape[:2]
+  size = (224, round(w * 224 / h)) if h <= w else (round(h * 224 / w), 224)
+  t = torch.nn.functional.interpolate(t, size=size, mode="bilinear", align_corners=False)
+  top, left = (size[0] - 224) // 2, (size[1] - 224) // 2
+  return ((t[:, :, top:top + 224, left:left + 224] - 127.0) / 128.0).numpy()
+
+def test_classifies_photos_as_the_reference_model_does(site, chromium, models, record_property):
+  from PIL import Image
+  from tinyweb import Tensor
+  from tinyweb.models.efficientnet import imagenet_classes, preprocess
+  photos = {name: load_testdata().path(name) for name in ["chelsea.png", "bus.jpg"]}   # (chelsea.png: the sample too)
+  page, console, urls = _open(chromium, site, f"{models.url}{MODEL}/")
+  try:
+    page.click("#sample")   # (at once: the page classifies it when the model is loaded)
+    results = [_wait_for_result(page, 1, console)]
+    shown = _shown(page)
+    screenshot = page.screenshot()
+    for i, name in [(2, "bus.jpg"), (3, "chelsea.png")]:   # picked as files
+      page.set_input_files("#file", photos[name])
+      results.append(_wait_for_result(page, i, console))
+    page.evaluate(DROP, f"{models.url}{MODEL}/sample.png")
+    results.append(_wait_for_result(page, 4, console))
+    adapter, model_text, loading_hidden = page.text_content("#adapter"), page.text_content("#model"), page.is_hidden("#loading")
+    # files that are not images, or not decodable ones: the page says so
+    errors = []
+    for name, mime, data in [("notes.txt", "text/plain", b"hello"), ("broken.png", "image/png", b"not a PNG")]:
+      page.set_input_files("#file", {"name": name, "mimeType": mime, "buffer": data})
+      page.wait_for_selector("#notice:not([hidden])")
+      errors.append(page.text_content("#notice"))
+      page.evaluate("document.querySelector('#notice').hidden = true")
+  finally: page.context.close()
+  assert not [u for u in urls if "pyodide" in u.lower() or u.endswith(".whl")], urls   # (no Python on this page)
+
+  # each input: the native preprocessing's, value for value (the same float32 roundings; a landscape PNG and a portrait
+  # JPEG, so both crops and both decoders); torch's within its own roundings. The probabilities: the reference model's in
+  # torch, on the same input
+  errs, wants = [], []
+  for r, name in zip(results, ["chelsea.png", "bus.jpg", "chelsea.png", "chelsea.png"]):
+    with Image.open(photos[name]) as im: pixels = np.array(im.convert("RGB"))
+    x = preprocess(Tensor(pixels, device="CPU"), 224).numpy()
+    got = np.asarray(r["input"], np.float32).reshape(x.shape)
+    np.testing.assert_array_equal(got, x, err_msg=name)
+    np.testing.assert_allclose(got, _torch_preprocess(pixels), atol=2e-5, rtol=0, err_msg=name)
+    assert (r["width"], r["height"]) == (pixels.shape[1], pixels.shape[0])
+    wants.append(_reference_probabilities(x))
+    errs.append(float(np.abs(np.asarray(r["probabilities"], np.float32) - wants[-1]).max()))
+  assert max(errs) <= PROB_ATOL, f"max |page - torch| = {errs}"
+  first, probs, want = results[0], np.asarray(results[0]["probabilities"], np.float32), wants[0]
+  np.testing.assert_array_equal(np.asarray(results[2]["probabilities"], np.float32), probs)   # (the same photo again)
+
+  # the top 5 shown: ImageNet's labels, the bars and percentages of the page's probabilities, the reference's classes
+  # (a class may change places with one whose reference probability is within the tolerance)
+  labels, order = imagenet_classes(), np.argsort(-want)
+  assert [s["index"] for s in shown] == [t["index"] for t in first["top"]]
+  assert int(np.argmax(probs)) == shown[0]["index"]
+  for i, s in enumerate(shown):
+    assert s["label"] == labels[s["index"]]
+    assert s["probability"] == pytest.approx(float(probs[s["index"]]), abs=1e-7)
+    assert s["value"] == f"{s['probability'] * 100:.1f} %"
+    assert abs(want[s["index"]] - want[order[i]]) <= 2 * PROB_ATOL, (i, labels[s["index"]], labels[order[i]])
+  assert shown[0]["width"] > shown[-1]["width"]
+  if want[order[4]] - want[order[5]] > 2 * PROB_ATOL: assert {s["index"] for s in shown} == set(order[:5].tolist())
+  assert labels[shown[0]["index"]] in ("Egyptian cat", "tabby", "tiger cat")
+
+  assert errors == ["notes.txt is not an image (its type is text/plain).",
+                    "broken.png could not be classified: it is not an image this browser can decode (type image/png)."], errors
+
+  # what else the page shows: the adapter (SwiftShader here), the model's size
+  assert adapter.startswith("WebGPU: ") and "fallback adapter" in adapter, adapter
+  assert "224 × 224 input" in model_text and "kernels" in model_text and loading_hidden, model_text
+
+  # the screenshot (1000 x 700) is not blank: the photo and the bars make many colors and contrast
+  shot = np.asarray(Image.open(io.BytesIO(screenshot)).convert("RGB"))
+  assert shot.shape == (700, 1000, 3)
+  assert shot.std() > 30 and len(np.unique(shot.reshape(-1, 3), axis=0)) > 5000
+
+  per_run = sorted(r["inferenceMs"] for r in results[1:])[1]
+  record_property("measure:classify page EfficientNet-Lite0: page open -> first result, cold (s)", f"{first['at'] / 1000:.2f}")
+  record_property("measure:classify page: inference first / median of the next 3 (ms), preprocessing (ms)",
+                  f"{first['inferenceMs']:.0f} / {per_run:.0f}, {first['preprocessMs']:.0f}")
+  record_property("measure:classify page: max |probability - torch|", f"{max(errs):.1e}")
+  if models.export_s is not None: record_property("measure:classify page: build_models.py (the export) (s)", f"{models.export_s:.0f}")
+
+def test_says_so_without_webgpu_and_downloads_nothing(playwright_instance, site):
+  browser = launch_chromium(playwright_instance, webgpu=False)
+  try:
+    page, console, urls = _open(browser, site, f"/e2e-data/models/{MODEL}/")
+    page.wait_for_selector("#notice:not([hidden])", timeout=60_000)
+    notice = page.text_content("#notice")
+    assert notice.startswith("WebGPU is not available (headless Chromium has WebGPU only when launched with "
+                             "--enable-unsafe-webgpu)"), notice
+    assert page.is_disabled("#sample") and page.is_disabled("#file")
+    assert page.text_content("#adapter") == "no WebGPU adapter"
+    assert not [u for u in urls if u.startswith(f"{site.url}e2e-data/")], urls   # (not even the manifest)
+  finally: browser.close()
+
+def test_names_the_limit_the_adapter_lacks(site, chromium, models):
+  """A manifest that needs more than any adapter has (1 TiB per storage binding): the page says which limit, how much."""
+  manifest = json.loads((site.data_dir / "models" / MODEL / "manifest.json").read_text())
+  manifest["limits"]["maxStorageBufferBindingSize"] = 1 << 40
+  for f in [*manifest["kernels"], *manifest["weights"]["shards"]]: f["file"] = f"../models/{MODEL}/{f['file']}"
+  (site.data_dir / "needs-more").mkdir(exist_ok=True)
+  (site.data_dir / "needs-more" / "manifest.json").write_text(json.dumps(manifest))
+  page, console, _ = _open(chromium, site, "/e2e-data/needs-more/")
+  try:
+    page.wait_for_selector("#notice:not([hidden])", timeout=60_000)
+    notice = page.text_content("#notice")
+    assert notice.startswith("The model cannot be loaded: the model needs maxStorageBufferBindingSize >= 1099511627776 "
+                             "(the adapter has "), notice
+    assert page.is_disabled("#sample")
+  finally: page.context.close()

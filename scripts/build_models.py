@@ -1,0 +1,79 @@
+"""The models' static files for the demo pages: `python3 scripts/build_models.py OUT_DIR [--only NAME ...]`.
+
+`npm run build:models` writes dist/models/, next to the pages that load them (after `npm run build`, which empties
+dist/). Each model goes to OUT_DIR/NAME/: its export (`python -m tinyweb.export`: WGSL kernels, manifest.json, sharded
+safetensors weights with their sha256) and what its page also serves (a sample input). Every export runs in a process of
+its own: it makes the WEBGPU device for the portable target (TINYWEB_WEBGPU_LIMITS=default: kernels within WebGPU's
+default limits, for any adapter), which a process cannot switch to once its device exists. A model whose weights are
+not on this machine (the test data: `python -m tests.testdata` fetches them) is skipped, saying so. A model's folder is
+replaced only once its new export is complete."""
+from __future__ import annotations
+import argparse, os, shutil, subprocess, sys, time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))   # (this checkout's tinyweb, also when run from elsewhere)
+from tinyweb.helpers import testdata_dir
+
+class Unavailable(Exception):
+  """A model cannot be built on this machine (the message says why)."""
+
+class ExportFailed(Exception):
+  """The export command failed."""
+
+def testdata(name: str) -> Path:
+  """A file of the test data (tests/testdata.py), or Unavailable."""
+  path = Path(testdata_dir()) / name
+  if not path.exists(): raise Unavailable(f"{path} is missing (run `python -m tests.testdata` to fetch it)")
+  return path
+
+def export(model: str, out: Path, *options: str):
+  """`python -m tinyweb.export MODEL OUT OPTIONS...` in a process of its own (run in this checkout: -m finds its tinyweb;
+  its output, and its progress on a terminal, show as it goes)."""
+  p = subprocess.run([sys.executable, "-m", "tinyweb.export", model, str(out), *options], cwd=ROOT)
+  if p.returncode != 0: raise ExportFailed(f"python -m tinyweb.export {model} {out} failed (exit status {p.returncode}; its output is above)")
+
+def efficientnet_lite0(out: Path):
+  """web/classify.html's model: the real ImageNet weights; the sample is scikit-image's cat (chelsea.png, CC0 by the
+  photographer, Stefan van der Walt)."""
+  weights, sample = testdata("efficientnet-lite0.pth"), testdata("chelsea.png")
+  export("efficientnet-lite0", out, "--weights", str(weights))
+  shutil.copyfile(sample, out / "sample.png")
+
+# name -> fn(folder): writes the model's files into the (new, empty) folder; raises Unavailable when it cannot here
+MODELS: dict[str, Callable[[Path], None]] = {
+  "efficientnet-lite0": efficientnet_lite0,
+}
+
+def build(name: str, out_dir: Path) -> bool:
+  """Build one model into out_dir/name (replacing what was there); False when it is unavailable here."""
+  target, tmp = out_dir / name, out_dir / f".{name}.partial"
+  shutil.rmtree(tmp, ignore_errors=True)
+  tmp.mkdir(parents=True)
+  st = time.perf_counter()
+  try: MODELS[name](tmp)
+  except BaseException as e:
+    shutil.rmtree(tmp, ignore_errors=True)
+    if not isinstance(e, Unavailable): raise
+    print(f"build_models: skipping {name}: {e}", file=sys.stderr)
+    return False
+  shutil.rmtree(target, ignore_errors=True)
+  os.replace(tmp, target)
+  print(f"build_models: {name} -> {target} in {time.perf_counter() - st:.1f} s")
+  return True
+
+def main(argv: list[str] | None = None) -> int:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("out_dir", type=Path, help="the folder to write the models into (a subfolder each)")
+  ap.add_argument("--only", nargs="+", choices=sorted(MODELS), metavar="NAME", help=f"build only these (of {', '.join(MODELS)})")
+  args = ap.parse_args(argv)
+  out_dir = args.out_dir.resolve()   # (the exports run in the checkout's folder)
+  try: built = [name for name in (args.only or MODELS) if build(name, out_dir)]
+  except ExportFailed as e:
+    print(f"build_models: {e}", file=sys.stderr)
+    return 1
+  print(f"build_models: {len(built)} of {len(args.only or MODELS)} models built into {out_dir}")
+  return 0
+
+if __name__ == "__main__": sys.exit(main())
