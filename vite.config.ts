@@ -5,13 +5,15 @@
 // - dist/viz.html, the VIZ page (web/viz.ts), which reads the data tinyweb.viz writes next to it. The page and its
 //   assets are also copied into tinyweb/viz_page/, the Python package's data: `python -m tinyweb.viz` and VIZ=1 find
 //   it there, in a checkout and in a wheel built after this;
-// - dist/classify.html (web/classify.ts), a model demo: it runs the export in models/efficientnet-lite0/ next to it, which
-//   `npm run build:models` writes after this build (scripts/build_models.py).
+// - the model demos, dist/classify.html (web/classify.ts, its worker web/classify-worker.ts) and dist/detect.html
+//   (web/detect.ts, web/detect_worker.ts): each runs a model exported into dist/models/<name>/ (`npm run build:models`
+//   after this build: scripts/build_models.py) with the package's tinyweb/model runtime, in a Web Worker.
 import { defineConfig, type Plugin } from "vite";
 import { copyFileSync, mkdirSync, rmSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 
 const root = import.meta.dirname;
+const PAGES = ["index", "viz", "classify", "detect"];   // web/<page>.html -> dist/<page>.html
 const outDir = resolve(root, "dist"), vizPackageDir = resolve(root, "tinyweb/viz_page");
 
 // viz.html and the chunks and styles it loads, copied into the Python package (replacing an earlier build's)
@@ -45,7 +47,7 @@ export default defineConfig({
   // (dist/lib and dist/runtime are the package build's; it empties dist/ first)
   build: {
     outDir, emptyOutDir: false, target: "es2022",
-    rolldownOptions: { input: { index: resolve(root, "web/index.html"), viz: resolve(root, "web/viz.html"), classify: resolve(root, "web/classify.html") } },
+    rolldownOptions: { input: Object.fromEntries(PAGES.map((page) => [page, resolve(root, `web/${page}.html`)])) },
   },
   plugins: [vizPackageData()],
 });

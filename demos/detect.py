@@ -2,12 +2,14 @@
 
   python -m demos.detect IMAGE                          # the YOLOv8s fall detector from the test data (scripts/setup.sh fetches it)
   python -m demos.detect IMAGE --weights yolov8n.pt --out boxes.png --device WEBGPU --conf 0.4
-  python -m demos.detect --export site/fall/              # the network for a static page (tinyweb.export; loadModel runs it)
+  python -m demos.detect --export site/fall/ --size 320   # the model for the detect page (web/detect.html ?model=site/fall/)
 
 The weights are an ultralytics YOLOv8 detection checkpoint (.pt, read without torch or ultralytics); the image is any
-file Pillow reads. The detections are those of ultralytics' `model.predict(IMAGE, imgsz=640, conf=..., iou=...)`."""
+file Pillow reads. The detections are those of ultralytics' `model.predict(IMAGE, imgsz=640, conf=..., iou=...)`.
+--export writes the network (a fixed square input, raw boxes and scores out) with `python -m tinyweb.export` and
+detect.json beside it, which the page reads: {title, names (the classes'), size, sample?, credit?}."""
 from __future__ import annotations
-import argparse, os, sys, time
+import argparse, json, os, shutil, sys, time
 from typing import Optional, Sequence
 
 def default_weights() -> str:
@@ -27,12 +29,33 @@ def draw(image, detections, out: str) -> None:
     pen.text((left + 2, top - (bottom - top) - 2), label, fill=(255, 255, 255))
   im.save(out)
 
-def main(argv: Optional[Sequence[str]] = None) -> list:
+def export_page(weights: str, out: str, size: int = 640, title: Optional[str] = None, sample: Optional[str] = None,
+                credit: Optional[str] = None) -> dict:
+  """The detect page's model folder: the network exported for a `size` x `size` input (the page letterboxes each image
+  into it: `letterbox(pixels, size, stride=None)`) and detect.json (returned): the class names from the checkpoint, and
+  a sample photo copied in when given."""
+  from tinyweb.export.cli import main as export_main
+  from tinyweb.models.yolov8 import YOLOv8
+  if export_main(["yolov8", out, "--weights", weights, "--size", str(size)]) != 0: raise RuntimeError(f"detect: exporting {weights} failed")
+  meta = {"title": title or f"YOLOv8 ({os.path.basename(weights)})", "names": YOLOv8.load(weights, device="CPU").names, "size": size}
+  if sample:
+    meta["sample"] = os.path.basename(sample)
+    shutil.copyfile(sample, os.path.join(out, meta["sample"]))
+  if credit: meta["credit"] = credit
+  with open(os.path.join(out, "detect.json"), "w") as f: json.dump(meta, f, indent=1)
+  return meta
+
+def main(argv: Optional[Sequence[str]] = None) -> list | dict:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("image", nargs="?", help="the photo (PNG, JPEG, ...)")
   ap.add_argument("--weights", default=None, help="an ultralytics YOLOv8 .pt (default: the fall detector from the test data)")
-  ap.add_argument("--export", metavar="DIR", help="instead of detecting, write the network (640 x 640 in, raw boxes and "
-                  "scores out) for static hosting to DIR (python -m tinyweb.export; a page runs it with loadModel)")
+  ap.add_argument("--export", metavar="DIR", help="instead of detecting, write the network (--size x --size in, raw boxes and "
+                  "scores out) and detect.json (the class names) for the detect page to DIR (python -m tinyweb.export)")
+  ap.add_argument("--size", type=int, default=640, help="the input size: the letterbox's longer side, or the export's "
+                  "square input (default 640; multiples of 32)")
+  ap.add_argument("--title", help="with --export: the page's title for the model")
+  ap.add_argument("--sample", metavar="IMAGE", help="with --export: a photo copied beside the model, the page's sample")
+  ap.add_argument("--credit", help="with --export: a line of credits (model, sample) the page shows")
   ap.add_argument("--out", default=None, help="write the image with the boxes drawn here (PNG, JPEG, ...)")
   ap.add_argument("--device", default=None, help="tinyweb device (default: Device.DEFAULT)")
   ap.add_argument("--conf", type=float, default=0.25, help="confidence threshold (default 0.25)")
@@ -40,9 +63,8 @@ def main(argv: Optional[Sequence[str]] = None) -> list:
   a = ap.parse_args(argv)
   weights = a.weights or default_weights()
   if not os.path.exists(weights): sys.exit(f"detect: no weights at {weights}: run `python -m tests.testdata` or pass --weights")
-  if a.export:
-    from tinyweb.export.cli import main as export_main
-    return export_main(["yolov8", a.export, "--weights", weights])
+  if a.size % 32: ap.error(f"--size must be a multiple of 32, not {a.size}")
+  if a.export: return export_page(weights, a.export, a.size, a.title, a.sample, a.credit)
   if a.image is None: ap.error("the image is required (unless --export)")
   from PIL import Image
   from tinyweb import Tensor, Device
@@ -51,7 +73,7 @@ def main(argv: Optional[Sequence[str]] = None) -> list:
   model = YOLOv8.load(weights, device=a.device)
   with Image.open(a.image) as im: image = im.convert("RGB")
   pixels = Tensor(image.tobytes(), device=a.device).reshape(image.height, image.width, 3)
-  detections = model.detect(pixels, conf=a.conf, iou=a.iou)
+  detections = model.detect(pixels, conf=a.conf, iou=a.iou, size=a.size)
   for d in detections: print(f"{d.name:<12} {d.score:.3f}  ({d.box[0]:.1f}, {d.box[1]:.1f}, {d.box[2]:.1f}, {d.box[3]:.1f})")
   if a.out: draw(image, detections, a.out)
   print(f"({len(detections)} found by {os.path.basename(weights)} on {Device.canonicalize(a.device)}, {time.perf_counter() - st:.1f} s)", file=sys.stderr)

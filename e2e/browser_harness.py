@@ -3,6 +3,7 @@ page and natively, comparing results. The fixtures that use it are in e2e/confte
 from __future__ import annotations
 import ast, contextlib, fcntl, hashlib, importlib.util, os, shutil, subprocess, sys, tempfile, threading, time
 from pathlib import Path
+import pytest
 from tinyweb.serve import StaticHandler, StaticServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +56,29 @@ def locked(name: str):
   with open(scratch_path(name + ".lock"), "w") as f:
     fcntl.flock(f, fcntl.LOCK_EX)
     yield
+
+# what the pages' models are made from: an export of older sources is made again
+MODEL_INPUTS = ["tinyweb", "backends", "demos", "scripts/build_models.py"]
+
+def page_model(site: Site, name: str) -> tuple[str, float | None]:
+  """scripts/build_models.py's folder for model `name` (a page's model, with its sample), served at the URL returned
+  (under /e2e-data/models/), and the seconds the export took when this process made it (None: an earlier one did).
+  Exports are kept in the temp folder, keyed by the digest of the sources they come from: made once for all xdist
+  workers and later runs, until those sources change. A model whose test data is missing skips the test."""
+  folder = scratch_path(f"models-{sources_digest(MODEL_INPUTS)[:16]}")
+  seconds = None
+  with locked("models"):
+    if not (folder / name / "manifest.json").exists():
+      for old in folder.parent.glob(scratch_path("models-*").name):
+        if old != folder: shutil.rmtree(old)   # (exports of older sources)
+      st = time.perf_counter()
+      p = subprocess.run([sys.executable, "scripts/build_models.py", str(folder), "--only", name], cwd=ROOT,
+                         capture_output=True, text=True, timeout=1800)
+      assert p.returncode == 0, p.stdout + p.stderr
+      if "skipping" in p.stderr: pytest.skip(p.stderr.strip())
+      seconds = time.perf_counter() - st
+    if not (served := site.data_dir / "models").exists(): served.symlink_to(folder)
+  return f"/e2e-data/models/{name}/", seconds
 
 def build_site():
   """npm run build, unless dist/ was built from the same sources (a digest is kept in dist/.sources)."""

