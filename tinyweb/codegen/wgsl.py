@@ -62,9 +62,11 @@ class WGSLRenderer(CStyleRenderer):
   def math_fn(self, name: str, dt: DType) -> str: return name
   code_for_op = {**CStyleRenderer.code_for_op,
     Ops.NEG: lambda self, a, b, c, dt: f"(!{a})" if dt.is_bool else f"(0u-{a})" if dt.is_unsigned else f"(-{a})",
-    Ops.MAX: lambda self, a, b, c, dt: f"select({b}, {a}, {a}>{b}||tw_isnan({a}))" if dt.is_float else
+    # (| rather than ||, which short-circuits: a branch per select, and SwiftShader's compiler hung for minutes on a
+    # softmax's max over 32 accumulators, MiniLM's, until the device was lost; with | it takes 0.13 s)
+    Ops.MAX: lambda self, a, b, c, dt: f"select({b}, {a}, ({a}>{b})|tw_isnan({a}))" if dt.is_float else
              f"({a}||{b})" if dt.is_bool else f"max({a}, {b})",
-    Ops.MIN: lambda self, a, b, c, dt: f"select({b}, {a}, {a}<{b}||tw_isnan({a}))" if dt.is_float else
+    Ops.MIN: lambda self, a, b, c, dt: f"select({b}, {a}, ({a}<{b})|tw_isnan({a}))" if dt.is_float else
              f"({a}&&{b})" if dt.is_bool else f"min({a}, {b})",
     # lavapipe/LLVM compares ordered: x != y is false for NaN unless asked for explicitly
     Ops.CMPNE: lambda self, a, b, c, dt: f"({a}!={b})",
