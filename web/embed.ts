@@ -1,0 +1,196 @@
+// The embed page (web/embed.html): sentence embeddings in the browser. The sentences (one per line) are tokenized here
+// (web/wordpiece.ts, the model's own vocabulary) and embedded one at a time (batch 1) by MiniLM as exported by
+// `python -m tinyweb.export minilm` (scripts/build_models.py writes it to models/minilm/ next to the page; `?model=URL`
+// names another folder or manifest.json), which runs in a Web Worker (web/embed-worker.ts) with the package's model
+// runtime (web/model.ts): no Pyodide, no server beyond static files. Shown: the cosine similarity of every pair as a
+// heat map, the time per sentence, the download's progress, the device, and why the model cannot run where WebGPU or
+// a limit it needs is lacking.
+//
+// For tests and scripts, `window.embedDemo` holds the tokenizer, the model's facts and the last result (the
+// embeddings too); <body data-state> is loading, ready, running, done or error.
+import type { EmbedError, EmbedModelInfo, FromEmbedWorker, ToEmbedWorker } from "./embed-worker.js";
+import { webgpuAdvice } from "./host.js";
+import type { ModelProgress } from "./model.js";
+import { loadWordPiece, type Encoding, type WordPiece } from "./wordpiece.js";
+
+interface Result {
+  sentences: string[]; embeddings: number[][]; similarity: number[][];
+  ms: number[]; tokens: number[]; truncated: boolean[];   // per sentence: its run's time, its tokens, whether it was cut
+}
+interface EmbedDemo { tokenizer: WordPiece | null; info: EmbedModelInfo | null; result: Result | null; firstResultAt: number | null }
+declare global { interface Window { embedDemo: EmbedDemo } }
+const demo: EmbedDemo = window.embedDemo = { tokenizer: null, info: null, result: null, firstResultAt: null };
+
+const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
+const setState = (s: "loading" | "ready" | "running" | "done" | "error") => { document.body.dataset.state = s; };
+const modelURL = new URL(new URLSearchParams(location.search).get("model") ?? "models/minilm/", location.href);
+// the folder: the tokenizer's files lie next to the manifest
+const folder = modelURL.pathname.endsWith(".json") ? new URL(".", modelURL) : new URL(modelURL.href.replace(/\/?$/, "/"));
+
+// ---------------------------------------------------------------------------------------------------------------
+// the worker: one load, then one call per sentence
+
+const worker = new Worker(new URL("./embed-worker.ts", import.meta.url), { type: "module" });
+const post = (m: ToEmbedWorker, transfer: Transferable[] = []) => worker.postMessage(m, transfer);
+const asError = (e: EmbedError) => Object.assign(new Error(e.message), { name: e.name });
+let loading: { resolve(info: EmbedModelInfo): void; reject(e: Error): void };
+const calls = new Map<number, { resolve(r: { embedding: Float32Array; ms: number }): void; reject(e: Error): void }>();
+let nextCall = 0;
+
+worker.onmessage = ({ data: m }: MessageEvent<FromEmbedWorker>) => {
+  if (m.kind === "progress") showProgress(m.progress);
+  else if (m.kind === "loaded") loading.resolve(m.info);
+  else if (m.kind === "failed") loading.reject(asError(m.error));
+  else {
+    const call = calls.get(m.id)!;
+    calls.delete(m.id);
+    if (m.kind === "embedding") call.resolve(m);
+    else call.reject(asError(m.error));
+  }
+};
+// (the worker's script failed to load or threw outside a message: nothing more will come)
+worker.onerror = (e) => fail(new Error(`the page's worker failed: ${e.message || "its script did not load"}`));
+
+function loadModel(): Promise<EmbedModelInfo> {
+  return new Promise((resolve, reject) => {
+    loading = { resolve, reject };
+    post({ kind: "load", url: modelURL.href });
+  });
+}
+
+function embedOne(e: Encoding): Promise<{ embedding: Float32Array; ms: number }> {
+  return new Promise((resolve, reject) => {
+    const id = nextCall++;
+    calls.set(id, { resolve, reject });
+    post({ kind: "embed", id, ids: e.ids, mask: e.mask }, [e.ids.buffer, e.mask.buffer]);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// loading
+
+const loadStart = performance.now();
+const MB = (bytes: number) => (bytes / 1e6).toFixed(1);
+
+function showProgress(p: ModelProgress) {
+  const bar = $<HTMLProgressElement>("progress"), seconds = (performance.now() - loadStart) / 1000;
+  bar.value = p.weightsTotal ? p.weightsLoaded / p.weightsTotal : 1;
+  const rate = p.weightsLoaded / seconds, left = p.weightsTotal - p.weightsLoaded;
+  const eta = left > 0 && rate > 0 ? ` · ${Math.ceil(left / rate)} s left` : "";
+  $("status").textContent = `weights ${MB(p.weightsLoaded)} / ${MB(p.weightsTotal)} MB${eta} · ` +
+                            `kernels ${p.kernelsReady} / ${p.kernelsTotal} compiled`;
+}
+
+function fail(e: Error, advice: string | null = null) {
+  setState("error");
+  $("load").hidden = true;
+  $<HTMLButtonElement>("embed").disabled = true;
+  const box = document.createElement("div");
+  box.className = "error";
+  box.textContent = `${e.name}: ${e.message}` + (advice ? `\n\nTo use WebGPU: ${advice}.` : "");
+  $("status").replaceChildren(box);
+}
+
+// what to do about a missing WebGPU (null: WebGPU is there; the error is another)
+async function webgpuMissing(): Promise<string | null> {
+  if (!navigator.gpu) return webgpuAdvice(false);
+  return (await navigator.gpu.requestAdapter().catch(() => null)) ? null : webgpuAdvice(true);
+}
+
+async function start() {
+  setState("loading");
+  try {
+    const [tokenizer, info] = await Promise.all([loadWordPiece(folder), loadModel()]);
+    demo.tokenizer = tokenizer;
+    demo.info = info;
+    const a = info.adapter;
+    const adapter = [a.vendor, a.architecture, a.description].filter(Boolean).join(" ") || "an adapter that does not name itself";
+    $("device").textContent = `WebGPU · ${adapter}${a.isFallbackAdapter ? " (a software fallback adapter: slow)" : ""}`;
+    $("model").textContent = `${decodeURI(folder.pathname).split("/").at(-2)} · ${info.tokens} tokens · ${info.dims} dimensions · ` +
+                             `loaded in ${info.timings.total.toFixed(1)} s`;
+    $("model").title = modelURL.href;
+    $("about").textContent = `Near 1: the same meaning; near 0: unrelated. A line is cut to its first ${info.tokens - 2} word pieces.`;
+    $("load").hidden = true;
+    $("status").textContent = "ready";
+    $<HTMLButtonElement>("embed").disabled = false;
+    setState("ready");
+  } catch (e) {
+    fail(e as Error, await webgpuMissing());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// embedding and the heat map
+
+async function embedAll() {
+  const sentences = $<HTMLTextAreaElement>("sentences").value.split("\n").map((s) => s.trim()).filter(Boolean);
+  if (!sentences.length) { $("status").textContent = "type at least one sentence"; return; }
+  const button = $<HTMLButtonElement>("embed");
+  button.disabled = true;
+  setState("running");
+  try {
+    const embeddings: Float32Array[] = [], ms: number[] = [], tokens: number[] = [], truncated: boolean[] = [];
+    for (const [i, s] of sentences.entries()) {
+      $("status").textContent = `embedding sentence ${i + 1} of ${sentences.length}…`;
+      const e = demo.tokenizer!.encode(s, demo.info!.tokens);
+      tokens.push(e.tokens);
+      truncated.push(e.truncated);
+      const r = await embedOne(e);
+      embeddings.push(r.embedding);
+      ms.push(r.ms);
+    }
+    const similarity = embeddings.map((a) => embeddings.map((b) => cosine(a, b)));
+    demo.result = { sentences, embeddings: embeddings.map((e) => Array.from(e)), similarity, ms, tokens, truncated };
+    demo.firstResultAt ??= performance.now();
+    show(demo.result);
+    $("status").textContent = "done";
+    setState("done");
+  } catch (e) {
+    fail(e as Error);
+    return;
+  }
+  button.disabled = false;
+}
+
+function cosine(a: Float32Array, b: Float32Array): number {
+  let ab = 0, aa = 0, bb = 0;
+  for (let i = 0; i < a.length; i++) { ab += a[i] * b[i]; aa += a[i] * a[i]; bb += b[i] * b[i]; }
+  return ab / Math.sqrt(aa * bb || 1);
+}
+
+// similarity 0 (or less) .. 1 -> a light to a dark blue
+const STOPS = [[247, 251, 255], [107, 174, 214], [8, 48, 107]];
+function color(v: number): string {
+  const x = Math.min(Math.max(v, 0), 1) * (STOPS.length - 1), i = Math.min(Math.floor(x), STOPS.length - 2), f = x - i;
+  return `rgb(${STOPS[i].map((c, k) => Math.round(c + f * (STOPS[i + 1][k] - c))).join(",")})`;
+}
+
+function show(r: Result) {
+  const el = (tag: string, text = "", cls = "") => Object.assign(document.createElement(tag), { textContent: text, className: cls });
+  const table = el("table") as HTMLTableElement;
+  table.id = "matrix";
+  const head = table.insertRow();
+  head.append(el("th"), ...r.sentences.map((_, j) => el("th", String(j + 1))));
+  r.similarity.forEach((row, i) => {
+    const tr = table.insertRow(), label = el("th", "", "row");
+    label.title = r.sentences[i];
+    label.append(el("span", `${i + 1}. ${r.sentences[i]}`),
+                 el("small", `${r.tokens[i]} tokens · ${r.ms[i].toFixed(0)} ms`),
+                 ...(r.truncated[i] ? [el("small", ` · cut to ${demo.info!.tokens} tokens`, "warn")] : []));
+    tr.append(label);
+    for (const v of row) {
+      const td = tr.insertCell();
+      td.textContent = v.toFixed(2);
+      td.dataset.value = String(v);
+      td.style.background = color(v);
+      td.style.color = v > 0.6 ? "#fff" : "#1d2630";
+    }
+  });
+  $("result").replaceChildren(table);
+  const sorted = [...r.ms].sort((a, b) => a - b), total = r.ms.reduce((a, b) => a + b, 0);
+  $("timing").textContent = `${r.sentences.length} sentence${r.sentences.length > 1 ? "s" : ""} in ${(total / 1000).toFixed(2)} s: ` +
+    `${sorted[sorted.length >> 1].toFixed(0)} ms per sentence (median; the first ${r.ms[0].toFixed(0)} ms)`;
+}
+
+$("embed").addEventListener("click", embedAll);
+start();
