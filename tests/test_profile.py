@@ -131,7 +131,7 @@ def test_profile_env_writes_the_trace_at_exit_and_prints_the_table(tmp_path):
     items, _, _ = create_schedule([t.uop for t in outs])
     for t in outs: t.realize()
     print("KERNELS", *[engine._kernel_cache[engine.kernel_key("CPU", it.ast)].program.name for it in items if it.kind == "kernel"])
-  """, tmp_path / "cache", PROFILE="1", PROFILE_PATH=str(path))
+  """, tmp_path / "cache", PROFILE="1", PROFILE_PATH=str(path), DEV="CPU")   # (DEV: not a device another test chose)
   names = out.stdout.split("KERNELS")[1].split()
   assert len(names) == 2 and f"PROFILE: trace written to {path}" in out.stderr
   assert re.search(r"^kernel +device +launches +total ms +mean ms +% +GFLOP/s$", out.stderr, re.M), out.stderr
