@@ -69,11 +69,17 @@ def minilm(out: Path):
   export("minilm", out, "--weights", str(weights), "--size", str(MINILM_TOKENS), "--weights-dtype", "float16")
   for f in ["vocab.txt", "tokenizer_config.json"]: shutil.copyfile(weights / f, out / f)
 
+def terrain_unet(out: Path):
+  """web/diffuse.html's model: adaptive-terrain-diffusion's denoiser (MIT), one step of the page's sampler per run, at
+  batch 1 and its native 128 x 128, weights as float32 (41.9 MB)."""
+  export("terrain-unet", out, "--weights", str(testdata("terrain_unet.onnx")))
+
 # name -> fn(folder): writes the model's files into the (new, empty) folder; raises Unavailable when it cannot here
 MODELS: dict[str, Callable[[Path], None]] = {
   "efficientnet-lite0": efficientnet_lite0,
   "yolov8s-fall": yolov8s_fall,
   "minilm": minilm,
+  "terrain-unet": terrain_unet,
 }
 
 def build(name: str, out_dir: Path) -> bool:

@@ -40,11 +40,20 @@ def embed(page: Page, url: str):
   page.wait_for_selector("body[data-state=done]", timeout=TIMEOUT_MS)
   page.mouse.move(0, 0)
 
+def diffuse(page: Page, url: str):
+  """A map generated with the page's defaults (1 step: the model's authors' sampler)."""
+  page.goto(url + "diffuse.html")
+  page.wait_for_selector("body[data-state=ready]", timeout=TIMEOUT_MS)
+  page.click("#generate")
+  page.wait_for_selector("body[data-state=done]", timeout=TIMEOUT_MS)
+  page.mouse.move(0, 0)
+
 # name -> (the models it runs, fn(page, site URL) that takes it to the state shown)
 PAGES: dict[str, tuple[list[str], Callable[[Page, str], None]]] = {
   "classify": (["efficientnet-lite0"], classify),
   "detect": (["yolov8s-fall"], detect),
   "embed": (["minilm"], embed),
+  "diffuse": (["terrain-unet"], diffuse),
 }
 
 def main(names: list[str]):

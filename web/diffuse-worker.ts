@@ -1,0 +1,66 @@
+// The diffuse page's Web Worker (web/diffuse.ts starts it): loads the exported terrain UNet (web/page_model.ts) and runs
+// the sampler (web/diffuse_sampler.ts), one model run per step, posting each step's denoised map as it comes.
+//
+// page -> worker   {kind: "load", url}                                 once, first: the model's folder (an absolute URL)
+//                  {kind: "generate", id, steps, seed, difficulty}     a new map (a later one stops an earlier one
+//                                                                      after its current step); difficulty: 1..100
+// worker -> page   page_model.ts's adapter, progress and failed messages, then
+//                  {kind: "loaded", model}                             the model is ready
+//                  {kind: "step", step}                                each step of the latest generate, in order
+//                  {kind: "error", id, message}                        that generate failed
+import { difficultyInput, gaussian, noised, sigmas } from "./diffuse_sampler.js";
+import type { LoadTimings, Model } from "./model.js";
+import { errorText, loadPageModel, workerScope, type LoadMessage } from "./page_model.js";
+
+export type ToWorker = { kind: "load"; url: string } | { kind: "generate"; id: number; steps: number; seed: number; difficulty: number };
+export interface LoadedModel { timings: LoadTimings; kernels: number; weightsBytes: number; size: number }
+/** One step: its noise level, the noise drawn for its input, the model's denoised map (model space, -1..1), its time. */
+export interface Step {
+  id: number; step: number; steps: number; sigma: number; noise: Float32Array; denoised: Float32Array; ms: number;
+}
+export type FromWorker = LoadMessage | { kind: "loaded"; model: LoadedModel } | { kind: "step"; step: Step } |
+  { kind: "error"; id: number; message: string };
+
+const scope = workerScope<FromWorker, ToWorker>();
+const post = (m: FromWorker, transfer: Transferable[] = []) => scope.postMessage(m, transfer);
+const SPEC = {
+  inputs: [{ name: "noisy", shape: [1, 1, -1, -1], dtype: "float32" }, { name: "sigma", shape: [1], dtype: "float32" },
+           { name: "difficulty", shape: [1], dtype: "float32" }],
+  outputs: [{ name: "denoised", shape: [1, 1, -1, -1], dtype: "float32" }],
+};
+
+let model: Promise<Model> | null = null, latest = 0;
+let queue: Promise<void> = Promise.resolve();   // (one generate at a time: the model's buffers are shared)
+
+scope.onmessage = ({ data: m }) => {
+  if (m.kind === "load") {
+    model = load(m.url);
+    model.catch((e) => post({ kind: "failed", message: errorText(e) }));
+  } else {
+    latest = m.id;
+    queue = queue.then(() => generate(m)).catch((e) => post({ kind: "error", id: m.id, message: errorText(e) }));
+  }
+};
+
+async function load(url: string): Promise<Model> {
+  const m = await loadPageModel(url, SPEC, "a terrain denoiser (python -m tinyweb.export terrain-unet)", post);
+  const weightsBytes = m.manifest.weights.shards.reduce((sum, s) => sum + s.bytes, 0);
+  post({ kind: "loaded", model: { timings: m.timings, kernels: m.manifest.kernels.length, weightsBytes, size: m.inputs[0].shape[2] } });
+  return m;
+}
+
+async function generate({ id, steps, seed, difficulty }: Extract<ToWorker, { kind: "generate" }>) {
+  if (!model) throw new Error("generate before load");
+  const m = await model, [, , h, w] = m.inputs[0].shape;
+  const levels = sigmas(steps), normal = gaussian(seed), label = Float32Array.of(difficultyInput(difficulty));
+  let denoised: Float32Array | null = null;
+  for (let i = 0; i < steps && id === latest; i++) {
+    const noise = normal(h * w), t = performance.now();
+    const out = await m.run({ noisy: noised(denoised, levels[i], noise), sigma: Float32Array.of(levels[i]), difficulty: label });
+    denoised = out.denoised as Float32Array;
+    // (a copy goes to the page: the next step still needs this one)
+    const shown = denoised.slice();
+    post({ kind: "step", step: { id, step: i, steps, sigma: levels[i], noise, denoised: shown, ms: performance.now() - t } },
+         [noise.buffer, shown.buffer]);
+  }
+}
