@@ -4,7 +4,7 @@ photo classified in the page's Web Worker on WebGPU, then the same photo picked 
 tensor is compared with the native preprocessing (tinyweb.models.efficientnet.preprocess on the CPU device: equal, value
 for value; torch's bilinear interpolate: within float32 rounding), its probabilities and the top 5 it shows with the
 reference model (efficientnet_lite_pytorch in torch) on that input. Also what the page says for a file that is not an
-image, without WebGPU, and when the adapter lacks a limit the model needs.
+image, without WebGPU, when the adapter lacks a limit the model needs, and for a model whose input it cannot take.
 
 The export (build_models.py in a subprocess: 7-16 s here, with the kernel cache warm or cold) is shared with the other
 pages' tests and kept across runs (browser_harness.page_model)."""
@@ -169,18 +169,37 @@ def test_says_so_without_webgpu_and_downloads_nothing(playwright_instance, site)
     assert not [u for u in urls if u.startswith(f"{site.url}e2e-data/")], urls   # (not even the manifest)
   finally: browser.close()
 
+def _edited_model(site, name: str, edit) -> str:
+  """The model's manifest changed by edit(manifest), served from /e2e-data/<name>/ (its files stay where they are)."""
+  manifest = json.loads((site.data_dir / "models" / MODEL / "manifest.json").read_text())
+  edit(manifest)
+  for f in [*manifest["kernels"], *manifest["weights"]["shards"]]: f["file"] = f"../models/{MODEL}/{f['file']}"
+  (site.data_dir / name).mkdir(exist_ok=True)
+  (site.data_dir / name / "manifest.json").write_text(json.dumps(manifest))
+  return f"/e2e-data/{name}/"
+
 def test_names_the_limit_the_adapter_lacks(site, chromium, models):
   """A manifest that needs more than any adapter has (1 TiB per storage binding): the page says which limit, how much."""
-  manifest = json.loads((site.data_dir / "models" / MODEL / "manifest.json").read_text())
-  manifest["limits"]["maxStorageBufferBindingSize"] = 1 << 40
-  for f in [*manifest["kernels"], *manifest["weights"]["shards"]]: f["file"] = f"../models/{MODEL}/{f['file']}"
-  (site.data_dir / "needs-more").mkdir(exist_ok=True)
-  (site.data_dir / "needs-more" / "manifest.json").write_text(json.dumps(manifest))
-  page, console, _ = _open(chromium, site, "/e2e-data/needs-more/")
+  page, console, _ = _open(chromium, site, _edited_model(site, "needs-more",
+                                                         lambda m: m["limits"].update(maxStorageBufferBindingSize=1 << 40)))
   try:
     page.wait_for_selector("#notice:not([hidden])", timeout=60_000)
     notice = page.text_content("#notice")
     assert notice.startswith("The model cannot be loaded: the model needs maxStorageBufferBindingSize >= 1099511627776 "
                              "(the adapter has "), notice
     assert page.is_disabled("#sample")
+  finally: page.context.close()
+
+def test_says_what_input_it_needs(site, chromium, models):
+  """A model whose input is not square (the manifest says 224 x 160): loaded, then refused, with what it takes and what
+  the page needs."""
+  page, console, _ = _open(chromium, site, _edited_model(site, "not-square",
+                                                         lambda m: m["variants"][0]["inputs"][0].update(shape=[1, 3, 224, 160])))
+  try:
+    page.wait_for_selector("#notice:not([hidden])", timeout=LOAD_TIMEOUT_MS)
+    assert page.text_content("#notice") == (
+      f"The model cannot be used: {site.url}e2e-data/not-square/ is not an image classifier (python -m tinyweb.export "
+      "efficientnet-lite0): it takes input [1, 3, 224, 160] float32 -> output [1, 1000] float32; this page needs "
+      "input [1, 3, size, size] float32 -> output [1, classes] float32")
+    assert page.is_disabled("#sample") and page.text_content("#adapter").startswith("WebGPU: ")
   finally: page.context.close()

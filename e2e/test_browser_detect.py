@@ -8,7 +8,7 @@ from __future__ import annotations
 import io, json, os, time, types
 import numpy as np
 import pytest
-from browser_harness import page_model
+from browser_harness import launch_chromium, page_model
 
 MODEL = "yolov8s-fall"
 
@@ -22,8 +22,9 @@ def fall_model(site):
 def _open(chromium, site, model_url: str, init_script: str | None = None, viewport=None):
   page = chromium.new_context(viewport=viewport).new_page()
   if init_script: page.add_init_script(init_script)
-  page.errors = []
+  page.errors, page.urls = [], []
   page.on("pageerror", lambda e: page.errors.append(str(e)))
+  page.on("request", lambda r: page.urls.append(r.url))
   page.goto(f"{site.url}detect.html?model={model_url}")
   return page
 
@@ -135,20 +136,24 @@ def test_the_pages_letterbox_and_postprocessing(site, chromium):
       np.testing.assert_array_equal(np.asarray(got["input"], np.float32).reshape(1, 3, size, size), x.numpy(), err_msg=str((h, w, size)))
   finally: page.context.close()
 
-def test_the_page_says_why_it_cannot_run_the_model(site, chromium, fall_model):
-  # no WebGPU at all: the page says so (and what to do) without loading anything; a camera refused: so is that
-  page = _open(chromium, site, fall_model.url, init_script="""delete Navigator.prototype.gpu;
-    MediaDevices.prototype.getUserMedia = () => Promise.reject(new DOMException("Permission denied", "NotAllowedError"));""")
+def test_the_page_says_why_it_cannot_run_the_model(playwright_instance, site, chromium, fall_model):
+  # no WebGPU at all (Chromium without --enable-unsafe-webgpu): the page says so, with what to do about it in this
+  # browser, without loading the model (its detect.json only); a camera refused: so is that
+  browser = launch_chromium(playwright_instance, webgpu=False)
   try:
-    page.wait_for_function("window.detectModel && window.detectModel.error")
+    page = _open(browser, site, fall_model.url, init_script="""
+      MediaDevices.prototype.getUserMedia = () => Promise.reject(new DOMException("Permission denied", "NotAllowedError"));""")
+    page.wait_for_function("window.detectModel && window.detectModel.error", timeout=60_000)
     text = page.text_content("#notice")
-    assert page.is_visible("#notice") and "runs its model on WebGPU, which this browser does not offer" in text
-    assert "--enable-unsafe-webgpu" in text   # (the advice for headless Chromium)
+    assert page.is_visible("#notice") and text.startswith("WebGPU is not available (headless Chromium has WebGPU only when "
+                                                          "launched with --enable-unsafe-webgpu)"), text
+    assert [u for u in page.urls if u.startswith(f"{site.url}e2e-data/")] == [f"{site.url}e2e-data/models/{MODEL}/detect.json"], page.urls
+    assert page.is_disabled("#sample")
     page.click("#camera")
     page.wait_for_function("document.querySelector('#notice').textContent.includes('camera')")
     assert page.text_content("#notice").startswith("The camera permission was denied: allow the camera for this site")
     assert page.text_content("#camera") == "Start camera"
-  finally: page.context.close()
+  finally: browser.close()
   # an adapter without a limit the model asks for: the limit is named, with what the adapter has
   big = fall_model.path.parent / f"{MODEL}-big"
   if not big.exists():
@@ -162,7 +167,8 @@ def test_the_page_says_why_it_cannot_run_the_model(site, chromium, fall_model):
   try:
     page.wait_for_function("window.detectModel && window.detectModel.error", timeout=60_000)
     text = page.text_content("#notice")
-    assert "The model could not be loaded: ModelError: the model needs maxStorageBufferBindingSize >= 1099511627776 (the adapter has" in text, text
+    assert text.startswith("The model cannot be loaded: the model needs maxStorageBufferBindingSize >= 1099511627776 (the adapter has"), text
+    assert page.text_content("#adapter").startswith("WebGPU: ")
     _wait_until_quiet(site.server)
   finally: page.context.close()
 

@@ -74,14 +74,14 @@ def test_the_page_embeds_sentences_as_sentence_transformers_does(embed_page, min
   ms, first = result["ms"], page.evaluate("window.embedDemo.firstResultAt")
   assert page.text_content("#timing").startswith("5 sentences in ")
   adapter = page.text_content("#device")
-  assert adapter.startswith("WebGPU · "), adapter
+  assert adapter.startswith("WebGPU: "), adapter
   record_property("measure:embed: export of MiniLM (s)", f"{EXPORT_SECONDS[0]:.0f}" if EXPORT_SECONDS else "cached")
   record_property("measure:embed: page open -> first result (5 sentences, s)", f"{first / 1000:.1f}")
   load = page.evaluate("window.embedDemo.info.timings")
   record_property("measure:embed: load (s): manifest / device / kernels / weights / total",
                   " / ".join(f"{load[k]:.2f}" for k in ["manifest", "device", "kernels", "weights", "total"]))
   record_property(f"measure:embed: per sentence, {tokens} tokens, batch 1 (ms): first / median",
-                  f"{ms[0]:.0f} / {sorted(ms)[len(ms) // 2]:.0f} on {adapter[len('WebGPU · '):]}")
+                  f"{ms[0]:.0f} / {sorted(ms)[len(ms) // 2]:.0f} on {adapter[len('WebGPU: '):]}")
   record_property("measure:embed: min cosine to sentence-transformers / max |similarity - reference|",
                   f"{cos.min():.6f} / {np.abs(values - want_sim).max():.1e}")
   _screenshot(page)
@@ -145,8 +145,9 @@ def test_the_page_says_why_it_cannot_run(playwright_instance, chromium, site, mi
   try:
     assert page.get_attribute("body", "data-state") == "error"
     error = page.text_content("#status .error")
-    assert f"the model needs maxStorageBufferBindingSize >= {1 << 40} (the adapter has " in error, error
-    assert "To use WebGPU" not in error and page.is_disabled("#embed")
+    assert error.startswith(f"The model cannot be loaded: the model needs maxStorageBufferBindingSize >= {1 << 40} "
+                            "(the adapter has "), error
+    assert page.is_disabled("#embed") and page.text_content("#device").startswith("WebGPU: ")
   finally: page.context.close()
   # no WebGPU at all (Chromium without --enable-unsafe-webgpu): said, with what to do about it in this browser
   browser = launch_chromium(playwright_instance, webgpu=False)
@@ -154,6 +155,7 @@ def test_the_page_says_why_it_cannot_run(playwright_instance, chromium, site, mi
     page = _open(browser, site)
     assert page.get_attribute("body", "data-state") == "error"
     error = page.text_content("#status .error")
-    assert error.startswith("ModelError: WebGPU ") and \
-      "To use WebGPU: headless Chromium has WebGPU only when launched with --enable-unsafe-webgpu." in error, error
+    assert error.startswith("WebGPU is not available (headless Chromium has WebGPU only when launched with "
+                            "--enable-unsafe-webgpu)"), error
+    assert page.is_disabled("#embed")
   finally: browser.close()

@@ -1,77 +1,60 @@
-// The classify page's Web Worker (web/classify.ts starts it): it loads the exported model with tinyweb/model's
-// loadModel, turns image files into the model's input and runs it, so that neither the download, the preprocessing nor
-// the waits on the GPU hold up the page.
+// The classify page's Web Worker (web/classify.ts starts it): it loads the exported model (web/page_model.ts), turns
+// image files into the model's input and runs it, so that neither the download, the preprocessing nor the waits on the
+// GPU hold up the page.
 //
 // page -> worker   {kind: "load", url}              once, first: the model's folder (an absolute URL)
 //                  {kind: "classify", id, image}     an image file (a Blob); waits for the model when it is not loaded yet
-// worker -> page   {kind: "adapter", adapter}        the WebGPU adapter found (before the model loads)
-//                  {kind: "progress", progress}      loadModel's progress
+// worker -> page   page_model.ts's adapter, progress and failed messages, then
 //                  {kind: "loaded", model}           the model is ready
-//                  {kind: "failed", message}         no WebGPU, or the model cannot be loaded here: nothing more follows
 //                  {kind: "result", result} | {kind: "error", id, message}   for each image, in the order sent
-import { webgpuAdvice } from "./host.js";
-import { loadModel, type LoadTimings, type Model, type ModelProgress } from "./model.js";
+import type { LoadTimings } from "./model.js";
+import { errorText, loadPageModel, workerScope, type LoadMessage, type PageModel } from "./page_model.js";
 
 export type ToWorker = { kind: "load"; url: string } | { kind: "classify"; id: number; image: Blob };
-export interface AdapterSummary { vendor: string; architecture: string; description: string; fallback: boolean }
 export interface LoadedModel { timings: LoadTimings; kernels: number; weightsBytes: number; size: number; classes: number }
 /** One image's result: the class probabilities, and the model's input (the preprocessed image, (1, 3, size, size)). */
 export interface Classified {
   id: number; probabilities: Float32Array; input: Float32Array; width: number; height: number;
   preprocessMs: number; inferenceMs: number;
 }
-export type FromWorker =
-  | { kind: "adapter"; adapter: AdapterSummary }
-  | { kind: "progress"; progress: ModelProgress }
-  | { kind: "loaded"; model: LoadedModel }
-  | { kind: "failed"; message: string }
-  | { kind: "result"; result: Classified }
-  | { kind: "error"; id: number; message: string };
+export type FromWorker = LoadMessage | { kind: "loaded"; model: LoadedModel } | { kind: "result"; result: Classified } |
+  { kind: "error"; id: number; message: string };
 
 // the normalization EfficientNet-Lite was trained with: (x - 127) / 128 (tinyweb/models/efficientnet.py's PIXEL_MEAN, PIXEL_STD)
 const PIXEL_MEAN = 127, PIXEL_STD = 128;
 
-// (a dedicated worker's global scope, typed here: the "dom" lib types `self` as a Window)
-interface WorkerScope { postMessage(message: FromWorker, transfer: Transferable[]): void; onmessage: ((e: MessageEvent<ToWorker>) => void) | null }
-const scope = globalThis as unknown as WorkerScope;
+const scope = workerScope<FromWorker, ToWorker>();
 const post = (message: FromWorker, transfer: Transferable[] = []) => scope.postMessage(message, transfer);
-const message = (e: unknown) => e instanceof Error ? e.message : String(e);
+const SPEC = {
+  inputs: [{ name: "input", shape: [1, 3, "size", "size"], dtype: "float32" }],
+  outputs: [{ name: "output", shape: [1, "classes"], dtype: "float32" }],
+};
 
-let model: Promise<Model> | null = null;
+let model: Promise<PageModel> | null = null;
 
 scope.onmessage = ({ data: m }) => {
   if (m.kind === "load") {
     model = load(m.url);
-    model.catch((e) => post({ kind: "failed", message: message(e) }));
-  } else classify(m.id, m.image).catch((e) => post({ kind: "error", id: m.id, message: message(e) }));
+    model.catch((e) => post({ kind: "failed", message: errorText(e) }));
+  } else classify(m.id, m.image).catch((e) => post({ kind: "error", id: m.id, message: errorText(e) }));
 };
 
-async function load(url: string): Promise<Model> {
-  // (asked here before loadModel asks again, to show the adapter, and to stop before any download when there is none)
-  const gpu = navigator.gpu, adapter = gpu ? await gpu.requestAdapter() : null;
-  if (!adapter) throw new Error(`WebGPU is not available (${webgpuAdvice(!!gpu)}): this page needs it to run the model.`);
-  const { vendor, architecture, description, isFallbackAdapter } = adapter.info;
-  post({ kind: "adapter", adapter: { vendor, architecture, description, fallback: isFallbackAdapter } });
-  const m = await loadModel(url, { onProgress: (progress) => post({ kind: "progress", progress }) })
-    .catch((e) => { throw new Error(`The model cannot be loaded: ${message(e)}`); });
-  const [input, output] = [m.inputs[0].shape, m.outputs[0].shape];
-  if (m.inputs.length !== 1 || input.length !== 4 || input[0] !== 1 || input[1] !== 3 || input[2] !== input[3] || output.length !== 2)
-    throw new Error(`The model cannot be used: ${url} is not an image classifier: its input is [${input}] ` +
-                    `(expected [1, 3, size, size]), its output [${output}]`);
+async function load(url: string): Promise<PageModel> {
+  const loaded = await loadPageModel(url, SPEC, "an image classifier (python -m tinyweb.export efficientnet-lite0)", post);
+  const { model: m, sizes: { size, classes } } = loaded;
   const weightsBytes = m.manifest.weights.shards.reduce((sum, s) => sum + s.bytes, 0);
-  post({ kind: "loaded", model: { timings: m.timings, kernels: m.manifest.kernels.length, weightsBytes, size: input[2],
-                                  classes: output[1] } });
-  return m;
+  post({ kind: "loaded", model: { timings: m.timings, kernels: m.manifest.kernels.length, weightsBytes, size, classes } });
+  return loaded;
 }
 
 async function classify(id: number, image: Blob) {
   if (!model) throw new Error("classify before load");
-  const m = await model, size = m.inputs[0].shape[2];
+  const { model: m, sizes: { size } } = await model;
   const t0 = performance.now();
   const { data, width, height } = await decode(image);
   const input = preprocess(data, width, height, size);
   const t1 = performance.now();
-  const logits = (await m.run({ [m.inputs[0].name]: input }))[m.outputs[0].name];
+  const logits = (await m.run({ input })).output;
   const t2 = performance.now();
   const probabilities = softmax(logits);
   post({ kind: "result", result: { id, probabilities, input, width, height, preprocessMs: t1 - t0, inferenceMs: t2 - t1 } },

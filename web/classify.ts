@@ -8,8 +8,9 @@
 // window.classifyResult holds the latest result (the probabilities, and the model's input tensor), for scripts: the e2e
 // test compares them with the native run.
 import labelsText from "../tinyweb/models/imagenet_classes.txt?raw";
-import type { AdapterSummary, Classified, FromWorker, LoadedModel, ToWorker } from "./classify-worker.js";
+import type { Classified, FromWorker, LoadedModel, ToWorker } from "./classify-worker.js";
 import type { ModelProgress } from "./model.js";
+import { adapterText } from "./page_model.js";
 
 declare global {
   interface Window { classifyResult?: Classified & { top: { index: number; label: string; probability: number }[]; at: number } }
@@ -33,7 +34,7 @@ let model: LoadedModel | null = null, lastId = 0, failed = false, adapterFound =
 
 worker.onmessage = ({ data: m }: MessageEvent<FromWorker>) => {
   if (failed) return;
-  if (m.kind === "adapter") showAdapter(m.adapter);
+  if (m.kind === "adapter") { adapterFound = true; adapterInfo.textContent = adapterText(m.adapter); }
   else if (m.kind === "progress") showProgress(m.progress);
   else if (m.kind === "loaded") loaded(m.model);
   else if (m.kind === "failed") fail(m.message);
@@ -45,13 +46,6 @@ send({ kind: "load", url: modelURL.href });
 
 const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
 const duration = (ms: number) => ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
-
-function showAdapter(a: AdapterSummary) {
-  adapterFound = true;
-  const name = [a.vendor, a.architecture].filter(Boolean).join(" ") || "an unnamed adapter";
-  adapterInfo.textContent = `WebGPU: ${name}${a.description ? ` (${a.description})` : ""}` +
-                            (a.fallback ? " · a fallback adapter (emulated on the CPU: slow)" : "");
-}
 
 function showProgress(p: ModelProgress) {
   const seconds = (performance.now() - loadStart) / 1000, left = p.weightsTotal - p.weightsLoaded;

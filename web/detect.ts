@@ -2,14 +2,14 @@
 // the image, with each box's class and score. The model is a YOLOv8 exported by tinyweb (python -m demos.detect --export
 // DIR: WGSL kernels, manifest.json, weights, and detect.json with the class names and the sample photo's name), from
 // models/yolov8s-fall/ next to the page, or the folder `?model=URL` names. It runs in a Web Worker (web/detect_worker.ts:
-// tinyweb/model's loadModel, the letterbox and the postprocessing of web/detect_post.ts).
+// the model loaded by web/page_model.ts, the letterbox and the postprocessing of web/detect_post.ts).
 // For tests and the console: `window.detectResult` holds the last result (its detections in the image's pixels, the
 // times, `at`: seconds since the page was opened), `window.detectModel` the model's info once loaded or the error that
 // stopped it, and `window.detectPost` the pure pre- and postprocessing functions.
-import { webgpuAdvice } from "./host.js";
 import * as detectPost from "./detect_post.js";
 import type { Detection } from "./detect_post.js";
 import type { DetectResult, FromDetectWorker, ModelInfo, ToDetectWorker } from "./detect_worker.js";
+import { adapterText } from "./page_model.js";
 
 /** What detect.json (next to the model's manifest) says; all optional. */
 interface ModelMeta { title?: string; names?: string[]; sample?: string; credit?: string }
@@ -40,6 +40,7 @@ function failed(error: string) {
   window.detectModel = { error };
   status.textContent = "the model could not be loaded";
   progress.hidden = true;
+  sampleButton.disabled = true;
   showNotice(error);
 }
 const seconds = (s: number) => (s < 1 ? `${Math.round(s * 1000)} ms` : `${s.toFixed(s < 10 ? 2 : 1)} s`);
@@ -68,7 +69,8 @@ function serially<T>(work: () => Promise<T>): Promise<T> {
 const loadStarted = performance.now();
 let bytesAt: [number, number] | null = null;   // (time, bytes) of the first progress report: the download's rate
 worker.onmessage = ({ data: m }: MessageEvent<FromDetectWorker>) => {
-  if (m.kind === "progress") {
+  if (m.kind === "adapter") $("adapter").textContent = adapterText(m.adapter);
+  else if (m.kind === "progress") {
     const p = m.progress, now = performance.now();
     bytesAt ??= [now, p.weightsLoaded];
     const rate = (p.weightsLoaded - bytesAt[1]) / Math.max(now - bytesAt[0], 1);   // bytes per ms
@@ -80,14 +82,11 @@ worker.onmessage = ({ data: m }: MessageEvent<FromDetectWorker>) => {
     window.detectModel = m.info;
     progress.hidden = true;
     if (!busy) status.textContent = "ready";
-    $("adapter").textContent = m.info.adapter;
     $("model").textContent += `, ${m.info.size} x ${m.info.size} input, ${m.info.classes} classes`;
     $("load").textContent = `${seconds((performance.now() - loadStarted) / 1000)} (weights ${seconds(m.info.load.weights)}, ` +
                             `kernels ${seconds(m.info.load.kernels)})`;
-  } else if (m.kind === "failed") {
-    // (no adapter: what to do about it in this browser; a lacking limit or feature: model.ts names it)
-    failed(`The model could not be loaded: ${m.error}` + (/WebGPU/.test(m.error) ? ` To fix it: ${webgpuAdvice(true)}.` : ""));
-  } else {
+  } else if (m.kind === "failed") failed(m.message);
+  else {
     const w = waiting.get(m.id)!;
     waiting.delete(m.id);
     if (m.kind === "result") w.resolve(m.result);
@@ -239,10 +238,6 @@ cameraButton.addEventListener("click", () => (camera ? stopCamera() : startCamer
 // start: the model's description (class names, sample photo), then the model in the worker
 
 async function start() {
-  if (!navigator.gpu) {   // (nothing to load)
-    failed(`This page runs its model on WebGPU, which this browser does not offer: ${webgpuAdvice(false)}.`);
-    return;
-  }
   const meta: ModelMeta = await fetch(new URL("detect.json", modelURL)).then((r) => (r.ok ? r.json() : {}), () => ({}));
   $("model").textContent = `${meta.title ?? "YOLOv8"} from ${modelURL.pathname}`;
   worker.postMessage({ kind: "load", url: modelURL.href, names: meta.names ?? [] } satisfies ToDetectWorker);

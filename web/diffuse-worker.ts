@@ -9,8 +9,8 @@
 //                  {kind: "step", step}                                each step of the latest generate, in order
 //                  {kind: "error", id, message}                        that generate failed
 import { difficultyInput, gaussian, noised, sigmas } from "./diffuse_sampler.js";
-import type { LoadTimings, Model } from "./model.js";
-import { errorText, loadPageModel, workerScope, type LoadMessage } from "./page_model.js";
+import type { LoadTimings } from "./model.js";
+import { errorText, loadPageModel, workerScope, type LoadMessage, type PageModel } from "./page_model.js";
 
 export type ToWorker = { kind: "load"; url: string } | { kind: "generate"; id: number; steps: number; seed: number; difficulty: number };
 export interface LoadedModel { timings: LoadTimings; kernels: number; weightsBytes: number; size: number }
@@ -24,12 +24,12 @@ export type FromWorker = LoadMessage | { kind: "loaded"; model: LoadedModel } | 
 const scope = workerScope<FromWorker, ToWorker>();
 const post = (m: FromWorker, transfer: Transferable[] = []) => scope.postMessage(m, transfer);
 const SPEC = {
-  inputs: [{ name: "noisy", shape: [1, 1, -1, -1], dtype: "float32" }, { name: "sigma", shape: [1], dtype: "float32" },
+  inputs: [{ name: "noisy", shape: [1, 1, "size", "size"], dtype: "float32" }, { name: "sigma", shape: [1], dtype: "float32" },
            { name: "difficulty", shape: [1], dtype: "float32" }],
-  outputs: [{ name: "denoised", shape: [1, 1, -1, -1], dtype: "float32" }],
+  outputs: [{ name: "denoised", shape: [1, 1, "size", "size"], dtype: "float32" }],
 };
 
-let model: Promise<Model> | null = null, latest = 0;
+let model: Promise<PageModel> | null = null, latest = 0;
 let queue: Promise<void> = Promise.resolve();   // (one generate at a time: the model's buffers are shared)
 
 scope.onmessage = ({ data: m }) => {
@@ -42,20 +42,20 @@ scope.onmessage = ({ data: m }) => {
   }
 };
 
-async function load(url: string): Promise<Model> {
-  const m = await loadPageModel(url, SPEC, "a terrain denoiser (python -m tinyweb.export terrain-unet)", post);
+async function load(url: string): Promise<PageModel> {
+  const loaded = await loadPageModel(url, SPEC, "a terrain denoiser (python -m tinyweb.export terrain-unet)", post), m = loaded.model;
   const weightsBytes = m.manifest.weights.shards.reduce((sum, s) => sum + s.bytes, 0);
-  post({ kind: "loaded", model: { timings: m.timings, kernels: m.manifest.kernels.length, weightsBytes, size: m.inputs[0].shape[2] } });
-  return m;
+  post({ kind: "loaded", model: { timings: m.timings, kernels: m.manifest.kernels.length, weightsBytes, size: loaded.sizes.size } });
+  return loaded;
 }
 
 async function generate({ id, steps, seed, difficulty }: Extract<ToWorker, { kind: "generate" }>) {
   if (!model) throw new Error("generate before load");
-  const m = await model, [, , h, w] = m.inputs[0].shape;
+  const { model: m, sizes: { size } } = await model;
   const levels = sigmas(steps), normal = gaussian(seed), label = Float32Array.of(difficultyInput(difficulty));
   let denoised: Float32Array | null = null;
   for (let i = 0; i < steps && id === latest; i++) {
-    const noise = normal(h * w), t = performance.now();
+    const noise = normal(size * size), t = performance.now();
     const out = await m.run({ noisy: noised(denoised, levels[i], noise), sigma: Float32Array.of(levels[i]), difficulty: label });
     denoised = out.denoised as Float32Array;
     // (a copy goes to the page: the next step still needs this one)

@@ -8,9 +8,9 @@
 //
 // For tests and scripts, `window.embedDemo` holds the tokenizer, the model's facts and the last result (the
 // embeddings too); <body data-state> is loading, ready, running, done or error.
-import type { EmbedError, EmbedModelInfo, FromEmbedWorker, ToEmbedWorker } from "./embed-worker.js";
-import { webgpuAdvice } from "./host.js";
+import type { EmbedModelInfo, FromEmbedWorker, ToEmbedWorker } from "./embed-worker.js";
 import type { ModelProgress } from "./model.js";
+import { adapterText, errorText } from "./page_model.js";
 import { loadWordPiece, type Encoding, type WordPiece } from "./wordpiece.js";
 
 interface Result {
@@ -32,24 +32,24 @@ const folder = modelURL.pathname.endsWith(".json") ? new URL(".", modelURL) : ne
 
 const worker = new Worker(new URL("./embed-worker.ts", import.meta.url), { type: "module" });
 const post = (m: ToEmbedWorker, transfer: Transferable[] = []) => worker.postMessage(m, transfer);
-const asError = (e: EmbedError) => Object.assign(new Error(e.message), { name: e.name });
 let loading: { resolve(info: EmbedModelInfo): void; reject(e: Error): void };
 const calls = new Map<number, { resolve(r: { embedding: Float32Array; ms: number }): void; reject(e: Error): void }>();
 let nextCall = 0;
 
 worker.onmessage = ({ data: m }: MessageEvent<FromEmbedWorker>) => {
-  if (m.kind === "progress") showProgress(m.progress);
+  if (m.kind === "adapter") $("device").textContent = adapterText(m.adapter);
+  else if (m.kind === "progress") showProgress(m.progress);
   else if (m.kind === "loaded") loading.resolve(m.info);
-  else if (m.kind === "failed") loading.reject(asError(m.error));
+  else if (m.kind === "failed") loading.reject(new Error(m.message));
   else {
     const call = calls.get(m.id)!;
     calls.delete(m.id);
     if (m.kind === "embedding") call.resolve(m);
-    else call.reject(asError(m.error));
+    else call.reject(new Error(m.message));
   }
 };
 // (the worker's script failed to load or threw outside a message: nothing more will come)
-worker.onerror = (e) => fail(new Error(`the page's worker failed: ${e.message || "its script did not load"}`));
+worker.onerror = (e) => fail(`The page's worker failed: ${e.message || "its script did not load"}`);
 
 function loadModel(): Promise<EmbedModelInfo> {
   return new Promise((resolve, reject) => {
@@ -81,31 +81,23 @@ function showProgress(p: ModelProgress) {
                             `kernels ${p.kernelsReady} / ${p.kernelsTotal} compiled`;
 }
 
-function fail(e: Error, advice: string | null = null) {
+function fail(text: string) {
   setState("error");
   $("load").hidden = true;
   $<HTMLButtonElement>("embed").disabled = true;
   const box = document.createElement("div");
   box.className = "error";
-  box.textContent = `${e.name}: ${e.message}` + (advice ? `\n\nTo use WebGPU: ${advice}.` : "");
+  box.textContent = text;
   $("status").replaceChildren(box);
-}
-
-// what to do about a missing WebGPU (null: WebGPU is there; the error is another)
-async function webgpuMissing(): Promise<string | null> {
-  if (!navigator.gpu) return webgpuAdvice(false);
-  return (await navigator.gpu.requestAdapter().catch(() => null)) ? null : webgpuAdvice(true);
 }
 
 async function start() {
   setState("loading");
   try {
-    const [tokenizer, info] = await Promise.all([loadWordPiece(folder), loadModel()]);
+    const [tokenizer, info] = await Promise.all([
+      loadWordPiece(folder).catch((e) => { throw new Error(`The tokenizer cannot be loaded: ${errorText(e)}`); }), loadModel()]);
     demo.tokenizer = tokenizer;
     demo.info = info;
-    const a = info.adapter;
-    const adapter = [a.vendor, a.architecture, a.description].filter(Boolean).join(" ") || "an adapter that does not name itself";
-    $("device").textContent = `WebGPU · ${adapter}${a.isFallbackAdapter ? " (a software fallback adapter: slow)" : ""}`;
     $("model").textContent = `${decodeURI(folder.pathname).split("/").at(-2)} · ${info.tokens} tokens · ${info.dims} dimensions · ` +
                              `loaded in ${info.timings.total.toFixed(1)} s`;
     $("model").title = modelURL.href;
@@ -115,7 +107,7 @@ async function start() {
     $<HTMLButtonElement>("embed").disabled = false;
     setState("ready");
   } catch (e) {
-    fail(e as Error, await webgpuMissing());
+    fail(errorText(e));
   }
 }
 
@@ -146,7 +138,7 @@ async function embedAll() {
     $("status").textContent = "done";
     setState("done");
   } catch (e) {
-    fail(e as Error);
+    fail(errorText(e));
     return;
   }
   button.disabled = false;

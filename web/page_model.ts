@@ -1,6 +1,8 @@
-// What a model page's Web Worker does before its own work (web/diffuse-worker.ts uses it): find the WebGPU adapter
-// before any download (and say what to do when there is none), load the export with tinyweb/model's loadModel while
-// posting its progress, and check the model's inputs and outputs. And the page's side: the adapter as a line of text.
+// What a model page's Web Worker does before its own work (web/classify-worker.ts, web/detect_worker.ts,
+// web/embed-worker.ts and web/diffuse-worker.ts use it): find the WebGPU adapter before any download (and say what to do
+// when there is none), load the export with tinyweb/model's loadModel while posting its progress (a limit or feature the
+// adapter lacks: loadModel names it), and check the model's inputs and outputs. And the page's side: the adapter as a
+// line of text.
 //
 // worker -> page   {kind: "adapter", adapter}     the adapter found (before the model loads)
 //                  {kind: "progress", progress}   loadModel's progress
@@ -23,33 +25,40 @@ export const workerScope = <From, To>() => globalThis as unknown as WorkerScope<
 
 export const errorText = (e: unknown) => e instanceof Error ? e.message : String(e);
 
-/** An input's or output's name, shape (-1: any size) and dtype, as a page expects them. */
-export type Expected = Omit<TensorSpec, "buffer">;
+/** An input or output as a page expects it. In its shape a number is that size, a name any size: the same size wherever
+ * the name recurs (so [1, 3, "size", "size"] is a square). */
+export interface Expected { name: string; shape: (number | string)[]; dtype: string }
+export interface ExpectedModel { inputs: Expected[]; outputs: Expected[] }
+/** A loaded model, and the sizes the names in the expected shapes have in it. */
+export interface PageModel { model: Model; sizes: Record<string, number> }
 
-/** The model at `url` (a folder or its manifest.json) once its inputs and outputs are the `expected` ones, else an Error
- * that says what the page needs (`what`: the kind of model); the adapter and the progress posted on the way. */
-export async function loadPageModel(url: string, expected: { inputs: Expected[]; outputs: Expected[] }, what: string,
-                                    post: (m: LoadMessage) => void): Promise<Model> {
+/** The model at `url` (a folder or its manifest.json) once one of its variants (batch sizes) has the `expected` inputs
+ * and outputs, else an Error that says what the page needs (`what`: the kind of model); the adapter and the progress
+ * posted on the way. */
+export async function loadPageModel(url: string, expected: ExpectedModel, what: string,
+                                    post: (m: LoadMessage) => void): Promise<PageModel> {
   // (asked here before loadModel asks again: to show the adapter, and to stop before any download when there is none)
   const gpu = navigator.gpu, adapter = gpu ? await gpu.requestAdapter() : null;
   if (!adapter) throw new Error(`WebGPU is not available (${webgpuAdvice(!!gpu)}): this page needs it to run the model.`);
   const { vendor, architecture, description, isFallbackAdapter } = adapter.info;
   post({ kind: "adapter", adapter: { vendor, architecture, description, fallback: isFallbackAdapter } });
-  const m = await loadModel(url, { onProgress: (progress) => post({ kind: "progress", progress }) })
+  const model = await loadModel(url, { onProgress: (progress) => post({ kind: "progress", progress }) })
     .catch((e) => { throw new Error(`The model cannot be loaded: ${errorText(e)}`); });
-  const show = (specs: Expected[]) => specs.map((s) => `${s.name} [${s.shape}] ${s.dtype}`).join(", ");
-  const fits = (got: Expected[], want: Expected[]) => got.length === want.length && got.every((g, i) =>
-    g.name === want[i].name && g.dtype === want[i].dtype && g.shape.length === want[i].shape.length &&
-    g.shape.every((n, j) => want[i].shape[j] === -1 || want[i].shape[j] === n));
-  if (!fits(m.inputs, expected.inputs) || !fits(m.outputs, expected.outputs)) {
-    m.destroy();
-    throw new Error(`The model cannot be used: ${url} is not ${what}: it takes ${show(m.inputs)} and gives ${show(m.outputs)}; ` +
-                    `this page needs ${show(expected.inputs)} -> ${show(expected.outputs)} (-1: any size)`);
+  for (const v of model.variants) {
+    const sizes: Record<string, number> = {};
+    const fits = (got: TensorSpec[], want: Expected[]) => got.length === want.length && got.every((g, i) =>
+      g.name === want[i].name && g.dtype === want[i].dtype && g.shape.length === want[i].shape.length &&
+      g.shape.every((n, j) => { const w = want[i].shape[j]; return n === (typeof w === "number" ? w : sizes[w] ??= n); }));
+    if (fits(v.inputs, expected.inputs) && fits(v.outputs, expected.outputs)) return { model, sizes };
   }
-  return m;
+  const show = (io: ExpectedModel) =>
+    [io.inputs, io.outputs].map((specs) => specs.map((s) => `${s.name} [${s.shape.join(", ")}] ${s.dtype}`).join(", ")).join(" -> ");
+  const takes = model.variants.map(show).join(" or ");
+  model.destroy();
+  throw new Error(`The model cannot be used: ${url} is not ${what}: it takes ${takes}; this page needs ${show(expected)}`);
 }
 
-/** The adapter as the pages' facts show it. */
+/** The adapter as the pages show it. */
 export function adapterText(a: AdapterSummary): string {
   const name = [a.vendor, a.architecture].filter(Boolean).join(" ") || "an unnamed adapter";
   return `WebGPU: ${name}${a.description ? ` (${a.description})` : ""}` + (a.fallback ? " · a fallback adapter (emulated on the CPU: slow)" : "");
