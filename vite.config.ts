@@ -6,8 +6,9 @@
 //   assets are also copied into tinyweb/viz_page/, the Python package's data: `python -m tinyweb.viz` and VIZ=1 find
 //   it there, in a checkout and in a wheel built after this;
 // - the model demos, dist/classify.html (web/classify.ts, its worker web/classify-worker.ts), dist/detect.html
-//   (web/detect.ts, web/detect_worker.ts), dist/embed.html (web/embed.ts, web/embed-worker.ts) and dist/diffuse.html
-//   (web/diffuse.ts, web/diffuse-worker.ts, web/diffuse_sampler.ts): each runs a model
+//   (web/detect.ts, web/detect_worker.ts), dist/embed.html (web/embed.ts, web/embed-worker.ts), dist/diffuse.html
+//   (web/diffuse.ts, web/diffuse-worker.ts, web/diffuse_sampler.ts) and dist/generate.html (web/generate.ts,
+//   web/generate-worker.ts, web/gemma_tokenizer.ts, web/token_sampler.ts): each runs a model
 //   exported into dist/models/<name>/ (`npm run build:models` after this build: scripts/build_models.py) with the
 //   package's tinyweb/model runtime, in a Web Worker.
 import { defineConfig, type Plugin } from "vite";
@@ -15,7 +16,7 @@ import { copyFileSync, mkdirSync, rmSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 
 const root = import.meta.dirname;
-const PAGES = ["index", "viz", "classify", "detect", "embed", "diffuse"];   // web/<page>.html -> dist/<page>.html
+const PAGES = ["index", "viz", "classify", "detect", "embed", "diffuse", "generate"];   // web/<page>.html -> dist/<page>.html
 const outDir = resolve(root, "dist"), vizPackageDir = resolve(root, "tinyweb/viz_page");
 
 // viz.html and the chunks and styles it loads, copied into the Python package (replacing an earlier build's)

@@ -74,12 +74,24 @@ def terrain_unet(out: Path):
   batch 1 and its native 128 x 128, weights as float32 (41.9 MB)."""
   export("terrain-unet", out, "--weights", str(testdata("terrain_unet.onnx")))
 
+# the page's context: prompt and reply together. Every step attends over the whole cache, but at this model's size the
+# weights are most of the work (a token reads all 250 MB of them), so a longer context costs little per token; the
+# cache (9.4 MB of state, in the download) grows with it
+GEMMA_CONTEXT = 256
+
+def gemma(out: Path):
+  """web/generate.html's model: Gemma-3-270M (Gemma terms) from its Q4_K_M GGUF file, the blocks kept quantized (256 MB),
+  one step of generation per run (a prompt chunk or one token; the next token's logits out), the KV cache as state;
+  its tokenizer as tokenizer.json beside it (web/gemma_tokenizer.ts reads it)."""
+  export("gemma", out, "--weights", str(testdata("gemma-3-270m-q4_k_m.gguf")), "--size", str(GEMMA_CONTEXT))
+
 # name -> fn(folder): writes the model's files into the (new, empty) folder; raises Unavailable when it cannot here
 MODELS: dict[str, Callable[[Path], None]] = {
   "efficientnet-lite0": efficientnet_lite0,
   "yolov8s-fall": yolov8s_fall,
   "minilm": minilm,
   "terrain-unet": terrain_unet,
+  "gemma": gemma,
 }
 
 def build(name: str, out_dir: Path) -> bool:

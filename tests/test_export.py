@@ -85,8 +85,9 @@ def _check_folder(path, manifest: dict, model):
       assert index["weight_map"][name] == shard["file"] and names[name]["bytes"] == t.nbytes() * (2 if half else 1)
       assert t.dtype.name == ("float16" if half else names[name]["dtype"])
       np.testing.assert_array_equal(t.numpy(), state[name].astype(np.float16) if half else state[name])
+      assert index["tensor_sha256"][name] == hashlib.sha256(np.ascontiguousarray(t.numpy()).tobytes()).hexdigest()
       seen.add(name)
-  assert seen == set(names) and seen <= set(state)
+  assert seen == set(names) == set(index["tensor_sha256"]) and seen <= set(state)
 
 def _variant(manifest: dict) -> dict:
   """The manifest's one variant (an export without batch_sizes has one)."""
@@ -188,6 +189,29 @@ def test_batch_sizes_are_variants_sharing_kernels_and_weights(tmp_path):
     export(lambda a, b: a + b, a, Tensor.randn(4, device="WEBGPU").realize(), path=tmp_path, batch_sizes=[1])
   for bad in ([], [0], [2, 2], [1.5], [True]):
     with pytest.raises(ExportError, match="batch_sizes must be distinct positive integers"): export(model, x, path=tmp_path, batch_sizes=bad)
+
+def test_more_examples_are_variants_of_other_shapes(tmp_path):
+  """Variants that differ in any dimension (a language model's 16-token prompt chunk beside its 1-token step): each is a
+  capture of its own, they share the weights, and each replays to the function's result at its shapes."""
+  table = Tensor.randn(10, 3, device="WEBGPU").realize()
+  def f(tokens, scale): return (table[tokens.reshape(-1)].sum(0) * scale).contiguous()
+  ints = lambda *v: Tensor(list(v), dtype=dtypes.int32, device="WEBGPU").reshape(1, -1).contiguous().realize()
+  one = Tensor([2.0], device="WEBGPU").realize()
+  manifest = export(f, ints(1), one, path=tmp_path, names=["tokens", "scale"], state_dict={"table": table},
+                    more_examples=[(ints(1, 2, 3, 4), one)])
+  assert [[i["shape"] for i in v["inputs"]] for v in manifest["variants"]] == [[[1, 1], [1]], [[1, 4], [1]]]
+  assert [t for shard in manifest["weights"]["shards"] for t in shard["tensors"]] == ["table"]
+  rows = table.numpy()
+  for ids in ([7], [0, 9, 3, 3]):
+    got = _replay(tmp_path, {"tokens": np.array([ids], np.int32), "scale": np.array([0.5], np.float32)})["output"]
+    np.testing.assert_allclose(got, rows[ids].sum(0) * 0.5, rtol=1e-6, atol=1e-6)
+  with pytest.raises(ExportError, match=r"more_examples\[0\] has dtypes \['float32', 'float32'\].*example inputs' dtypes \['int32', 'float32'\]"):
+    export(f, ints(1), one, path=tmp_path, more_examples=[(Tensor.zeros(1, 4, device="WEBGPU"), one)])
+  with pytest.raises(ExportError, match=r"more_examples\[0\] must be 2 tensors"): export(f, ints(1), one, path=tmp_path, more_examples=[(ints(1, 2),)])
+  with pytest.raises(ExportError, match=r"more_examples\[0\] has the inputs of shapes \[\(1, 1\), \(1,\)\] of an earlier variant"):
+    export(f, ints(1), one, path=tmp_path, more_examples=[(ints(5), one)])
+  with pytest.raises(ExportError, match="batch_sizes or more_examples, not both"):
+    export(f, ints(1), one, path=tmp_path, batch_sizes=[1, 2], more_examples=[(ints(1, 2), one)])
 
 def test_intermediates_share_memory_slots_as_the_jit_does(tmp_path):
   """A chain of big intermediates: the manifest allocates TinyJit's shared slots, not one buffer per intermediate."""

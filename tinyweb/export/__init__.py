@@ -8,8 +8,9 @@ into the folder `path` (natively, or in the browser's Pyodide on the page's WebG
 - `kernels/NNN_<name>.wgsl`: each distinct kernel's WGSL (entry point `<name>`, storage bindings 0..n-1 of group 0),
   without the prelude's helpers it does not use.
 - `weights-XXXXX-of-YYYYY.safetensors`: the model's constants, sharded (`shard_bytes` each at most, unless one tensor is
-  larger), and `weights.json`, their index in Hugging Face's form (`weight_map`, plus `sha256` per file) that the
-  runtime's loader (web/weights.ts: Range requests, the Cache API, sha256 checks) reads.
+  larger), and `weights.json`, their index in Hugging Face's form (`weight_map`, plus `sha256` per file and
+  `tensor_sha256` per tensor: the digest of its data bytes) that the runtime's loader (web/weights.ts: Range requests,
+  the Cache API, sha256 checks) reads.
 - `manifest.json` (FORMAT, VERSION below):
   - `kernels`: [{file, entryPoint, workgroupSize: [x, y, z], bindings}] (bindings: how many storage buffers).
   - `variants`: one per batch size exported (`batch_sizes`; one when not asked), the example inputs' own first; each
@@ -160,7 +161,8 @@ def _tree_shake(src: str, entry: str) -> str:
 def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence[str]] = None,
            output_names: Optional[Sequence[str]] = None, limits: Optional[dict[str, int]] = None,
            features: Sequence[str] = (), state_dict: Optional[dict[str, Tensor]] = None, shard_bytes: int = SHARD_BYTES,
-           weights_dtype: str = "auto", batch_sizes: Optional[Sequence[int]] = None) -> dict:
+           weights_dtype: str = "auto", batch_sizes: Optional[Sequence[int]] = None,
+           more_examples: Sequence[Sequence[Tensor]] = ()) -> dict:
   """Capture `fn(*example_inputs)` (tensors on WEBGPU) as a TinyJit and write it to the folder `path` for
   `loadModel` (web/model.ts); returns the manifest. `names`: the inputs' names (default "input", or input0, input1..);
   `output_names` likewise ("output"...). `limits`: adapter limits the page may ask above WebGPU's defaults
@@ -173,6 +175,8 @@ def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence
   `batch_sizes`: the batch sizes the page may run, where every input's first dimension is the batch: one capture per
   size (the others' example inputs are zeros), each a variant of the manifest; the variants share the kernels and the
   weights, and the page picks the one its inputs' sizes fit. Default: the example inputs' batch only.
+  `more_examples`: other example inputs, each a tuple like `example_inputs` (as many tensors, the same dtypes) in other
+  shapes: each is captured as a variant too (a language model's prompt chunk of 16 tokens beside its 1-token step).
   A TinyJit that already captured is exported as it is (its example inputs are then not run; other batch sizes are
   captured by new TinyJits of its function)."""
   if not callable(fn): raise ExportError(f"export: fn must be a function (or a TinyJit), got {type(fn).__name__}")
@@ -194,16 +198,14 @@ def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence
   if weights_dtype not in WEIGHTS_DTYPES:
     raise ExportError(f"export: weights_dtype must be one of {', '.join(WEIGHTS_DTYPES)}, got {weights_dtype!r}")
   in_names = _io_names(names, len(example_inputs), "input", "input")
-  sizes = _batch_sizes(batch_sizes, example_inputs)
+  captures = _captures(example_inputs, batch_sizes, more_examples)
 
   if state_dict: Tensor.realize_all(*[t for t in state_dict.values() if isinstance(t, Tensor)])   # (weights, not their recipe)
   kernels: dict[str, tuple[int, Any]] = {}   # a kernel's source -> (its index, the kernel), in launch order (variants share them)
   variants: list[_Variant] = []
-  for size in sizes:
-    own = size is None or size == example_inputs[0].shape[0]
-    inputs = example_inputs if own else tuple(Tensor.zeros(size, *t.shape[1:], dtype=t.dtype, device=t.device).contiguous().realize()
-                                              for t in example_inputs)
-    with _counting_kernels(f"export: capturing batch size {size}" if size is not None else "export: capturing"):
+  for inputs, what in captures:
+    own = inputs is example_inputs
+    with _counting_kernels(f"export: capturing {what}" if len(captures) > 1 else "export: capturing"):
       jit, keys = _capture(fn, inputs, new_jit=not own)
     outs = _tensors_in(jit.outputs)
     if not variants:
@@ -211,9 +213,8 @@ def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence
          all(isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", k) for k in keys): output_names = keys
       out_names = _io_names(output_names, len(outs), "output", "output")
     elif [t.dtype for t in outs] != [t.dtype for t in variants[0].out_tensors]:
-      raise ExportError(f"export: at batch size {size} the function returns {len(outs)} outputs of "
-                        f"{[t.dtype.name for t in outs]}, at {sizes[0]} {[t.dtype.name for t in variants[0].out_tensors]}: "
-                        f"the batch sizes must differ only in shapes")
+      raise ExportError(f"export: for {what} the function returns {len(outs)} outputs of {[t.dtype.name for t in outs]}, "
+                        f"for {captures[0][1]} {[t.dtype.name for t in variants[0].out_tensors]}: the variants must differ only in shapes")
     variants.append(_Variant(jit, outs, in_names, out_names, kernels))
   return _write(os.fspath(path), variants, [k for _, k in kernels.values()], state_dict, ceilings, set(features), shard_bytes, weights_dtype)
 
@@ -225,9 +226,27 @@ def _counting_kernels(desc: str):
       if event == "lower": bar.update(1)
     with events.watching(lowered): yield
 
-def _batch_sizes(batch_sizes: Optional[Sequence[int]], example_inputs: tuple[Tensor, ...]) -> list[Optional[int]]:
-  """The batch sizes to capture, the example inputs' first when it is one of them (None: the example inputs only)."""
-  if batch_sizes is None: return [None]
+def _captures(example_inputs: tuple[Tensor, ...], batch_sizes: Optional[Sequence[int]],
+              more_examples: Sequence[Sequence[Tensor]]) -> list[tuple[tuple[Tensor, ...], str]]:
+  """The inputs of each capture (each a variant), the example inputs first (a TinyJit passed in captured them), with
+  what they are for the progress and errors ("batch size 4", "inputs of shapes [(1, 16)]")."""
+  if batch_sizes is not None and more_examples:
+    raise ExportError("export: give batch_sizes or more_examples, not both (more_examples can hold any batch size)")
+  shapes = lambda ts: f"inputs of shapes {[tuple(t.shape) for t in ts]}"
+  if batch_sizes is None:
+    out = [(example_inputs, shapes(example_inputs))]
+    for k, more in enumerate(more_examples):
+      more = tuple(more) if isinstance(more, (list, tuple)) else (more,)
+      if len(more) != len(example_inputs) or not all(isinstance(t, Tensor) for t in more):
+        raise ExportError(f"export: more_examples[{k}] must be {len(example_inputs)} tensors like the example inputs, got "
+                          f"{[type(t).__name__ for t in more]}")
+      if [t.dtype for t in more] != [t.dtype for t in example_inputs] or any(Device.canonicalize(t.device) != "WEBGPU" for t in more):
+        raise ExportError(f"export: more_examples[{k}] has dtypes {[t.dtype.name for t in more]} on {[t.device for t in more]}; "
+                          f"the variants take the example inputs' dtypes {[t.dtype.name for t in example_inputs]}, on WEBGPU")
+      if any(tuple(t.shape for t in more) == tuple(t.shape for t in ins) for ins, _ in out):
+        raise ExportError(f"export: more_examples[{k}] has the {shapes(more)} of an earlier variant (a page picks a variant by its inputs' sizes)")
+      out.append((more, shapes(more)))
+    return out
   sizes = [batch_sizes] if isinstance(batch_sizes, int) else list(batch_sizes)
   if not sizes or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in sizes) or len(set(sizes)) != len(sizes):
     raise ExportError(f"export: batch_sizes must be distinct positive integers, got {batch_sizes!r}")
@@ -235,7 +254,9 @@ def _batch_sizes(batch_sizes: Optional[Sequence[int]], example_inputs: tuple[Ten
   if None in firsts or len(set(firsts)) != 1:
     raise ExportError(f"export: batch_sizes needs every input's first dimension to be the batch; the example inputs' "
                       f"shapes are {[tuple(t.shape) for t in example_inputs]}")
-  return sorted(sizes, key=lambda b: b != firsts[0])   # (the example's own size first: a TinyJit passed in captured it)
+  zeros = lambda b: tuple(Tensor.zeros(b, *t.shape[1:], dtype=t.dtype, device=t.device).contiguous().realize() for t in example_inputs)
+  return [(example_inputs, f"batch size {firsts[0]}")] * (firsts[0] in sizes) + \
+         [(zeros(b), f"batch size {b}") for b in sizes if b != firsts[0]]
 
 def _capture(fn: Callable, example_inputs: tuple[Tensor, ...], new_jit: bool) -> tuple[TinyJit, Optional[list]]:
   """The function captured as a TinyJit whose outputs are whole buffers, and the keys of the dict it returns (if so:
@@ -455,19 +476,29 @@ class _Weights:
     if not groups[-1]: groups.pop()
     for f in os.listdir(path):   # (an earlier export's shards)
       if re.fullmatch(r"weights-\d{5}-of-\d{5}\.safetensors", f): os.remove(os.path.join(path, f))
-    shards, weight_map, sha = [], {}, {}
+    shards, weight_map, sha, tensor_sha = [], {}, {}, {}
     with tqdm(desc="export: writing weights", total=sum(t.nbytes() for t in self.tensors.values()), unit="B", unit_scale=True,
               disable=None) as bar:
       for n, group in enumerate(groups):
         file = f"weights-{n + 1:05d}-of-{len(groups):05d}.safetensors"
         safe_save({name: self.tensors[name] for name in group}, os.path.join(path, file))
-        with open(os.path.join(path, file), "rb") as f: digest = hashlib.sha256(f.read()).hexdigest()
-        shards.append({"file": file, "bytes": os.path.getsize(os.path.join(path, file)), "sha256": digest, "tensors": sorted(group)})
+        with open(os.path.join(path, file), "rb") as f: data = f.read()
+        digest = hashlib.sha256(data).hexdigest()
+        shards.append({"file": file, "bytes": len(data), "sha256": digest, "tensors": sorted(group)})
         weight_map.update({name: file for name in group})
         sha[file] = digest
+        tensor_sha.update(_tensor_digests(data))
         bar.update(sum(self.tensors[name].nbytes() for name in group))
-    _write_json(os.path.join(path, "weights.json"), {"metadata": {"format": FORMAT}, "weight_map": weight_map, "sha256": sha})
+    _write_json(os.path.join(path, "weights.json"), {"metadata": {"format": FORMAT}, "weight_map": weight_map, "sha256": sha,
+                                                     "tensor_sha256": tensor_sha})
     return shards
+
+def _tensor_digests(safetensors: bytes) -> dict[str, str]:
+  """sha256 of each tensor's data bytes in a safetensors file (the loader checks a tensor it fetches alone with it)."""
+  n = struct.unpack("<Q", safetensors[:8])[0]
+  header, data = json.loads(safetensors[8:8 + n]), memoryview(safetensors)[8 + n:]
+  return {name: hashlib.sha256(data[a:b]).hexdigest() for name, info in header.items() if name != "__metadata__"
+          for a, b in [info["data_offsets"]]}
 
 def _prod(xs) -> int:
   out = 1

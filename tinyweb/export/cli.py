@@ -1,20 +1,33 @@
 """The command line `python -m tinyweb.export MODEL OUT_DIR`: exports a model of tinyweb.models (EfficientNet-Lite0..4,
 YOLOv8n..x; "efficientnet-lite" and "yolov8" take the variant or scale from --weights; "minilm", a sentence-transformers
 BERT folder: token ids and attention mask in, the pooled unit-length embeddings out; "terrain-unet", an ONNX denoiser
-with adaptive-terrain-diffusion's inputs: noisy, sigma and difficulty in, denoised out) with `tinyweb.export.export` for
-pages that run it with `loadModel` (npm tinyweb/model). The demos' `--export DIR` (demos.classify, demos.detect) call it."""
+with adaptive-terrain-diffusion's inputs: noisy, sigma and difficulty in, denoised out; "gemma", a Gemma 3 GGUF file:
+one step of generation, tokens and their start position in, the next token's logits out, the KV cache as state, with
+tokenizer.json beside it for the page) with `tinyweb.export.export` for pages that run it with `loadModel` (npm
+tinyweb/model). The demos' `--export DIR` (demos.classify, demos.detect) call it."""
 from __future__ import annotations
-import argparse, functools, os
-from typing import Callable, Optional
+import argparse, functools, json, os
+from typing import Callable, NamedTuple, Optional, Sequence
 from tinyweb.tensor import Tensor
 from tinyweb.export import export
+
+class Exportable(NamedTuple):
+  """What a model of MODELS exports: `fn(*inputs)`, its weights' names (`state`), the inputs' names (None: export's
+  defaults), more example inputs (each a variant: export's more_examples), and what else the page needs, written into
+  the folder after the export (`extras(folder)`)."""
+  fn: Callable
+  inputs: list[Tensor]
+  state: dict[str, Tensor]
+  names: Optional[list[str]] = None
+  more_examples: Sequence[Sequence[Tensor]] = ()
+  extras: Optional[Callable[[str], None]] = None
 
 def _efficientnet(variant: Optional[str], weights: Optional[str], size: Optional[int]):
   from tinyweb.models.efficientnet import EfficientNetLite
   from tinyweb.nn.state import get_state_dict
   model = EfficientNetLite.load(weights, variant=variant, device="WEBGPU") if weights else EfficientNetLite(variant, device="WEBGPU")
   size = size or model.resolution
-  return model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model), None
+  return model, Exportable(model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model))
 
 def _yolov8(scale: Optional[str], weights: Optional[str], size: Optional[int]):
   from tinyweb.models.yolov8 import YOLOv8
@@ -23,14 +36,14 @@ def _yolov8(scale: Optional[str], weights: Optional[str], size: Optional[int]):
   if scale is not None and model.scale != scale:
     raise SystemExit(f"python -m tinyweb.export: {weights} holds a YOLOv8{model.scale}, not a YOLOv8{scale} (name the model yolov8{model.scale}, or yolov8)")
   size = size or 640
-  return model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model), None
+  return model, Exportable(model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model))
 
 def _minilm(weights: Optional[str], size: Optional[int]):
   from tinyweb.models.bert import SentenceEncoder
   from tinyweb.nn.state import get_state_dict
   encoder = SentenceEncoder.from_folder(weights, device="WEBGPU")
   ids = [Tensor.ones(1, size or 128, dtype="int32", device="WEBGPU").contiguous() for _ in range(2)]
-  return encoder.embed, ids, get_state_dict(encoder.model), ["input_ids", "attention_mask"]
+  return encoder, Exportable(encoder.embed, ids, get_state_dict(encoder.model), ["input_ids", "attention_mask"])
 
 def _terrain_unet(weights: Optional[str], size: Optional[int]):
   # the ONNX graph run by tinyweb.onnx, its initializers the weights; one step of a sampler (web/diffuse_sampler.ts)
@@ -42,15 +55,43 @@ def _terrain_unet(weights: Optional[str], size: Optional[int]):
             Tensor.zeros(1, device="WEBGPU").contiguous()]
   def denoise(noisy: Tensor, sigma: Tensor, difficulty: Tensor) -> dict[str, Tensor]:
     return unet({"noisy": noisy, "sigma": sigma, "difficulty": difficulty})
-  return denoise, inputs, unet.initializers, ["noisy", "sigma", "difficulty"]
+  return unet, Exportable(denoise, inputs, unet.initializers, ["noisy", "sigma", "difficulty"])
 
-# name -> fn(weights file or None, input size or None) -> (model, example inputs, state dict, input names or None);
+def _gemma(weights: Optional[str], size: Optional[int]):
+  # one step of Gemma.generate_ids with the logits out (a page picks the token: greedy or sampled), in two variants:
+  # a prompt chunk of PREFILL_CHUNK tokens and one token; `last` is the row whose logits come out (the prompt's last)
+  from tinyweb.dtype import dtypes
+  from tinyweb.gguf import GGUFFile
+  from tinyweb.models.gemma import Gemma, PREFILL_CHUNK
+  from tinyweb.nn.state import get_state_dict
+  gguf = GGUFFile(weights)
+  model, name = Gemma(gguf, device="WEBGPU", max_context=size or 256), gguf.metadata.get("general.name", os.path.basename(weights))
+  ints = lambda *shape: Tensor.zeros(*shape, dtype=dtypes.int32, device="WEBGPU").contiguous()
+  def page_files(folder: str):   # (web/generate-worker.ts reads them: the tokenizer, and the positions the cache holds)
+    with open(os.path.join(folder, "tokenizer.json"), "w") as f: json.dump(model.tokenizer.to_json(), f, separators=(",", ":"))
+    with open(os.path.join(folder, "generation.json"), "w") as f:
+      json.dump({"name": name, "context": model.max_context}, f, indent=1)
+  return model, Exportable(model.step, [ints(1, 1), ints(1), ints(1)], _stored_buffers(get_state_dict(model)), ["tokens", "start", "last"],
+                           more_examples=[(ints(1, PREFILL_CHUNK), ints(1), ints(1))], extras=page_files)
+
+def _stored_buffers(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
+  """The buffer each tensor is computed from, by the tensor's name. A GGUF weight is a recipe (its float values computed
+  from the quantized blocks by the kernels that read them): naming the recipe would make export realize it as float32,
+  naming its buffer keeps the blocks as they are stored."""
+  from tinyweb.schedule import buffer_uop
+  out = {}
+  for name, t in tensors.items():
+    leaves = [u.arg[0] for u in t.uop.toposort() if u.op.name == "BUFFER"]
+    if len(leaves) == 1: out[name] = Tensor(buffer_uop(leaves[0], (leaves[0].size,)))
+  return out
+
+# name -> fn(weights file or None, input size or None) -> (the model, its Exportable);
 # FROM_WEIGHTS: the names whose variant or scale comes from the weights (which they need)
 MODELS: dict[str, Callable] = {**{f"efficientnet-lite{i}": functools.partial(_efficientnet, f"lite{i}") for i in range(5)},
                                **{f"yolov8{s}": functools.partial(_yolov8, s) for s in "nsmlx"},
                                "efficientnet-lite": functools.partial(_efficientnet, None), "yolov8": functools.partial(_yolov8, None),
-                               "minilm": _minilm, "terrain-unet": _terrain_unet}
-FROM_WEIGHTS = ("efficientnet-lite", "yolov8", "minilm", "terrain-unet")
+                               "minilm": _minilm, "terrain-unet": _terrain_unet, "gemma": _gemma}
+FROM_WEIGHTS = ("efficientnet-lite", "yolov8", "minilm", "terrain-unet", "gemma")
 
 def main(argv: Optional[list[str]] = None) -> int:
   import time
@@ -59,12 +100,12 @@ def main(argv: Optional[list[str]] = None) -> int:
   ap.add_argument("model", choices=sorted(MODELS))
   ap.add_argument("out", help="the folder to write")
   ap.add_argument("--weights", help="the weights file (efficientnet-lite*: an efficientnet_lite_pytorch .pth; yolov8*: an "
-                  "ultralytics .pt; minilm: a sentence-transformers folder; terrain-unet: an .onnx file); default: for efficientnet-lite0 the tests' offline copy when "
+                  "ultralytics .pt; minilm: a sentence-transformers folder; terrain-unet: an .onnx file; gemma: a Gemma 3 .gguf file); default: for efficientnet-lite0 the tests' offline copy when "
                   "there is one, else random weights")
   ap.add_argument("--weights-dtype", choices=["auto", "float16", "float32"], default="auto",
                   help="how float32 weights are stored: auto (float16 where exact, as for ultralytics' float16 checkpoints), "
                   "float16 (all, rounded: half the download), float32; the page widens float16 to float32 on the GPU")
-  ap.add_argument("--size", type=int, help="the input images' height and width (default: the model's, 640 for yolov8); minilm: the tokens (default 128); terrain-unet: the heightmap's (default 128)")
+  ap.add_argument("--size", type=int, help="the input images' height and width (default: the model's, 640 for yolov8); minilm: the tokens (default 128); terrain-unet: the heightmap's (default 128); gemma: the context, prompt and reply (default 256)")
   ap.add_argument("--batch-sizes", type=_sizes, default=None, metavar="N,N,...",
                   help="the batch sizes the page may run, each a variant sharing the kernels and weights (default: 1)")
   args = ap.parse_args(argv)
@@ -75,16 +116,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.error(f"{args.model} takes its variant or scale from --weights, which is missing" if args.model in ("efficientnet-lite", "yolov8")
              else f"{args.model} has no default weights: give them with --weights")
   st = time.perf_counter()
-  model, inputs, state, names = MODELS[args.model](weights, args.size)
-  manifest = export(model, *inputs, path=args.out, names=names, state_dict=state, weights_dtype=args.weights_dtype,
-                    batch_sizes=args.batch_sizes)
+  model, ex = MODELS[args.model](weights, args.size)
+  if args.batch_sizes is not None and ex.more_examples:
+    ap.error(f"{args.model} is exported with variants of its own (not batch sizes): leave out --batch-sizes")
+  manifest = export(ex.fn, *ex.inputs, path=args.out, names=ex.names, state_dict=ex.state, weights_dtype=args.weights_dtype,
+                    batch_sizes=args.batch_sizes, more_examples=ex.more_examples)
+  if ex.extras is not None: ex.extras(args.out)
   nbytes = sum(s["bytes"] for s in manifest["weights"]["shards"])
   variants = manifest["variants"]
-  batches = f" (batch sizes {', '.join(str(v['inputs'][0]['shape'][0]) for v in variants)})" if len(variants) > 1 else ""
+  shapes = f" (variants: inputs {' / '.join(str([i['shape'] for i in v['inputs']]) for v in variants)})" if ex.more_examples else \
+           f" (batch sizes {', '.join(str(v['inputs'][0]['shape'][0]) for v in variants)})" if len(variants) > 1 else ""
   name = f"efficientnet-{model.variant}" if args.model.startswith("efficientnet") else f"yolov8{model.scale}" if \
          args.model.startswith("yolov8") else args.model
-  print(f"exported {name} ({'weights ' + weights if weights else 'random weights'}, input {inputs[0].shape}) to "
-        f"{args.out}{batches}: {len(manifest['kernels'])} kernels, {' + '.join(str(len(v['steps'])) for v in variants)} steps, "
+  print(f"exported {name} ({'weights ' + weights if weights else 'random weights'}, input {ex.inputs[0].shape}) to "
+        f"{args.out}{shapes}: {len(manifest['kernels'])} kernels, {' + '.join(str(len(v['steps'])) for v in variants)} steps, "
         f"{nbytes / 1e6:.1f} MB of weights in {len(manifest['weights']['shards'])} shards, in {time.perf_counter() - st:.1f} s")
   return 0
 

@@ -52,6 +52,7 @@ class GemmaTokenizer:
     for what, i in (("bos", bos_id), ("eos", eos_id), ("unknown", unk_id)):
       if not 0 <= i < len(tokens): raise ValueError(f"{name}: the {what} token's id {i} is not in the vocabulary of {len(tokens)}")
     self.name, self.bos_id, self.eos_id, self.unk_id, self.add_bos, self.add_eos = name, bos_id, eos_id, unk_id, add_bos, add_eos
+    self.tokens, self.token_types = list(tokens), list(token_types)
     # (transformers looks up a token of spaces as "▁" runs, so such tokens are renamed before anything else)
     self.pieces = [SPACE * len(t) if " " in t and not t.strip() else t for t in tokens]
     self.vocab = {t: i for i, t in enumerate(self.pieces)}
@@ -76,6 +77,11 @@ class GemmaTokenizer:
                metadata.get("tokenizer.ggml.add_bos_token", True), metadata.get("tokenizer.ggml.add_eos_token", False), name)
 
   def __len__(self): return len(self.pieces)
+
+  def to_json(self) -> dict:
+    """What the constructor takes, as JSON: web/gemma_tokenizer.ts builds the same tokenizer from it in a page."""
+    return {"format": "tinyweb-gemma-tokenizer", "tokens": self.tokens, "types": self.token_types, "bos": self.bos_id,
+            "eos": self.eos_id, "unk": self.unk_id, "addBos": self.add_bos, "addEos": self.add_eos}
 
   def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
     ids = [self.bos_id] if add_special_tokens and self.add_bos else []
@@ -333,18 +339,19 @@ class Gemma:
       raise ValueError(f"Gemma: positions {start}..{start + tokens.shape[1] - 1} do not fit the cache of {self.max_context} (max_context)")
     return tokens
 
+  def step(self, tokens: Tensor, start: Tensor, last: Tensor, greedy: bool = False) -> Tensor:
+    """One step of generation: tokens (1, n) at positions start.. (start: (1,) int32) written into the cache, then the
+    next token (1,) int32 (greedy: the most likely) or its logits (1, vocab), from row `last` (1,) int32 of the tokens
+    (the prompt's last one: a chunk may be padded). Realizes the result and the cache (what TinyJit captures)."""
+    h = self.hidden(tokens, start)
+    logits = self.logits(h[0, last])
+    out = logits.argmax(-1).cast(dtypes.int32) if greedy else logits
+    Tensor.realize_all(out, *[c for kv in self.cache for c in kv])
+    return out
+
   def _step(self, n: int, greedy: bool) -> TinyJit:
-    """A jitted step: n tokens (1, n) at positions start.. (1,) -> the next token (greedy) or the logits (1, vocab) of the
-    token at row `last` (1,)."""
-    if (key := (n, greedy)) not in self._steps:
-      def step(tokens: Tensor, start: Tensor, last: Tensor) -> Tensor:
-        h = self.hidden(tokens, start)
-        h = h[0, last] if n > 1 else h[0]
-        logits = self.logits(h)
-        out = logits.argmax(-1).cast(dtypes.int32) if greedy else logits
-        Tensor.realize_all(out, *[c for kv in self.cache for c in kv])
-        return out
-      self._steps[key] = TinyJit(step)
+    """`step` jitted for n tokens."""
+    if (key := (n, greedy)) not in self._steps: self._steps[key] = TinyJit(functools.partial(self.step, greedy=greedy))
     return self._steps[key]
 
   def generate_ids(self, ids: Sequence[int], max_new_tokens: int = 32, temperature: float = 0.0, top_k: int = 0,

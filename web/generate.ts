@@ -1,0 +1,132 @@
+// The generate page (generate.html): text from a language model in the browser. Gemma-3-270M's generation step, as
+// exported by `python -m tinyweb.export gemma` (scripts/build_models.py writes it to models/gemma/ next to the page;
+// ?model=URL names another folder), runs in a Web Worker (web/generate-worker.ts); the reply is decoded here
+// (web/gemma_tokenizer.ts) and shown as each token comes, with the prompt's time and the tokens per second. Also shown:
+// the adapter, and why the model cannot run where WebGPU or a limit it needs is lacking.
+// For tests and scripts: window.generateDemo holds the model's facts, the tokenizer and the last reply (its prompt's
+// ids, its tokens and times, why it ended); <body data-state> is loading, ready, running, done or error.
+import { GemmaTokenizer } from "./gemma_tokenizer.js";
+import type { FromWorker, LoadedModel, ToWorker } from "./generate-worker.js";
+import type { ModelProgress } from "./model.js";
+import { adapterText } from "./page_model.js";
+
+interface Reply {
+  prompt: string; promptIds: number[]; promptMs: number; tokens: number[]; tokenMs: number[]; text: string;
+  ended: "eos" | "length" | "stopped" | null;
+}
+interface GenerateDemo { model: Omit<LoadedModel, "tokenizerJSON"> | null; tokenizer: GemmaTokenizer | null; reply: Reply | null; firstTokenAt: number | null }
+declare global { interface Window { generateDemo: GenerateDemo } }
+const demo: GenerateDemo = window.generateDemo = { model: null, tokenizer: null, reply: null, firstTokenAt: null };
+
+const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
+const setState = (s: "loading" | "ready" | "running" | "done" | "error") => { document.body.dataset.state = s; };
+const [adapterInfo, modelInfo, loading, progressText, notice, text, stats] =
+  ["adapter", "model", "loading", "progress-text", "notice", "text", "stats"].map((id) => $(id));
+const promptInput = $<HTMLTextAreaElement>("prompt");
+const [maxTokensInput, temperatureInput, topKInput, seedInput] = ["max-tokens", "temperature", "top-k", "seed"].map((id) => $<HTMLInputElement>(id));
+const [generateButton, stopButton] = ["generate", "stop"].map((id) => $<HTMLButtonElement>(id));
+const loadBar = $<HTMLProgressElement>("progress");
+const [promptText, replyText] = [text.querySelector<HTMLElement>(".prompt")!, text.querySelector<HTMLElement>(".reply")!];
+
+let modelURL = new URL(new URLSearchParams(location.search).get("model") ?? "models/gemma/", location.href);
+if (!modelURL.pathname.endsWith(".json") && !modelURL.pathname.endsWith("/")) modelURL = new URL(modelURL.href + "/");
+modelInfo.textContent = modelURL.pathname;
+setState("loading");
+
+const worker = new Worker(new URL("./generate-worker.ts", import.meta.url), { type: "module" });
+const send = (m: ToWorker) => worker.postMessage(m);
+const loadStart = performance.now();
+let lastId = 0, failed = false, adapterFound = false;
+
+worker.onmessage = ({ data: m }: MessageEvent<FromWorker>) => {
+  if (failed) return;
+  if (m.kind === "adapter") { adapterFound = true; adapterInfo.textContent = adapterText(m.adapter); }
+  else if (m.kind === "progress") showProgress(m.progress);
+  else if (m.kind === "loaded") loaded(m.model);
+  else if (m.kind === "failed") fail(m.message);
+  else if (m.id !== lastId) return;
+  else if (m.kind === "prompt") { Object.assign(demo.reply!, { promptIds: m.ids, promptMs: m.ms }); showStats(); }
+  else if (m.kind === "token") addToken(m.token, m.ms);
+  else if (m.kind === "done") finish(m.reason);
+  else { finish(null); stats.textContent = `The text could not be generated: ${m.message}`; setState("error"); }
+};
+worker.onerror = (e) => fail(`The page's worker failed: ${e.message || "its script did not load"}`);
+send({ kind: "load", url: modelURL.href });
+
+const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
+const duration = (ms: number) => ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
+
+function showProgress(p: ModelProgress) {
+  const seconds = (performance.now() - loadStart) / 1000, left = p.weightsTotal - p.weightsLoaded;
+  loadBar.value = p.weightsTotal ? p.weightsLoaded / p.weightsTotal : 0;
+  const eta = left > 0 && p.weightsLoaded > 0 && seconds > 0.5 ? ` · about ${Math.ceil(left / (p.weightsLoaded / seconds))} s left` : "";
+  progressText.textContent = `weights ${mb(p.weightsLoaded)} / ${mb(p.weightsTotal)} MB${eta} · ` +
+                             `kernels compiled ${p.kernelsReady} / ${p.kernelsTotal}`;
+}
+
+function loaded({ tokenizerJSON, ...m }: LoadedModel) {
+  demo.model = m;
+  demo.tokenizer = new GemmaTokenizer(tokenizerJSON);
+  loading.hidden = true;
+  modelInfo.textContent = `${m.name} · ${mb(m.weightsBytes)} MB of weights · context ${m.context} tokens · ` +
+                          `${m.kernels} kernels · loaded in ${m.timings.total.toFixed(1)} s`;
+  generateButton.disabled = false;
+  setState("ready");
+}
+
+function fail(message: string) {
+  failed = true;
+  worker.terminate();   // (also stops downloads the loader still had going)
+  notice.textContent = message;
+  notice.hidden = false;
+  loading.hidden = true;
+  generateButton.disabled = stopButton.disabled = true;
+  if (!adapterFound) adapterInfo.textContent = "no WebGPU adapter";
+  stats.textContent = "";
+  setState("error");
+}
+
+function generate() {
+  const [maxTokens, temperature, topK, seed] = [maxTokensInput, temperatureInput, topKInput, seedInput].map((i) => Number(i.value));
+  const bad = !(Number.isInteger(maxTokens) && maxTokens >= 1) ? "new tokens must be a whole number from 1" :
+    !(temperature >= 0) ? "the temperature must be 0 or more" : !(Number.isInteger(topK) && topK >= 0) ? "top-k must be a whole number from 0" :
+    !(Number.isInteger(seed) && seed >= 0 && seed <= 0xffffffff) ? `the seed must be a whole number from 0 to ${0xffffffff}` : null;
+  if (bad) { stats.textContent = `Cannot generate: ${bad}.`; return; }
+  const prompt = promptInput.value;
+  demo.reply = { prompt, promptIds: [], promptMs: 0, tokens: [], tokenMs: [], text: "", ended: null };
+  promptText.textContent = prompt;
+  replyText.textContent = "";
+  text.classList.add("running");
+  stats.textContent = "reading the prompt…";
+  stopButton.disabled = false;
+  setState("running");
+  send({ kind: "generate", id: ++lastId, prompt, maxTokens, temperature, topK, seed });
+}
+
+function addToken(token: number, ms: number) {
+  const reply = demo.reply!;
+  reply.tokens.push(token);
+  reply.tokenMs.push(ms);
+  reply.text = demo.tokenizer!.decode(reply.tokens);   // (whole: a character made of several byte tokens shows once complete)
+  replyText.textContent = reply.text;
+  demo.firstTokenAt ??= performance.now();
+  showStats();
+}
+
+function showStats() {
+  const r = demo.reply!, n = r.tokens.length, ms = r.tokenMs.slice(1).reduce((a, b) => a + b, 0);   // (the first token's time is the prompt's)
+  stats.textContent = `prompt: ${r.promptIds.length} tokens in ${duration(r.promptMs)}` +
+    (n ? ` · ${n} new token${n > 1 ? "s" : ""}` : "") + (n > 1 ? ` · ${(1000 * (n - 1) / ms).toFixed(2)} tokens/s` : "") +
+    (r.ended ? ` · ${r.ended === "eos" ? "the model ended the text" : r.ended === "length" ? "the new-token limit" : "stopped"}` : "");
+}
+
+function finish(reason: Reply["ended"]) {
+  demo.reply!.ended = reason;
+  text.classList.remove("running");
+  stopButton.disabled = true;
+  if (reason) { showStats(); setState("done"); }
+}
+
+generateButton.addEventListener("click", generate);
+stopButton.addEventListener("click", () => send({ kind: "stop", id: lastId }));
+promptInput.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && !generateButton.disabled) generate(); });
