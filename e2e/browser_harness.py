@@ -118,6 +118,44 @@ class Site:
 def launch_chromium(playwright, webgpu: bool = True):
   return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS + ([WEBGPU_FLAG] if webgpu else []))
 
+PAGE_VIEWPORT = {"width": 1000, "height": 700}
+
+def open_model_page(browser, url: str, timeout_ms: int):
+  """A model demo page (classify, embed, diffuse, generate...: they mark <body data-state>) at `url` in a new context
+  (nothing cached), PAGE_VIEWPORT, once it is ready or failed; page.console_messages collects its console and errors."""
+  page = browser.new_context(viewport=PAGE_VIEWPORT).new_page()
+  page.console_messages = []
+  page.on("console", lambda m: page.console_messages.append(m.text))
+  page.on("pageerror", lambda e: page.console_messages.append(f"page error: {e}"))
+  page.goto(url)
+  page.wait_for_selector("body[data-state=ready], body[data-state=error]", timeout=timeout_ms)
+  return page
+
+def checked_screenshot(page, name: str):
+  """The page's screenshot as RGB pixels (float32), checked to be PAGE_VIEWPORT's size and not blank; the PNG kept as
+  $TINYWEB_SCREENSHOTS/<name>.png when that is set."""
+  import io
+  import numpy as np
+  from PIL import Image
+  png = page.screenshot()
+  with Image.open(io.BytesIO(png)) as im:
+    assert im.size == (PAGE_VIEWPORT["width"], PAGE_VIEWPORT["height"])
+    pixels = np.asarray(im.convert("RGB"), np.float32)
+  assert pixels.std() > 20 and len(png) < 250_000, (pixels.std(), len(png))
+  if (folder := os.environ.get("TINYWEB_SCREENSHOTS")):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"{name}.png"), "wb") as f: f.write(png)
+  return pixels
+
+def assert_says_no_webgpu(page, button: str):
+  """A model page opened in a Chromium without WebGPU: it failed, saying why and what to do in this browser, with
+  `button` (its action) disabled."""
+  assert page.get_attribute("body", "data-state") == "error"
+  notice = page.text_content("#notice")
+  assert notice.startswith("WebGPU is not available (headless Chromium has WebGPU only when launched with "
+                           "--enable-unsafe-webgpu)"), notice
+  assert page.text_content("#adapter") == "no WebGPU adapter" and page.is_disabled(button)
+
 def open_playground(browser, site: Site, on_request=None, worker: bool = True):
   """A new page (own storage) on the playground with tinyweb loaded; returns (page, seconds to load). Python runs in the
   page's Web Worker (worker=False: in the page itself, `?worker=0`). on_request(url) is called for every request the

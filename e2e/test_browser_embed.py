@@ -2,13 +2,12 @@
 weights), sentences typed and embedded as a user would, the similarity matrix and the embeddings read back and compared
 with sentence-transformers (the reference implementation, in this process); the page's WordPiece tokenizer
 (web/wordpiece.ts) against Hugging Face's (transformers' AutoTokenizer of the same folder) on awkward texts; what the page
-says without WebGPU and when the adapter lacks a limit; a screenshot of a result (TINYWEB_SCREENSHOTS=FOLDER keeps it
-there as embed.png, as docs/images/embed.png was made)."""
+says without WebGPU and when the adapter lacks a limit; a screenshot of a result (browser_harness.checked_screenshot)."""
 from __future__ import annotations
-import io, json, os
+import json, os
 import numpy as np
 import pytest
-from browser_harness import launch_chromium, page_model
+from browser_harness import checked_screenshot, launch_chromium, open_model_page, page_model
 
 SENTENCES = ["A man is playing a guitar.", "Someone plays an instrument on stage.", "The new movie is awesome.",
              "The film was really good.", "Stock markets fell sharply today."]
@@ -24,14 +23,7 @@ def minilm(site):
   return site.data_dir / "models" / "minilm"
 
 def _open(chromium, site, model: str = "/e2e-data/models/minilm/"):
-  """The embed page on `model`, in a new context (own storage), 1000 x 700; waits until it is ready (or failed)."""
-  page = chromium.new_context(viewport={"width": 1000, "height": 700}).new_page()
-  page.console_messages = []
-  page.on("console", lambda m: page.console_messages.append(m.text))
-  page.on("pageerror", lambda e: page.console_messages.append(f"page error: {e}"))
-  page.goto(f"{site.url}embed.html?model={model}")
-  page.wait_for_selector("body[data-state=ready], body[data-state=error]", timeout=LOAD_TIMEOUT_MS)
-  return page
+  return open_model_page(chromium, f"{site.url}embed.html?model={model}", LOAD_TIMEOUT_MS)
 
 @pytest.fixture(scope="module")
 def embed_page(chromium, site, minilm):
@@ -88,17 +80,9 @@ def test_the_page_embeds_sentences_as_sentence_transformers_does(embed_page, min
 
 def _screenshot(page):
   """The page with its result, checked not to be blank; kept as TINYWEB_SCREENSHOTS/embed.png when that is set."""
-  from PIL import Image
-  png = page.screenshot()
-  with Image.open(io.BytesIO(png)) as im:
-    assert im.size == (1000, 700)
-    pixels = np.asarray(im.convert("RGB"), np.float32)
-  assert pixels.std() > 20 and len(png) < 250_000, (pixels.std(), len(png))
+  pixels = checked_screenshot(page, "embed")
   # the heat map's darkest blue (similarity 1 on the diagonal) is there
   assert ((np.abs(pixels - [8, 48, 107]).max(-1)) < 8).sum() > 500
-  if (folder := os.environ.get("TINYWEB_SCREENSHOTS")):
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "embed.png"), "wb") as f: f.write(png)
 
 # texts that take each rule of BERT's tokenizer (kept short, but for the two meant to be long)
 TEXTS = ["Hello, world!", "", "   ", "Crème brûlée is a French dessert; naïve café-goers love it.",

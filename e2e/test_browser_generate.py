@@ -3,12 +3,11 @@ scripts/build_models.py (the real Q4_K_M weights), a prompt continued as a user 
 the prompt's token ids equal tinyweb.models.gemma's tokenizer's (itself checked against transformers in
 tests/test_model_gemma.py), and the greedy tokens equal the native run's (Gemma.generate_ids on the CPU); the page's
 tokenizer against the Python one on awkward texts; what the page says without WebGPU, without its tokenizer, and for a
-reply longer than the context; a screenshot of the result (TINYWEB_SCREENSHOTS=FOLDER keeps it as generate.png)."""
+reply longer than the context; a screenshot of the result (browser_harness.checked_screenshot)."""
 from __future__ import annotations
-import io, os
 import numpy as np
 import pytest
-from browser_harness import launch_chromium, load_testdata, page_model
+from browser_harness import assert_says_no_webgpu, checked_screenshot, launch_chromium, load_testdata, open_model_page, page_model
 
 LOAD_TIMEOUT_MS = 300_000    # (256 MB of weights checked, then 85 kernels compiled by SwiftShader on a busy 2-core machine)
 TOKEN_TIMEOUT_MS = 60_000    # (a prompt chunk: ~15 s on SwiftShader, a token ~4.5 s)
@@ -36,14 +35,7 @@ def native():
   return Gemma.load(load_testdata().path("gemma-3-270m-q4_k_m.gguf"), device="CPU", max_context=256)
 
 def _open(chromium, site, model: str = "/e2e-data/models/gemma/"):
-  """The generate page on `model`, in a new context, 1000 x 700; waits until it is ready (or failed)."""
-  page = chromium.new_context(viewport={"width": 1000, "height": 700}).new_page()
-  page.console_messages = []
-  page.on("console", lambda m: page.console_messages.append(m.text))
-  page.on("pageerror", lambda e: page.console_messages.append(f"page error: {e}"))
-  page.goto(f"{site.url}generate.html?model={model}")
-  page.wait_for_selector("body[data-state=ready], body[data-state=error]", timeout=LOAD_TIMEOUT_MS)
-  return page
+  return open_model_page(chromium, f"{site.url}generate.html?model={model}", LOAD_TIMEOUT_MS)
 
 @pytest.fixture(scope="module")
 def generate_page(chromium, site, gemma_export):
@@ -82,7 +74,7 @@ def test_greedy_tokens_equal_the_native_run(generate_page, native, record_proper
                   " / ".join(f"{load[k]:.2f}" for k in ["manifest", "device", "kernels", "weights", "total"]))
   record_property("measure:generate: prompt of 2 chunks (s); per new token (s)",
                   f"{reply['promptMs'] / 1000:.1f}; {' / '.join(f'{t / 1000:.2f}' for t in reply['tokenMs'][1:])} on {adapter[8:]}")
-  _screenshot(page)
+  checked_screenshot(page, "generate")
 
 def test_the_pages_tokenizer_is_the_python_one(generate_page, native):
   got = generate_page.evaluate("(texts) => texts.map((t) => window.generateDemo.tokenizer.encode(t))", TEXTS)
@@ -97,18 +89,6 @@ def test_a_reply_beyond_the_context_is_refused(generate_page):
   _generate(generate_page, "Hello", 300, state="error")
   assert generate_page.text_content("#stats") == ("The text could not be generated: the prompt's 2 tokens and 300 new ones do not "
                                                   "fit the model's context of 256 tokens")
-
-def _screenshot(page):
-  """The page with its text, checked not to be blank; kept as TINYWEB_SCREENSHOTS/generate.png when that is set."""
-  from PIL import Image
-  png = page.screenshot()
-  with Image.open(io.BytesIO(png)) as im:
-    assert im.size == (1000, 700)
-    pixels = np.asarray(im.convert("L"), np.float32)
-  assert pixels.std() > 20, pixels.std()
-  if (folder := os.environ.get("TINYWEB_SCREENSHOTS")):
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "generate.png"), "wb") as f: f.write(png)
 
 def test_the_page_says_why_it_cannot_run(playwright_instance, chromium, site, gemma_export):
   # the tokenizer missing beside the model: which file, and who writes it
@@ -126,10 +106,5 @@ def test_the_page_says_why_it_cannot_run(playwright_instance, chromium, site, ge
   # no WebGPU at all (Chromium without --enable-unsafe-webgpu): said, with what to do about it in this browser
   browser = launch_chromium(playwright_instance, webgpu=False)
   try:
-    page = _open(browser, site)
-    assert page.get_attribute("body", "data-state") == "error"
-    notice = page.text_content("#notice")
-    assert notice.startswith("WebGPU is not available (headless Chromium has WebGPU only when launched with "
-                             "--enable-unsafe-webgpu)"), notice
-    assert page.text_content("#adapter") == "no WebGPU adapter" and page.is_disabled("#generate")
+    assert_says_no_webgpu(_open(browser, site), "#generate")
   finally: browser.close()

@@ -10,7 +10,7 @@
 import labelsText from "../tinyweb/models/imagenet_classes.txt?raw";
 import type { Classified, FromWorker, LoadedModel, ToWorker } from "./classify-worker.js";
 import type { ModelProgress } from "./model.js";
-import { adapterText } from "./page_model.js";
+import { adapterText, loadProgress } from "./page_model.js";
 
 declare global {
   interface Window { classifyResult?: Classified & { top: { index: number; label: string; probability: number }[]; at: number } }
@@ -48,12 +48,9 @@ const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
 const duration = (ms: number) => ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
 
 function showProgress(p: ModelProgress) {
-  const seconds = (performance.now() - loadStart) / 1000, left = p.weightsTotal - p.weightsLoaded;
-  progressBar.value = p.weightsTotal ? p.weightsLoaded / p.weightsTotal : 0;
-  // (the rate so far; shown once there is enough of it to mean something)
-  const eta = left > 0 && p.weightsLoaded > 0 && seconds > 0.5 ? ` · about ${Math.ceil(left / (p.weightsLoaded / seconds))} s left` : "";
-  progressText.textContent = `weights ${mb(p.weightsLoaded)} / ${mb(p.weightsTotal)} MB${eta} · ` +
-                             `kernels compiled ${p.kernelsReady} / ${p.kernelsTotal}`;
+  const { fraction, text } = loadProgress(p, (performance.now() - loadStart) / 1000);
+  progressBar.value = fraction;
+  progressText.textContent = text;
 }
 
 function loaded(m: LoadedModel) {

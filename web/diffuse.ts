@@ -9,7 +9,7 @@
 import type { FromWorker, LoadedModel, Step, ToWorker } from "./diffuse-worker.js";
 import * as sampler from "./diffuse_sampler.js";
 import type { ModelProgress } from "./model.js";
-import { adapterText } from "./page_model.js";
+import { adapterText, loadProgress } from "./page_model.js";
 
 interface Result { seed: number; steps: Step[]; heights: Float32Array | null }   // heights: the final map's, in metres
 interface DiffuseDemo { sampler: typeof sampler; model: LoadedModel | null; result: Result | null; firstImageAt: number | null }
@@ -51,11 +51,9 @@ const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
 const duration = (ms: number) => ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
 
 function showProgress(p: ModelProgress) {
-  const seconds = (performance.now() - loadStart) / 1000, left = p.weightsTotal - p.weightsLoaded;
-  loadBar.value = p.weightsTotal ? p.weightsLoaded / p.weightsTotal : 0;
-  const eta = left > 0 && p.weightsLoaded > 0 && seconds > 0.5 ? ` · about ${Math.ceil(left / (p.weightsLoaded / seconds))} s left` : "";
-  progressText.textContent = `weights ${mb(p.weightsLoaded)} / ${mb(p.weightsTotal)} MB${eta} · ` +
-                             `kernels compiled ${p.kernelsReady} / ${p.kernelsTotal}`;
+  const { fraction, text } = loadProgress(p, (performance.now() - loadStart) / 1000);
+  loadBar.value = fraction;
+  progressText.textContent = text;
 }
 
 function loaded(m: LoadedModel) {

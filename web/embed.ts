@@ -10,7 +10,7 @@
 // embeddings too); <body data-state> is loading, ready, running, done or error.
 import type { EmbedModelInfo, FromEmbedWorker, ToEmbedWorker } from "./embed-worker.js";
 import type { ModelProgress } from "./model.js";
-import { adapterText, errorText } from "./page_model.js";
+import { adapterText, errorText, loadProgress } from "./page_model.js";
 import { loadWordPiece, type Encoding, type WordPiece } from "./wordpiece.js";
 
 interface Result {
@@ -70,15 +70,11 @@ function embedOne(e: Encoding): Promise<{ embedding: Float32Array; ms: number }>
 // loading
 
 const loadStart = performance.now();
-const MB = (bytes: number) => (bytes / 1e6).toFixed(1);
 
 function showProgress(p: ModelProgress) {
-  const bar = $<HTMLProgressElement>("progress"), seconds = (performance.now() - loadStart) / 1000;
-  bar.value = p.weightsTotal ? p.weightsLoaded / p.weightsTotal : 1;
-  const rate = p.weightsLoaded / seconds, left = p.weightsTotal - p.weightsLoaded;
-  const eta = left > 0 && rate > 0 ? ` · ${Math.ceil(left / rate)} s left` : "";
-  $("status").textContent = `weights ${MB(p.weightsLoaded)} / ${MB(p.weightsTotal)} MB${eta} · ` +
-                            `kernels ${p.kernelsReady} / ${p.kernelsTotal} compiled`;
+  const { fraction, text } = loadProgress(p, (performance.now() - loadStart) / 1000);
+  $<HTMLProgressElement>("progress").value = fraction;
+  $("status").textContent = text;
 }
 
 function fail(text: string) {

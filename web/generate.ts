@@ -8,7 +8,7 @@
 import { GemmaTokenizer } from "./gemma_tokenizer.js";
 import type { FromWorker, LoadedModel, ToWorker } from "./generate-worker.js";
 import type { ModelProgress } from "./model.js";
-import { adapterText } from "./page_model.js";
+import { adapterText, loadProgress } from "./page_model.js";
 
 interface Reply {
   prompt: string; promptIds: number[]; promptMs: number; tokens: number[]; tokenMs: number[]; text: string;
@@ -57,11 +57,9 @@ const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
 const duration = (ms: number) => ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
 
 function showProgress(p: ModelProgress) {
-  const seconds = (performance.now() - loadStart) / 1000, left = p.weightsTotal - p.weightsLoaded;
-  loadBar.value = p.weightsTotal ? p.weightsLoaded / p.weightsTotal : 0;
-  const eta = left > 0 && p.weightsLoaded > 0 && seconds > 0.5 ? ` · about ${Math.ceil(left / (p.weightsLoaded / seconds))} s left` : "";
-  progressText.textContent = `weights ${mb(p.weightsLoaded)} / ${mb(p.weightsTotal)} MB${eta} · ` +
-                             `kernels compiled ${p.kernelsReady} / ${p.kernelsTotal}`;
+  const { fraction, text } = loadProgress(p, (performance.now() - loadStart) / 1000);
+  loadBar.value = fraction;
+  progressText.textContent = text;
 }
 
 function loaded({ tokenizerJSON, ...m }: LoadedModel) {

@@ -58,6 +58,16 @@ export async function loadPageModel(url: string, expected: ExpectedModel, what: 
   throw new Error(`The model cannot be used: ${url} is not ${what}: it takes ${takes}; this page needs ${show(expected)}`);
 }
 
+/** A page's line for loadModel's progress `seconds` after the load began: the bar's fraction (of the weights' bytes)
+ * and the text (MB so far; the time left at the rate so far, once there is enough of it to mean something; kernels
+ * compiled). */
+export function loadProgress(p: ModelProgress, seconds: number): { fraction: number; text: string } {
+  const mb = (bytes: number) => (bytes / 1e6).toFixed(1), left = p.weightsTotal - p.weightsLoaded;
+  const eta = left > 0 && p.weightsLoaded > 0 && seconds > 0.5 ? ` · about ${Math.ceil(left / (p.weightsLoaded / seconds))} s left` : "";
+  return { fraction: p.weightsTotal ? p.weightsLoaded / p.weightsTotal : 1,
+           text: `weights ${mb(p.weightsLoaded)} / ${mb(p.weightsTotal)} MB${eta} · kernels compiled ${p.kernelsReady} / ${p.kernelsTotal}` };
+}
+
 /** The adapter as the pages show it. */
 export function adapterText(a: AdapterSummary): string {
   const name = [a.vendor, a.architecture].filter(Boolean).join(" ") || "an unnamed adapter";
