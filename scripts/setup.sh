@@ -5,8 +5,8 @@
 #        pocl-opencl-icd ocl-icd-libopencl1 ocl-icd-opencl-dev (PoCL: the CL device runs OpenCL on the CPU)
 #        chromium (the e2e tests run tinyweb in headless Chromium on WebGPU)
 #        graphviz (`dot`: GRAPH=1 renders each realize's graph to SVG)
-#   pip: tinyweb itself (editable) with the test, demo, webgpu, opencl, bench and web extras (pytest, numpy, torch==2.13.0 CPU,
-#        hypothesis, safetensors, onnx and onnxruntime (the ONNX tests' oracles), pillow (the tests decode real photos), efficientnet-lite-pytorch, sentence-transformers, gguf and accelerate, opencv-python-headless (the real models' references; gguf: transformers' GGUF reader, which also asks for accelerate; OpenCV: the resize ultralytics letterboxes with); tqdm, matplotlib (the MNIST demo's --plot); wgpu==0.32.0; the benchmarks' peer tinygrad==0.14.0; pyopencl; playwright==1.65.2)
+#   pip: tinyweb itself (editable) with the test, demo, webgpu, opencl, wasm, bench and web extras (pytest, numpy, torch==2.13.0 CPU,
+#        hypothesis, safetensors, onnx and onnxruntime (the ONNX tests' oracles), pillow (the tests decode real photos), efficientnet-lite-pytorch, sentence-transformers, gguf and accelerate, opencv-python-headless (the real models' references; gguf: transformers' GGUF reader, which also asks for accelerate; OpenCV: the resize ultralytics letterboxes with); tqdm, matplotlib (the MNIST demo's --plot); wgpu==0.32.0; wasmtime==49.0.0 (the WASM device natively); the benchmarks' peer tinygrad==0.14.0; pyopencl; playwright==1.65.2)
 #   venv: ultralytics (the YOLOv8 tests' reference) in $TINYWEB_ULTRALYTICS_VENV (~/.cache/tinyweb/ultralytics-venv), with
 #        torch 2.14.1 and torchvision 0.29.1: torchvision's PyPI wheels are CUDA builds of the torch beside them, which do
 #        not load with the CPU torch above (the venv holds CUDA's libraries, about 6 GB; they run on the CPU)
@@ -34,10 +34,10 @@ fi
 
 PY=${PYTHON:-python3}
 # (reinstall also when the tinyweb that Python finds outside this folder is another checkout's editable install)
-if ! (cd / && $PY -c "import os, sys, tinyweb.backends, pytest, numpy, torch, hypothesis, xdist, safetensors, onnx, onnxruntime, PIL, efficientnet_lite_pytorch, sentence_transformers, gguf, accelerate, cv2, tqdm, matplotlib, tinygrad, wgpu, pyopencl, playwright, setuptools
+if ! (cd / && $PY -c "import os, sys, tinyweb.backends, pytest, numpy, torch, hypothesis, xdist, safetensors, onnx, onnxruntime, PIL, efficientnet_lite_pytorch, sentence_transformers, gguf, accelerate, cv2, tqdm, matplotlib, tinygrad, wgpu, pyopencl, wasmtime, playwright, setuptools
 sys.exit(os.path.realpath(tinyweb.__file__) != os.path.realpath(sys.argv[1]))" "$PWD/tinyweb/__init__.py") >/dev/null 2>&1; then
-  echo "setup: installing tinyweb[test,demo,webgpu,opencl,bench,web] with pip"
-  $PY -m pip install -q --disable-pip-version-check -e ".[test,demo,webgpu,opencl,bench,web]"
+  echo "setup: installing tinyweb[test,demo,webgpu,opencl,wasm,bench,web] with pip"
+  $PY -m pip install -q --disable-pip-version-check -e ".[test,demo,webgpu,opencl,wasm,bench,web]"
 fi
 
 # the browser build (vite, typescript, pyodide): npm ci when node_modules is missing or older than the lock file

@@ -210,7 +210,7 @@ def gpu_present() -> bool:
 
 # device -> (the Python package its runtime imports, the extra of tinyweb that installs it); the one place that advice lives
 RUNTIME_PACKAGES = {"WEBGPU": ("wgpu", "webgpu"), "CL": ("pyopencl", "opencl"), "LLVM": ("llvmlite", "llvm"),
-                    "CUDA": ("nvidia.cuda_nvrtc", "cuda")}
+                    "CUDA": ("nvidia.cuda_nvrtc", "cuda"), "WASM": ("wasmtime", "wasm")}
 
 def install_hint(device: str, e: Exception) -> str:
   """What Device.check adds to the reason a device failed: the extra of tinyweb to install, where `e` is the import of the
@@ -336,4 +336,5 @@ Device.register("WEBGPU", "tinyweb.backends.webgpu_browser:BrowserWebGPUDevice" 
                 "tinyweb.backends.webgpu:WEBGPUDevice", gpu=True)   # ranks first only on a real GPU adapter; on lavapipe after CPU and LLVM; in Pyodide: navigator.gpu
 Device.register("CL", "tinyweb.backends.cl:CLDevice", gpu=True)      # likewise: PoCL (OpenCL on the CPU) never ranks first
 Device.register("LLVM", "tinyweb.backends.llvm:LLVMDevice")       # LLVM IR through llvmlite's JIT; after CPU, before a GPU runtime on the CPU
+Device.register("WASM", "tinyweb.backends.wasm:WASMDevice")       # WebAssembly run by wasmtime; after CPU and LLVM (native code is faster)
 Device.register("PYTHON", "tinyweb.backends.python:PythonDevice")   # last: the pure-Python fallback, always available

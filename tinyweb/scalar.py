@@ -57,10 +57,10 @@ def f32(x: float) -> float:   # the float32 nearest x (overflow -> inf: the C co
 
 # the CPU device's float32 exp2 and log2 (ClangRenderer's prelude: tw_exp2f, tw_log2f), op for op in float32 (a double
 # result of +, -, *, / of two floats rounded to float32 is the float32 result), so that they give the same bits
-_EXP2_C = [f32(c) for c in (0.693147182464599609375, 0.2402265071868896484375, 5.5504109710454940795898e-2,
-                             9.6181295812129974365234e-3, 1.3333558430895209312439e-3, 1.5403530357498675584793e-4,
-                             1.5252733804059566110e-5)]
-_LOG2_C = [f32(c) for c in (2.885390081777927, 0.961796693925976, 0.577078016355585, 0.412198583111132, 0.320598897975325)]
+EXP2F_COEFFS = [f32(c) for c in (0.693147182464599609375, 0.2402265071868896484375, 5.5504109710454940795898e-2,
+                                  9.6181295812129974365234e-3, 1.3333558430895209312439e-3, 1.5403530357498675584793e-4,
+                                  1.5252733804059566110e-5)]
+LOG2F_COEFFS = [f32(c) for c in (2.885390081777927, 0.961796693925976, 0.577078016355585, 0.412198583111132, 0.320598897975325)]
 _I = struct.Struct("<i")
 def _mad(a: float, b: float, c: float, fused: bool) -> float:   # the prelude's TW_MAD: a*b+c rounded once or twice
   return fma32(a, b, c) if fused else f32(f32(a * b) + c)
@@ -73,19 +73,19 @@ def cpu_exp2f(x: float, fused: bool = False) -> float:
   c = -150.0 if x < -150.0 else 128.0 if x > 128.0 else x
   n = float(round(c))   # rint: to nearest even, like Python's round
   f = c - n             # exact
-  p = _mad(f, _horner(f, _EXP2_C, fused), 1.0, fused)
+  p = _mad(f, _horner(f, EXP2F_COEFFS, fused), 1.0, fused)
   n1 = int(n) >> 1
   return f32(f32(p * 2.0 ** n1) * 2.0 ** (int(n) - n1))
-_FLT_MIN, _SQRT2 = f32(1.17549435e-38), f32(1.41421356)
+FLT_MIN, SQRT2_F32 = f32(1.17549435e-38), f32(1.41421356)
 def cpu_log2f(x: float, fused: bool = False) -> float:
   if not 0.0 < x < math.inf: return -math.inf if x == 0.0 else x if x == math.inf else math.nan
-  sub = x < _FLT_MIN
+  sub = x < FLT_MIN
   b = _I.unpack(struct.pack("<f", x * 8388608.0 if sub else x))[0]
   e = ((b >> 23) & 0xff) - (150 if sub else 127)
   m = struct.unpack("<f", _I.pack((b & 0x007fffff) | 0x3f800000))[0]
-  if m > _SQRT2: m, e = m * 0.5, e + 1
+  if m > SQRT2_F32: m, e = m * 0.5, e + 1
   s = f32(f32(m - 1.0) / f32(m + 1.0))
-  p = f32(s * _horner(f32(s * s), _LOG2_C, fused))
+  p = f32(s * _horner(f32(s * s), LOG2F_COEFFS, fused))
   return f32(float(e) + p)
 
 # float32 fma (C's fmaf: a*b+c rounded once), for the fused sums of products (linearize.fused_products). From doubles: the

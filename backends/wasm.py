@@ -1,0 +1,103 @@
+"""The WASM device, natively: kernels rendered to WebAssembly (tinyweb/codegen/wasm.py: text, assembled to the binary
+format in pure Python) and run by the `wasmtime` engine (Cranelift compiles each module to machine code when it loads).
+
+Memory: one linear memory per device (a wasmtime Memory, grown as needed up to wasm32's 4 GiB) holds every buffer; a
+buffer is its byte address in it, and every kernel module imports that memory, so a launch passes addresses and copies
+nothing. Copies in and out go through the memory's host pointer. The kernels are single-threaded (no split across cores
+yet) and have no SIMD yet: each element is one scalar iteration.
+
+The math wasm lacks and the module does not compute itself (sin, cos, fmod, float64 exp2 and log2; see codegen/wasm.py)
+is imported from Python (tinyweb.scalar: the PYTHON device's functions, with C's answers at the special values): correct,
+but a call into Python per element (about a microsecond).
+
+Never the default where CPU or LLVM works: it ranks after them (registered after them in tinyweb/device.py)."""
+from __future__ import annotations
+import bisect, ctypes, time
+from tinyweb.device import Allocator, Compiler, Compiled
+from tinyweb.uop import Ops
+from tinyweb.codegen.wasm import WASMRenderer, assemble, IMPORTED_MATH
+from tinyweb import scalar
+
+ALIGN = 64          # every buffer starts on a cache line (and a 16-byte SIMD lane group)
+PAGE = 65536        # wasm's page size
+MAX_PAGES = 65536   # wasm32: 4 GiB
+
+class WASMAllocator(Allocator):
+  """Buffers as byte ranges of the device's memory: first fit in the free ranges (merged with their neighbours), else at
+  the top, growing the memory. A handle is the buffer's address."""
+  def __init__(self, dev: WASMDevice):
+    super().__init__()
+    self.dev = dev
+    self.top = ALIGN   # (address 0 stays unused: no buffer is at "null")
+    self.free_ranges: list[tuple[int, int]] = []   # (address, size), sorted
+  def _alloc(self, nbytes: int) -> int:
+    size = -(-nbytes // ALIGN) * ALIGN
+    with self.dev.lock:
+      for i, (addr, n) in enumerate(self.free_ranges):
+        if n >= size:
+          self.free_ranges[i:i + 1] = [(addr + size, n - size)] if n > size else []
+          return addr
+      addr, end = self.top, self.top + size
+      if end > MAX_PAGES * PAGE:
+        self.free_cache()
+        if self.top + size > MAX_PAGES * PAGE:
+          raise MemoryError(f"WASM: a buffer of {nbytes} bytes does not fit: the memory holds at most 4 GiB "
+                            f"(wasm32), {self.top - sum(n for _, n in self.free_ranges)} bytes are in use")
+        return self._alloc(nbytes)
+      pages = self.dev.memory.size(self.dev.store)
+      if end > pages * PAGE: self.dev.memory.grow(self.dev.store, -(-end // PAGE) - pages)
+      self.top = end
+      return addr
+  def _free(self, handle: int, nbytes: int):
+    size = -(-nbytes // ALIGN) * ALIGN
+    with self.dev.lock:
+      i = bisect.bisect(self.free_ranges, (handle, size))
+      self.free_ranges.insert(i, (handle, size))
+      # merge with the neighbours, then give the top range back to the top
+      if i + 1 < len(self.free_ranges) and handle + size == self.free_ranges[i + 1][0]:
+        self.free_ranges[i:i + 2] = [(handle, size + self.free_ranges[i + 1][1])]
+      if i > 0 and self.free_ranges[i - 1][0] + self.free_ranges[i - 1][1] == handle:
+        self.free_ranges[i - 1:i + 1] = [(self.free_ranges[i - 1][0], self.free_ranges[i - 1][1] + self.free_ranges[i][1])]
+      if self.free_ranges and sum(self.free_ranges[-1]) == self.top: self.top = self.free_ranges.pop()[0]
+  def _host_address(self, handle: int) -> int:   # (the memory may move when it grows: asked each time)
+    return ctypes.addressof(self.dev.memory.data_ptr(self.dev.store).contents) + handle
+  def copyin(self, handle: int, src: memoryview):
+    with self.dev.lock:
+      ctypes.memmove(self._host_address(handle), bytes(src) if src.readonly else (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
+  def copyout(self, dst: memoryview, handle: int):
+    with self.dev.lock: ctypes.memmove((ctypes.c_char * dst.nbytes).from_buffer(dst), self._host_address(handle), dst.nbytes)
+
+class WASMCompiler(Compiler):
+  """WebAssembly text -> the binary format (tinyweb's own assembler, pure Python; cheap, so only cached in memory)."""
+  thread_safe = True
+  def compile(self, src: str) -> bytes:
+    try: return assemble(src)
+    except (ValueError, KeyError, IndexError) as e: raise RuntimeError(f"WASM: cannot assemble a kernel: {e!r}\n--- source ---\n{src}") from e
+
+class WASMProgram:
+  """One kernel: its module, compiled by wasmtime and instantiated with the device's memory and math."""
+  def __init__(self, dev: WASMDevice, name: str, lib: bytes):
+    wasmtime = dev.wasmtime
+    self.dev = dev
+    try: module = wasmtime.Module(dev.engine, lib)
+    except wasmtime.WasmtimeError as e: raise RuntimeError(f"WASM: wasmtime refused kernel {name}: {e}") from e
+    imports = [dev.memory if imp.module == "env" else dev.math[imp.name] for imp in module.imports]
+    self.fxn = wasmtime.Instance(dev.store, module, imports).exports(dev.store)[name]
+  def __call__(self, *bufs, global_size=None, parallel: int = 0, work: int = 0, wait=False):
+    with self.dev.lock:   # (a wasmtime Store is one thread's at a time)
+      st = time.perf_counter()
+      self.fxn(self.dev.store, *bufs)
+      return time.perf_counter() - st if wait else None
+
+class WASMDevice(Compiled):
+  fork_safe = False   # (wasmtime's engine keeps threads and signal handlers)
+  def __init__(self, name: str = "WASM"):
+    import wasmtime   # (missing: Device.check names the extra that installs it)
+    self.wasmtime = wasmtime
+    self.engine = wasmtime.Engine()
+    self.store = wasmtime.Store(self.engine)
+    self.memory = wasmtime.Memory(self.store, wasmtime.MemoryType(wasmtime.Limits(1, MAX_PAGES)))
+    f64 = wasmtime.ValType.f64()
+    self.math = {n: wasmtime.Func(self.store, wasmtime.FuncType([f64] * (2 if op is Ops.MOD else 1), [f64]), scalar.ALU[op])
+                 for op, n in IMPORTED_MATH.items()}
+    super().__init__(name, WASMAllocator(self), WASMRenderer(), WASMCompiler(), WASMProgram)

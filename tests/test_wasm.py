@@ -1,0 +1,185 @@
+"""The WASM device (kernels as WebAssembly, run natively by wasmtime): what the parametrized suite does not cover. Results
+must equal the CPU device's bit for bit where wasm would trap or differ (NaN/out-of-range float->int, division by zero,
+INT_MIN/-1, NaN and signed zeros in max/min, float16/bfloat16 rounding, shifts past the width); tinyweb's own assembler
+must write the bytes wasmtime's reference one (wat2wasm) writes; buffers share one growing memory; a missing wasmtime
+must be reported by name."""
+import os, subprocess, sys
+import numpy as np
+import pytest
+from tinyweb import Tensor, Device, dtypes
+
+ok, why = Device.check("WASM")
+pytestmark = pytest.mark.skipif(not ok, reason=f"WASM unavailable: {why}")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+def on_both(fn):
+  """fn(device) on WASM and on CPU, as numpy arrays (CPU: the C/clang device, the reference for undefined cases)."""
+  cpu_ok, cpu_why = Device.check("CPU")
+  if not cpu_ok: pytest.skip(f"CPU device (the reference) unavailable: {cpu_why}")
+  return fn("WASM"), fn("CPU")
+
+def assert_same_bits(got: np.ndarray, exp: np.ndarray):
+  """Equal bit for bit (so -0.0 != 0.0), except that any NaN equals any NaN (IEEE leaves sign and payload open)."""
+  assert got.dtype == exp.dtype and got.shape == exp.shape
+  if got.dtype.kind == "f":
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
+    got, exp = np.where(np.isnan(got), 0, got), np.where(np.isnan(exp), 0, exp)
+  np.testing.assert_array_equal(got.view(f"u{got.itemsize}") if got.dtype.kind == "f" else got,
+                                exp.view(f"u{exp.itemsize}") if exp.dtype.kind == "f" else exp)
+
+EDGE = [float("nan"), float("inf"), -float("inf"), 1e10, -1e10, 3e38, -1.0, -0.5, 2.0**63, 2.0**64, -2.0**63, 4e9, 300.0, -300.7]
+
+@pytest.mark.parametrize("src", [dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+def test_float_to_int_out_of_range_matches_cpu(src):
+  """wasm's trunc traps on NaN and out-of-range values; the CPU device's x86 code answers INT64_MIN (all ones for uint64)
+  and wraps through int64. Both the cast of a stored value and of a computed one."""
+  for dst in (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64,
+              dtypes.bool):
+    got, exp = on_both(lambda d: Tensor(EDGE, device=d).cast(src).realize().cast(dst).numpy())
+    assert_same_bits(got, exp)
+    got, exp = on_both(lambda d: (Tensor(EDGE, device=d).cast(src) * 1).cast(dst).numpy())
+    assert_same_bits(got, exp)
+
+@pytest.mark.parametrize("dt", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.uint64],
+                         ids=lambda d: np.dtype(d).name)
+def test_int_division_by_zero_and_overflow_match_cpu(dt):
+  """wasm's div/rem trap on a zero divisor and on INT_MIN / -1: the guarded division must give the CPU device's values."""
+  info = np.iinfo(dt)
+  a = np.array([7, -7, 0, info.min, info.max, info.min, 5, info.min], dt) if info.min < 0 else np.array([7, 0, info.max, 5], dt)
+  b = np.array([0, 0, 0, -1, -1, 0, 3, 1], dt) if info.min < 0 else np.array([0, 0, 0, 3], dt)
+  ops = [lambda x, y: x // y, lambda x, y: x % y, lambda x, y: x // 0, lambda x, y: x % 0]
+  if info.min < 0: ops.append(lambda x, y: x // -1)
+  for op in ops:
+    got, exp = on_both(lambda d: op(Tensor(a, device=d), Tensor(b, device=d)).numpy())
+    assert_same_bits(got, exp)
+
+def test_float16_bfloat16_and_nan_max_match_cpu():
+  """float16/bfloat16 round after every op (the module's own conversions, to nearest even, denormals and overflow
+  included); maximum/minimum propagate NaN and keep the CPU device's choice between -0.0 and 0.0 (wasm's f32.max would
+  not). sin/cos/exp2/log2 are the host's float64 functions here and the CPU device's libm or own polynomials there:
+  those compare within 3 ulp."""
+  rng = np.random.default_rng(0)
+  x = np.concatenate([rng.standard_normal(61).astype(np.float32) * 100, [np.nan, -0.0, 0.0, np.inf, -np.inf, 65519.0, 3e38]])
+  y = np.concatenate([rng.standard_normal(61).astype(np.float32) * 100, [1.0, 0.0, -0.0, np.nan, 2.0, 0.1, 1e-40]])
+  for dt in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64):
+    def fn(d):
+      a, b = Tensor(x, device=d).cast(dt), Tensor(y, device=d).cast(dt)
+      outs = [a * b + a, a / b, a.maximum(b), a.minimum(b), b.abs().sqrt(), a.trunc(), a.reciprocal(), (a < b).cast(dt),
+              (a != b).cast(dt), a.sum().expand(a.shape), a.cast(dtypes.int32).cast(dt), a.bitcast(dtypes.int16 if dt.itemsize == 2 else
+              dtypes.int32 if dt.itemsize == 4 else dtypes.int64).cast(dt)]
+      return outs[0].stack(*outs[1:]).cast(dtypes.float32).numpy()
+    got, exp = on_both(fn)
+    assert_same_bits(got, exp)
+    got, exp = on_both(lambda d: Tensor(x, device=d).cast(dt).mul(3.1).exp2().stack(Tensor(y, device=d).cast(dt).abs().add(1).log2(),
+                                                                                    Tensor(x, device=d).cast(dt).sin()).numpy())
+    np.testing.assert_array_max_ulp(got, exp, maxulp=3)
+
+def test_float16_conversion_of_every_half():
+  """Every float16 bit pattern -> float32 -> float16 round trips, and float32s around every rounding boundary round like
+  numpy (to nearest even, to inf past 65520, into denormals)."""
+  bits = np.arange(65536, dtype=np.uint16)
+  h = bits.view(np.float16)
+  got = Tensor(bits, device="WASM").bitcast(dtypes.float16).cast(dtypes.float32).numpy()
+  np.testing.assert_array_equal(np.isnan(got), np.isnan(h))
+  np.testing.assert_array_equal(got[~np.isnan(got)], h[~np.isnan(h)].astype(np.float32))
+  finite = h[np.isfinite(h)].astype(np.float32)
+  mids = np.concatenate([finite, np.nextafter(finite, np.inf), np.nextafter(finite, -np.inf), (finite[:-1] + finite[1:]) / 2,
+                         np.float32([65519.99, 65520.0, -65520.0, 1e-8, 2.9e-8, 3e-8])]).astype(np.float32)
+  with np.errstate(over="ignore"): exp = mids.astype(np.float16)   # (to inf past 65520, as meant)
+  assert_same_bits(Tensor(mids, device="WASM").cast(dtypes.float16).numpy(), exp)
+
+def test_float32_exp2_log2_are_the_cpu_devices_polynomials():
+  """float32 exp2/log2 run in the module: the CPU device's polynomials step for step (without fma: tinyweb.scalar's
+  cpu_exp2f/cpu_log2f with fused=False give the same bits), special values included."""
+  from tinyweb.scalar import cpu_exp2f, cpu_log2f
+  x = np.concatenate([np.random.default_rng(2).standard_normal(4000).astype(np.float32) * 60,
+                      np.float32([np.nan, np.inf, -np.inf, 0, -0.0, 128, 127.9, -149.5, -150, -151, 1e-40, -1e-40, 3e38])])
+  assert_same_bits(Tensor(x, device="WASM").exp2().numpy(), np.float32([cpu_exp2f(float(v)) for v in x]))
+  assert_same_bits(Tensor(x, device="WASM").log2().numpy(), np.float32([cpu_log2f(float(v)) for v in x]))
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64],
+                         ids=lambda d: np.dtype(d).name)
+def test_shifts_past_the_width_match_cpu(dt):
+  """8/16-bit shifts compute in 32 bits like C and truncate; amounts wrap at the register width like x86's."""
+  info, bits = np.iinfo(dt), np.dtype(dt).itemsize * 8
+  a = np.resize(np.array([info.min, info.max, -1 if info.min < 0 else 200, 3, 0, 77], dt), bits + 8)
+  s = np.arange(bits + 8).astype(dt)
+  for op in (lambda x, y: x << y, lambda x, y: x >> y):
+    got, exp = on_both(lambda d: op(Tensor(a, device=d), Tensor(s, device=d)).numpy())
+    assert_same_bits(got, exp)
+
+def _without_custom_sections(module: bytes) -> bytes:
+  """The module's bytes less its custom sections (wat2wasm adds a "name" section for the $names)."""
+  out, i = bytearray(module[:8]), 8
+  while i < len(module):
+    sid, j, size, shift = module[i], i + 1, 0, 0
+    while True:
+      size |= (module[j] & 0x7f) << shift
+      shift, j = shift + 7, j + 1
+      if not module[j - 1] & 0x80: break
+    if sid != 0: out += module[i:j + size]
+    i = j + size
+  return bytes(out)
+
+def test_assembler_writes_what_wat2wasm_writes():
+  """tinyweb's pure-Python assembler (it must run in Pyodide) gives wasmtime's wat2wasm bytes for the kernels of a spread
+  of ops and dtypes (the text the renderer writes is valid WebAssembly text)."""
+  import wasmtime
+  dev, seen = Device["WASM"], []
+  real = dev.compiler.compile
+  def both(src: str) -> bytes:
+    seen.append(src)
+    mine = real(src)
+    assert mine == _without_custom_sections(bytes(wasmtime.wat2wasm(src))), src
+    return mine
+  dev.compiler.compile = both
+  try:
+    x = np.linspace(-3, 3, 37, dtype=np.float32)
+    for dt in (dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16, dtypes.int8, dtypes.uint16, dtypes.int64, dtypes.uint64):
+      a = Tensor(x * 7, device="WASM").cast(dt)
+      (a * a + a).maximum(a // 3 if not dt.is_float else a.exp2()).sum(0, keepdim=True).cast(dtypes.float32).sin().numpy()
+      ((a.reshape(1, 37).pad(((0, 0), (2, 2))) < 1).where(a.reshape(1, 37).pad(((0, 0), (2, 2))), 0) % 5).numpy()
+  finally: dev.compiler.compile = real
+  assert len(seen) >= 10
+
+def test_bad_text_is_refused_with_the_source():
+  with pytest.raises(RuntimeError, match="WASM: cannot assemble a kernel.*unknown instruction 'f32.frobnicate'"):
+    Device["WASM"].compiler.compile('(module\n  (func $f (export "f")\n    f32.frobnicate\n  )\n)')
+
+def test_buffers_share_one_growing_memory():
+  """Buffers are ranges of one memory: allocations past its size grow it; freed ranges merge and are used again."""
+  alloc = Device["WASM"].allocator
+  big = [alloc._alloc(3 << 20) for _ in range(3)]   # past the first page: the memory grows
+  for i, h in enumerate(big): alloc.copyin(h, memoryview(bytes([i + 1]) * (3 << 20)))
+  out = bytearray(3 << 20)
+  for i, h in enumerate(big):
+    alloc.copyout(memoryview(out), h)
+    assert out == bytes([i + 1]) * (3 << 20)
+  alloc._free(big[0], 3 << 20)
+  alloc._free(big[1], 3 << 20)
+  assert alloc._alloc(6 << 20) == big[0]   # the two freed neighbours merged into one range
+  x = np.arange(2_000_000, dtype=np.float32)
+  np.testing.assert_array_equal((Tensor(x, device="WASM") * 2).numpy(), x * 2)
+
+def test_generated_text_shows_at_debug4():
+  code = "from tinyweb import Tensor; print((Tensor([1.5, 2.0], device='WASM') * 3).tolist())"
+  out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "DEBUG": "4"})
+  assert out.returncode == 0, out.stderr
+  assert '(func $E_2 (export "E_2") (param $data0 i32) (param $data1 i32)' in out.stdout and "[4.5, 6.0]" in out.stdout
+
+def test_missing_wasmtime_is_reported_by_name():
+  """Without wasmtime, Device.check("WASM") says which package is missing and the extra of tinyweb that installs it."""
+  code = ("import sys; sys.modules['wasmtime'] = None\n"
+          "from tinyweb import Device; print(Device.check('WASM'))")
+  out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.startswith("(False, ") and "wasmtime" in out.stdout and "pip install 'tinyweb[wasm]'" in out.stdout, out.stdout
+
+def test_never_the_default_where_cpu_works():
+  code = "from tinyweb import Device; print(Device.DEFAULT)"
+  env = {k: v for k, v in os.environ.items() if k != "DEV"}
+  out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env)
+  assert out.returncode == 0, out.stderr
+  if Device.check("CPU")[0]: assert out.stdout.strip() != "WASM"
+  assert Device.known().index("WASM") > max(Device.known().index("CPU"), Device.known().index("LLVM"))
