@@ -139,6 +139,23 @@ def test_loader_reads_the_checkpoint_as_data():
   assert len(state) == 355 and state["model.22.dfl.conv.weight"].flatten().tolist() == list(range(16))
   assert state["model.0.conv.weight"].dtype.name == "float16" and state["model.0.bn.num_batches_tracked"].shape == ()
 
+def test_a_float16_checkpoint_loads_without_a_c_compiler(tmp_path):
+  """As in Pyodide (no clang, so no CPU device): the float16 weights are cast on PYTHON instead, to the same values."""
+  (tmp_path / "bin").mkdir()
+  os.symlink(sys.executable, tmp_path / "bin" / "python3")   # (PATH with this Python and nothing else: no clang)
+  code = ("import sys, numpy as np\nfrom tinyweb import Device\nfrom tinyweb.models.yolov8 import YOLOv8\n"
+          "from tinyweb.nn.state import get_state_dict\nassert not Device.check('CPU')[0]\n"
+          "m = YOLOv8.load(sys.argv[1], device='PYTHON')\n"
+          "np.savez(sys.argv[2], **{k: t.numpy() for k, t in get_state_dict(m).items()})")
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  p = subprocess.run([sys.executable, "-c", code, testdata.path("yolov8s_fall.pt"), str(tmp_path / "w.npz")], cwd=root,
+                     env={**os.environ, "PATH": str(tmp_path / "bin"), "PYTHONPATH": root}, capture_output=True, text=True, timeout=600)
+  assert p.returncode == 0, p.stderr
+  want = {k: t.numpy() for k, t in get_state_dict(YOLOv8.load(testdata.path("yolov8s_fall.pt"), device="CPU")).items()}
+  with np.load(tmp_path / "w.npz") as got:
+    assert sorted(got.files) == sorted(want)
+    for k in want: np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
 def fake_ultralytics_checkpoint(path, monkeypatch, layers: dict):
   """A checkpoint whose modules pickle as ultralytics' classes (stand-ins registered under their names while torch.save
   runs; ultralytics itself is not needed): a DetectionModel holding `layers` (name -> torch module)."""

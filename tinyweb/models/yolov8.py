@@ -13,7 +13,7 @@ box centre and size in input pixels, then each class's sigmoid score (8400 ancho
 from __future__ import annotations
 import math, os, struct
 from typing import NamedTuple, Optional, Sequence
-from tinyweb import Tensor, dtypes
+from tinyweb import Device, Tensor, dtypes
 from tinyweb.nn import Conv2d, BatchNorm2d
 from tinyweb.nn.state import torch_load_modules, pickled_state_dict, load_state_dict, PickledObject
 
@@ -206,7 +206,9 @@ class YOLOv8:
     """A model with the weights of an ultralytics YOLOv8 detection checkpoint (`.pt`, read without torch): its EMA
     model if saved, else its model (usually float16, loaded as float32). The scale comes from the first layer's width,
     the classes from the head, their names from the checkpoint."""
-    ck = torch_load_modules(path, device="CPU")   # (float16: load_state_dict casts it on the CPU, for devices without float16)
+    # (float16: read where it can be cast, for devices without float16: the CPU device, or PYTHON where there is no
+    # compiler, as in Pyodide)
+    ck = torch_load_modules(path, device="CPU" if Device.check("CPU")[0] else "PYTHON")
     module = (ck.get("ema") or ck.get("model")) if isinstance(ck, dict) else None
     what = f"YOLOv8.load: {os.fspath(path)!r}" if isinstance(path, (str, os.PathLike)) else "YOLOv8.load"
     if not isinstance(module, PickledObject) or module.cls != "ultralytics.nn.tasks.DetectionModel":
