@@ -7,9 +7,10 @@
 //   it there, in a checkout and in a wheel built after this;
 // - the model demos, dist/classify.html (web/classify.ts, its worker web/classify-worker.ts), dist/detect.html
 //   (web/detect.ts, web/detect_worker.ts), dist/embed.html (web/embed.ts, web/embed-worker.ts), dist/diffuse.html
-//   (web/diffuse.ts, web/diffuse-worker.ts, web/diffuse_sampler.ts) and dist/generate.html (web/generate.ts,
-//   web/generate-worker.ts, web/gemma_tokenizer.ts, web/token_sampler.ts): each runs a model
-//   exported into dist/models/<name>/ (`npm run build:models` after this build: scripts/build_models.py) with the
+//   (web/diffuse.ts; terrain: web/diffuse_terrain.ts, web/diffuse-worker.ts, web/diffuse_sampler.ts; Stable Diffusion:
+//   web/diffuse_sd.ts, web/sd-worker.ts, web/sd_sampler.ts, web/clip_tokenizer.ts) and dist/generate.html
+//   (web/generate.ts, web/generate-worker.ts, web/gemma_tokenizer.ts, web/token_sampler.ts): each runs a model (or
+//   three) exported into dist/models/<name>/ (`npm run build:models` after this build: scripts/build_models.py) with the
 //   package's tinyweb/model runtime, in a Web Worker.
 import { defineConfig, type Plugin } from "vite";
 import { copyFileSync, mkdirSync, rmSync } from "node:fs";

@@ -4,12 +4,18 @@
   python -m demos.diffusion --weights v1-5-pruned-emaonly.safetensors --config stable-diffusion-v1-5 "a cat" --out cat.png
   python -m demos.diffusion --weights DIR "a cat" --device WEBGPU --fp16 --steps 25 --seed 1 --scheduler ddim
   python -m demos.diffusion --tiny-random "a cat"        # no weights: a tiny random-weight pipeline, to check the command runs
+  python -m demos.diffusion --tiny-random --export site/sd/   # the pipeline for the diffuse page (diffuse.html?sd=site/sd/)
 
 --weights is a diffusers pipeline folder (model_index.json, tokenizer/, text_encoder/, unet/, vae/, scheduler/), or an
 original single-file .safetensors checkpoint with --config naming such a folder (its configs and tokenizer: the weight
 files need not be there). No Stable Diffusion weights can be fetched by set-up (none are on PyPI): download them yourself.
 --tiny-random builds a pipeline of the SD 1.x architecture at a tiny size with random weights (its picture is noise)
-and CLIP's real tokenizer from the test data."""
+and CLIP's real tokenizer from the test data.
+
+--export DIR writes the pipeline for the diffuse page (web/diffuse.html?sd=DIR) instead of an image: its text encoder,
+UNet and VAE decoder exported on WEBGPU (tinyweb.export.cli.stable_diffusion_parts; `python -m tinyweb.export
+stable-diffusion DIR --weights FOLDER` does the same for a pipeline folder), sampled with Euler's method whatever
+scheduler the folder names."""
 from __future__ import annotations
 import argparse, os, sys, time
 from typing import Optional, Sequence
@@ -35,7 +41,7 @@ def tiny_random_pipeline(device: Optional[str]):
 
 def main(argv: Optional[Sequence[str]] = None) -> str:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("prompt")
+  ap.add_argument("prompt", nargs="?")
   ap.add_argument("--weights", help="a diffusers pipeline folder, or a single-file .safetensors checkpoint (with --config)")
   ap.add_argument("--config", help="for a single-file checkpoint: the diffusers pipeline folder of its configs and tokenizer")
   ap.add_argument("--tiny-random", action="store_true", help="no weights: a tiny random-weight pipeline (its picture is noise)")
@@ -48,18 +54,16 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
   ap.add_argument("--scheduler", default=None, choices=["euler", "euler_ancestral", "ddim"], help="default: the folder's if tinyweb has it, else euler")
   ap.add_argument("--fp16", action="store_true", help="float16 weights (where the device has float16)")
   ap.add_argument("--device", default=None, help="tinyweb device (default: Device.DEFAULT)")
+  ap.add_argument("--export", metavar="DIR", help="instead of generating, write the pipeline for the diffuse page to DIR (the "
+                  "image --size, float32, Euler's sampler)")
   a = ap.parse_args(argv)
   if not a.tiny_random and not a.weights: ap.error("give --weights (a diffusers Stable Diffusion folder or a .safetensors file), or --tiny-random")
+  if a.export: return export_page(a)
+  if a.prompt is None: ap.error("the prompt is required (unless --export)")
   from PIL import Image
   from tinyweb import Device, dtypes
-  from tinyweb.models.stable_diffusion import StableDiffusionPipeline
   st = time.perf_counter()
-  dtype = dtypes.float16 if a.fp16 else None
-  if a.tiny_random: pipe = tiny_random_pipeline(a.device)
-  elif os.path.isdir(a.weights): pipe = StableDiffusionPipeline.from_pretrained(a.weights, device=a.device, dtype=dtype, scheduler=a.scheduler)
-  else:
-    if not a.config: ap.error("a single-file checkpoint needs --config: the diffusers pipeline folder of its model (configs and tokenizer)")
-    pipe = StableDiffusionPipeline.from_single_file(a.weights, config=a.config, device=a.device, dtype=dtype, scheduler=a.scheduler)
+  pipe = load(a, a.device, dtypes.float16 if a.fp16 else None, a.scheduler)
   loaded = time.perf_counter()
   image = pipe(a.prompt, negative_prompt=a.negative, steps=a.steps, guidance_scale=a.guidance, height=a.size, width=a.size, seed=a.seed)
   _, h, w, _ = image.shape
@@ -68,6 +72,23 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
   print(f"{a.out}: {w}x{h}, {a.steps} steps on {Device.canonicalize(a.device)} (load {loaded - st:.1f} s, "
         f"generate {done - loaded:.1f} s: {(done - loaded) / a.steps:.2f} s/step)", file=sys.stderr)
   return a.out
+
+def load(a: argparse.Namespace, device: Optional[str], dtype, scheduler: Optional[str]):
+  """The pipeline that the arguments name (--tiny-random, or --weights with --config for a single file)."""
+  from tinyweb.models.stable_diffusion import StableDiffusionPipeline
+  if a.tiny_random: return tiny_random_pipeline(device)
+  if os.path.isdir(a.weights): return StableDiffusionPipeline.from_pretrained(a.weights, device=device, dtype=dtype, scheduler=scheduler)
+  if not a.config: sys.exit("diffusion: a single-file checkpoint needs --config: the diffusers pipeline folder of its model (configs and tokenizer)")
+  return StableDiffusionPipeline.from_single_file(a.weights, config=a.config, device=device, dtype=dtype, scheduler=scheduler)
+
+def export_page(a: argparse.Namespace) -> str:
+  """The diffuse page's folder a.export: the pipeline on the portable WEBGPU device (see tinyweb.export), sampled by Euler."""
+  if a.fp16 or a.scheduler not in (None, "euler") or a.device not in (None, "WEBGPU"):
+    sys.exit("diffusion: --export writes float32 parts on WEBGPU for the page's Euler sampler: leave out --fp16, --scheduler and --device")
+  os.environ.setdefault("TINYWEB_WEBGPU_LIMITS", "default")   # (before the WEBGPU device is made)
+  from tinyweb.export.cli import stable_diffusion_parts, write
+  write("stable-diffusion", stable_diffusion_parts(load(a, "WEBGPU", None, "euler"), a.size), a.export, None if a.tiny_random else a.weights)
+  return a.export
 
 if __name__ == "__main__":
   main()

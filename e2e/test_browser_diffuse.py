@@ -3,12 +3,12 @@ scripts/build_models.py (real weights), a map generated as a user would (steps, 
 noise and denoised map read back and compared with the same sampler written here in numpy around onnxruntime's CPU
 session of the ONNX file (the reference); the page's noise against SplitMix32 + Box-Muller written here, its sigma
 schedule against Karras et al.'s formula; what the page says without WebGPU and when the adapter lacks a limit; a
-screenshot of the result (TINYWEB_SCREENSHOTS=FOLDER keeps it there as diffuse.png)."""
+screenshot of the result (browser_harness.checked_screenshot)."""
 from __future__ import annotations
-import io, json, os
+import json
 import numpy as np
 import pytest
-from browser_harness import launch_chromium, load_testdata, page_model
+from browser_harness import assert_says_no_webgpu, checked_screenshot, launch_chromium, load_testdata, open_model_page, page_model
 
 LOAD_TIMEOUT_MS = 300_000    # (weights, then every kernel compiled by SwiftShader on a busy 2-core machine)
 STEP_TIMEOUT_MS = 120_000    # (one step: ~23 s on SwiftShader)
@@ -25,14 +25,7 @@ def terrain_unet(site):
   return site.data_dir / "models" / "terrain-unet"
 
 def _open(chromium, site, model: str = "/e2e-data/models/terrain-unet/"):
-  """The diffuse page on `model`, in a new context, 1000 x 700; waits until it is ready (or failed)."""
-  page = chromium.new_context(viewport={"width": 1000, "height": 700}).new_page()
-  page.console_messages = []
-  page.on("console", lambda m: page.console_messages.append(m.text))
-  page.on("pageerror", lambda e: page.console_messages.append(f"page error: {e}"))
-  page.goto(f"{site.url}diffuse.html?model={model}")
-  page.wait_for_selector("body[data-state=ready], body[data-state=error]", timeout=LOAD_TIMEOUT_MS)
-  return page
+  return open_model_page(chromium, f"{site.url}diffuse.html?model={model}", LOAD_TIMEOUT_MS)
 
 def karras(steps: int) -> np.ndarray:
   """Karras et al. (2022) eq. 5 with N = steps + 1 points from SIGMA_MAX to SIGMA_MIN, the last (SIGMA_MIN) dropped."""
@@ -103,25 +96,13 @@ def test_the_page_generates_what_the_sampler_gives_with_onnxruntime(diffuse_page
                   " / ".join(f"{load[k]:.2f}" for k in ["manifest", "device", "kernels", "weights", "total"]))
   record_property("measure:diffuse: per step, 128 x 128, batch 1 (s): each", f"{' / '.join(f'{t / 1000:.1f}' for t in ms)} on {adapter[8:]}")
   record_property("measure:diffuse: max |page - onnxruntime| / range, per step", " / ".join(f"{e:.1e}" for e in errors))
-  _screenshot(page)
+  checked_screenshot(page, "diffuse")
 
 def test_the_schedule_is_karras(diffuse_page):
   for n in [1, 2, 4, 10, 50]:
     np.testing.assert_allclose(diffuse_page.evaluate("(n) => window.diffuseDemo.sampler.sigmas(n)", n), karras(n), rtol=1e-12)
   assert diffuse_page.evaluate("window.diffuseDemo.sampler.sigmas(1)") == [SIGMA_MAX]   # (the authors' one step)
   with pytest.raises(Exception, match="steps must be a whole number >= 1"): diffuse_page.evaluate("window.diffuseDemo.sampler.sigmas(0)")
-
-def _screenshot(page):
-  """The page with its map, checked not to be blank; kept as TINYWEB_SCREENSHOTS/diffuse.png when that is set."""
-  from PIL import Image
-  png = page.screenshot()
-  with Image.open(io.BytesIO(png)) as im:
-    assert im.size == (1000, 700)
-    pixels = np.asarray(im.convert("RGB"), np.float32)
-  assert pixels.std() > 20, pixels.std()
-  if (folder := os.environ.get("TINYWEB_SCREENSHOTS")):
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "diffuse.png"), "wb") as f: f.write(png)
 
 def test_the_page_says_why_it_cannot_run(playwright_instance, chromium, site, terrain_unet):
   # an adapter without a limit the model needs: the limit, the need and what the adapter has
@@ -143,10 +124,5 @@ def test_the_page_says_why_it_cannot_run(playwright_instance, chromium, site, te
   # no WebGPU at all (Chromium without --enable-unsafe-webgpu): said, with what to do about it in this browser
   browser = launch_chromium(playwright_instance, webgpu=False)
   try:
-    page = _open(browser, site)
-    assert page.get_attribute("body", "data-state") == "error"
-    notice = page.text_content("#notice")
-    assert notice.startswith("WebGPU is not available (headless Chromium has WebGPU only when launched with "
-                             "--enable-unsafe-webgpu)"), notice
-    assert page.text_content("#adapter") == "no WebGPU adapter" and page.is_disabled("#generate")
+    assert_says_no_webgpu(_open(browser, site), "#generate")
   finally: browser.close()

@@ -85,6 +85,13 @@ def gemma(out: Path):
   its tokenizer as tokenizer.json beside it (web/gemma_tokenizer.ts reads it)."""
   export("gemma", out, "--weights", str(testdata("gemma-3-270m-q4_k_m.gguf")), "--size", str(GEMMA_CONTEXT))
 
+def sd_tiny_random(out: Path):
+  """web/diffuse.html's Stable Diffusion mode (?sd=models/sd-tiny-random/) on demos.diffusion's tiny pipeline of random
+  weights (SD 1.x's architecture, CLIP's real tokenizer: the test data's BPE merges): 32 x 32 pictures of noise, for
+  the tests; real weights are exported with `python -m tinyweb.export stable-diffusion DIR --weights FOLDER`."""
+  testdata("bpe_simple_vocab_16e6.txt.gz")
+  run_module("demos.diffusion", "--tiny-random", "--export", str(out))
+
 # name -> fn(folder): writes the model's files into the (new, empty) folder; raises Unavailable when it cannot here
 MODELS: dict[str, Callable[[Path], None]] = {
   "efficientnet-lite0": efficientnet_lite0,
@@ -92,6 +99,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
   "minilm": minilm,
   "terrain-unet": terrain_unet,
   "gemma": gemma,
+  "sd-tiny-random": sd_tiny_random,
 }
 
 def build(name: str, out_dir: Path) -> bool:

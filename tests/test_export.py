@@ -416,3 +416,45 @@ def test_minilm_exports_with_named_token_inputs(tmp_path):
   np.testing.assert_allclose(got, want, atol=2e-5)
   got1 = _replay(tmp_path, {"input_ids": np.array(ids[:1], np.int32), "attention_mask": np.array(mask[:1], np.int32)})["output"]
   np.testing.assert_allclose(got1, want[:1], atol=2e-5)
+
+def test_stable_diffusion_exports_its_parts_for_the_page(tmp_path):
+  """`python -m tinyweb.export stable-diffusion` on a diffusers pipeline folder (random weights, saved by diffusers):
+  text_encoder/, unet/ and vae_decoder/ with the page's inputs, tokenizer.json and scheduler.json beside them. The
+  page's sampler (web/sd_sampler.ts), written here in numpy around the three parts replayed from their files, gives
+  the image of StableDiffusionPipeline on the CPU device from the same latents (guided, 3 steps)."""
+  import subprocess, sys
+  pytest.importorskip("diffusers")
+  from test_stable_diffusion import save_random_pipeline, SIZE
+  from tinyweb.models.stable_diffusion import StableDiffusionPipeline
+  (folder := tmp_path / "pipeline").mkdir()
+  (tmp_path / "vocab").mkdir()
+  save_random_pipeline(folder, tmp_path / "vocab")
+  out = tmp_path / "export"
+  p = subprocess.run([sys.executable, "-m", "tinyweb.export", "stable-diffusion", str(out), "--weights", str(folder), "--size", str(SIZE)],
+                     capture_output=True, text=True, timeout=600)
+  assert p.returncode == 0, p.stdout + p.stderr
+  assert [line.split(" (")[0] for line in p.stdout.splitlines()] == [f"exported stable-diffusion {part}" for part in ("text_encoder", "unet", "vae_decoder")]
+  io = {part: [[(t["name"], t["shape"]) for t in _variant(json.loads((out / part / "manifest.json").read_text()))[k]] for k in ("inputs", "outputs")]
+        for part in ("text_encoder", "unet", "vae_decoder")}
+  assert io == {"text_encoder": [[("input_ids", [1, 77])], [("last_hidden_state", [1, 77, 32])]],
+                "unet": [[("latents", [2, 4, 8, 8]), ("timestep", [1]), ("encoder_hidden_states", [2, 77, 32])], [("noise", [2, 4, 8, 8])]],
+                "vae_decoder": [[("latents", [1, 4, 8, 8])], [("image", [1, SIZE, SIZE, 3])]]}
+  pipe = StableDiffusionPipeline.from_pretrained(folder, device="CPU")
+  assert json.loads((out / "tokenizer.json").read_text()) == pipe.tokenizer.to_json()
+  plans = json.loads((out / "scheduler.json").read_text())["plans"]
+  assert sorted(map(int, plans)) == list(range(1, 51)) and plans["3"] == pipe.scheduler.plan(3)._asdict()
+  # the page's sampler
+  prompt, steps, guidance = "a lighthouse at dusk", 3, 7.5
+  latents = np.random.default_rng(1).standard_normal((1, 4, 8, 8)).astype(np.float32)
+  text = [_replay(out / "text_encoder", {"input_ids": np.array(pipe.tokenizer([t]).input_ids, np.int32)})["last_hidden_state"] for t in ("", prompt)]
+  plan = plans[str(steps)]
+  x = latents * np.float32(plan["init_noise_sigma"])
+  for t, scale, p, q, d in zip(*(plan[k] for k in ("timesteps", "input_scales", "sample_scales", "output_scales", "deltas"))):
+    noise = _replay(out / "unet", {"latents": np.concatenate([x * np.float32(scale)] * 2), "timestep": np.array([t], np.float32),
+                                   "encoder_hidden_states": np.concatenate(text)})["noise"]
+    noise = noise[:1] + np.float32(guidance) * (noise[1:] - noise[:1])
+    x = x + (x - (x * np.float32(p) + noise * np.float32(q))) * np.float32(d)
+  got = _replay(out / "vae_decoder", {"latents": x})["image"]
+  want = pipe(prompt, steps=steps, guidance_scale=guidance, latents=Tensor(latents), height=SIZE, width=SIZE, output="float").numpy()
+  np.testing.assert_allclose(got, want, rtol=0, atol=2e-5)
+  assert want.std() > 0.05

@@ -135,6 +135,22 @@ def test_sampling_loop_matches_diffusers(kind, config, kwargs):
 def test_sampling_loop_on_the_model_device(kind, config, kwargs, model_device):
   assert loop(kind, config, kwargs, model_device).device == model_device
 
+@pytest.mark.parametrize("config", [SD15, SD2_V, dict(SDXL_EULER, use_karras_sigmas=True)], ids=["sd15", "sd2-v", "karras"])
+def test_euler_plan_takes_the_steps_of_step(config):
+  """plan(n)'s numbers, applied in float32 numpy as the diffuse page applies them, give step()'s samples."""
+  sched = EulerDiscreteScheduler.from_config(config)
+  plan = sched.plan(4)
+  assert (plan.timesteps, plan.init_noise_sigma) == (sched.timesteps, sched.init_noise_sigma)
+  rng = np.random.default_rng(0)
+  x = rng.standard_normal((1, 4, 3, 3)).astype(np.float32)
+  want, got = Tensor(x) * sched.init_noise_sigma, x * np.float32(plan.init_noise_sigma)
+  for i, t in enumerate(sched.timesteps):
+    out = rng.standard_normal(x.shape).astype(np.float32)
+    np.testing.assert_allclose(got * np.float32(plan.input_scales[i]), sched.scale_model_input(want, t).numpy(), rtol=1e-6)
+    want = sched.step(Tensor(out), t, want).prev_sample
+    got = got + (got - (got * np.float32(plan.sample_scales[i]) + out * np.float32(plan.output_scales[i]))) * np.float32(plan.deltas[i])
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
+
 def test_stochastic_steps_draw_noise_when_none_is_given():
   ours = EulerAncestralDiscreteScheduler.from_config(SD15)
   ours.set_timesteps(4)

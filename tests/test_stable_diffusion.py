@@ -36,8 +36,12 @@ SIZE = 16   # pixels: sample_size 8 times the VAE's scale factor 2 (its two leve
 def folder(tmp_path_factory):
   """The random pipeline, saved by diffusers (SD 1.5's scheduler config, an Euler scheduler), and diffusers' pipeline."""
   path = tmp_path_factory.mktemp("sd")
+  return path, save_random_pipeline(path, tmp_path_factory.mktemp("vocab"))
+
+def save_random_pipeline(path, tok_dir):
+  """diffusers' StableDiffusionPipeline of random weights (seeded) at the sizes above, saved into the folder `path`
+  (tok_dir: a folder for the tokenizer's files on the way); returns it."""
   vocab, merges = reference_vocabulary()
-  tok_dir = tmp_path_factory.mktemp("vocab")
   (tok_dir / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
   (tok_dir / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
   tokenizer = transformers.CLIPTokenizer.from_pretrained(str(tok_dir), model_max_length=77)
@@ -51,7 +55,7 @@ def folder(tmp_path_factory):
                                            feature_extractor=None, requires_safety_checker=False)
   pipe.set_progress_bar_config(disable=True)
   pipe.save_pretrained(path, safe_serialization=True)
-  return path, pipe
+  return pipe
 
 def start_latents(n: int, seed: int = 11) -> np.ndarray:
   return np.random.default_rng(seed).standard_normal((n, 4, SIZE // 2, SIZE // 2)).astype(np.float32)

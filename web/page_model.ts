@@ -1,8 +1,8 @@
 // What a model page's Web Worker does before its own work (web/classify-worker.ts, web/detect_worker.ts,
-// web/embed-worker.ts and web/diffuse-worker.ts use it): find the WebGPU adapter before any download (and say what to do
+// web/embed-worker.ts, web/diffuse-worker.ts, web/sd-worker.ts and web/generate-worker.ts use it): find the WebGPU adapter before any download (and say what to do
 // when there is none), load the export with tinyweb/model's loadModel while posting its progress (a limit or feature the
-// adapter lacks: loadModel names it), and check the model's inputs and outputs. And the page's side: the adapter as a
-// line of text.
+// adapter lacks: loadModel names it), and check the model's inputs and outputs. And the page's side: the adapter and the
+// loading progress as lines of text.
 //
 // worker -> page   {kind: "adapter", adapter}     the adapter found (before the model loads)
 //                  {kind: "progress", progress}   loadModel's progress

@@ -3,11 +3,13 @@ YOLOv8n..x; "efficientnet-lite" and "yolov8" take the variant or scale from --we
 BERT folder: token ids and attention mask in, the pooled unit-length embeddings out; "terrain-unet", an ONNX denoiser
 with adaptive-terrain-diffusion's inputs: noisy, sigma and difficulty in, denoised out; "gemma", a Gemma 3 GGUF file:
 one step of generation, tokens and their start position in, the next token's logits out, the KV cache as state, with
-tokenizer.json beside it for the page) with `tinyweb.export.export` for pages that run it with `loadModel` (npm
-tinyweb/model). The demos' `--export DIR` (demos.classify, demos.detect) call it."""
+tokenizer.json beside it for the page; "stable-diffusion", a diffusers pipeline folder: its text encoder, UNet and VAE
+decoder each in a subfolder, with tokenizer.json and the Euler sampler's scheduler.json beside them) with
+`tinyweb.export.export` for pages that run it with `loadModel` (npm tinyweb/model). The demos' `--export DIR`
+(demos.classify, demos.detect, demos.diffusion) call it."""
 from __future__ import annotations
-import argparse, functools, json, os
-from typing import Callable, NamedTuple, Optional, Sequence
+import argparse, functools, json, os, time
+from typing import Callable, NamedTuple, Optional, Sequence, Union
 from tinyweb.tensor import Tensor
 from tinyweb.export import export
 
@@ -74,6 +76,53 @@ def _gemma(weights: Optional[str], size: Optional[int]):
   return model, Exportable(model.step, [ints(1, 1), ints(1), ints(1)], _stored_buffers(get_state_dict(model)), ["tokens", "start", "last"],
                            more_examples=[(ints(1, PREFILL_CHUNK), ints(1), ints(1))], extras=page_files)
 
+class Parts(NamedTuple):
+  """A model exported as several functions, each an Exportable written into a subfolder of its own (by name), and what
+  the page also needs, written into the folder after them (`extras(folder)`)."""
+  parts: dict[str, Exportable]
+  extras: Optional[Callable[[str], None]] = None
+
+# the step counts a Stable Diffusion page may run: scheduler.json holds a plan for each (a few kB apiece)
+SD_MAX_STEPS = 50
+
+def _stable_diffusion(weights: Optional[str], size: Optional[int]):
+  from tinyweb.models.stable_diffusion import StableDiffusionPipeline
+  pipe = StableDiffusionPipeline.from_pretrained(weights, device="WEBGPU", scheduler="euler")
+  return pipe, stable_diffusion_parts(pipe, size)
+
+def stable_diffusion_parts(pipe, size: Optional[int] = None) -> Parts:
+  """A StableDiffusionPipeline (its parts on WEBGPU, an Euler scheduler) for the diffuse page (web/sd-worker.ts), as
+  StableDiffusionPipeline.__call__ runs it with classifier-free guidance: text_encoder/ (input_ids [1, 77] int32 ->
+  last_hidden_state, run for the prompt and for the empty negative prompt), unet/ (latents [2, 4, h, w]: the
+  negative's and the prompt's halves, timestep [1], encoder_hidden_states [2, 77, hidden] -> noise), vae_decoder/
+  (latents [1, 4, h, w] -> image [1, height, width, 3] in [0, 1]); beside them tokenizer.json (CLIPTokenizer.to_json)
+  and scheduler.json (the scheduler's plan for each step count up to SD_MAX_STEPS: EulerDiscreteScheduler.plan). size:
+  the image's height and width in pixels (default: the UNet's sample size's)."""
+  from tinyweb.dtype import dtypes
+  from tinyweb.models.schedulers import EulerDiscreteScheduler
+  from tinyweb.nn.state import get_state_dict
+  if not isinstance(pipe.scheduler, EulerDiscreteScheduler):
+    raise ValueError(f"stable-diffusion: the page's sampler is Euler's, not the pipeline's {type(pipe.scheduler).__name__}")
+  f = pipe.vae_scale_factor
+  size = size or pipe.unet.config["sample_size"] * f
+  if size % 8: raise ValueError(f"stable-diffusion: the image size must be a multiple of 8, got {size}")
+  tokens, hidden, channels = pipe.tokenizer.model_max_length, pipe.text_encoder.config.hidden_size, pipe.unet.config["in_channels"]
+  zeros = lambda *shape, dtype=dtypes.float32: Tensor.zeros(*shape, dtype=dtype, device="WEBGPU").contiguous()
+  def page_files(folder: str):   # (web/sd-worker.ts reads them)
+    with open(os.path.join(folder, "tokenizer.json"), "w") as fp: json.dump(pipe.tokenizer.to_json(), fp, separators=(",", ":"))
+    plans = {n: pipe.scheduler.plan(n)._asdict() for n in range(1, SD_MAX_STEPS + 1)}
+    with open(os.path.join(folder, "scheduler.json"), "w") as fp:
+      json.dump({"format": "tinyweb-euler-plans", "scheduler": type(pipe.scheduler).__name__, "config": pipe.scheduler.config, "plans": plans},
+                fp, separators=(",", ":"))
+  return Parts({
+    "text_encoder": Exportable(lambda ids: {"last_hidden_state": pipe.text_encoder(ids).last_hidden_state}, [zeros(1, tokens, dtype=dtypes.int32)],
+                               get_state_dict(pipe.text_encoder), ["input_ids"]),
+    "unet": Exportable(lambda x, t, text: {"noise": pipe.unet(x, t, text).float()},
+                       [zeros(2, channels, size // f, size // f), zeros(1), zeros(2, tokens, hidden)], get_state_dict(pipe.unet),
+                       ["latents", "timestep", "encoder_hidden_states"]),
+    "vae_decoder": Exportable(lambda x: {"image": pipe.decode_latents(x)}, [zeros(1, channels, size // f, size // f)],
+                              get_state_dict(pipe.vae), ["latents"])}, page_files)
+
 def _stored_buffers(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
   """The buffer each tensor is computed from, by the tensor's name. A GGUF weight is a recipe (its float values computed
   from the quantized blocks by the kernels that read them): naming the recipe would make export realize it as float32,
@@ -90,22 +139,24 @@ def _stored_buffers(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
 MODELS: dict[str, Callable] = {**{f"efficientnet-lite{i}": functools.partial(_efficientnet, f"lite{i}") for i in range(5)},
                                **{f"yolov8{s}": functools.partial(_yolov8, s) for s in "nsmlx"},
                                "efficientnet-lite": functools.partial(_efficientnet, None), "yolov8": functools.partial(_yolov8, None),
-                               "minilm": _minilm, "terrain-unet": _terrain_unet, "gemma": _gemma}
-FROM_WEIGHTS = ("efficientnet-lite", "yolov8", "minilm", "terrain-unet", "gemma")
+                               "minilm": _minilm, "terrain-unet": _terrain_unet, "gemma": _gemma,
+                               "stable-diffusion": _stable_diffusion}
+FROM_WEIGHTS = ("efficientnet-lite", "yolov8", "minilm", "terrain-unet", "gemma", "stable-diffusion")
 
 def main(argv: Optional[list[str]] = None) -> int:
-  import time
   ap = argparse.ArgumentParser(prog="python -m tinyweb.export", description="Export a demo model for static hosting "
                                "(WGSL kernels, manifest.json, safetensors weights) to run with loadModel (npm tinyweb/model).")
   ap.add_argument("model", choices=sorted(MODELS))
   ap.add_argument("out", help="the folder to write")
   ap.add_argument("--weights", help="the weights file (efficientnet-lite*: an efficientnet_lite_pytorch .pth; yolov8*: an "
-                  "ultralytics .pt; minilm: a sentence-transformers folder; terrain-unet: an .onnx file; gemma: a Gemma 3 .gguf file); default: for efficientnet-lite0 the tests' offline copy when "
+                  "ultralytics .pt; minilm: a sentence-transformers folder; terrain-unet: an .onnx file; gemma: a Gemma 3 .gguf file; "
+                  "stable-diffusion: a diffusers pipeline folder); default: for efficientnet-lite0 the tests' offline copy when "
                   "there is one, else random weights")
   ap.add_argument("--weights-dtype", choices=["auto", "float16", "float32"], default="auto",
                   help="how float32 weights are stored: auto (float16 where exact, as for ultralytics' float16 checkpoints), "
                   "float16 (all, rounded: half the download), float32; the page widens float16 to float32 on the GPU")
-  ap.add_argument("--size", type=int, help="the input images' height and width (default: the model's, 640 for yolov8); minilm: the tokens (default 128); terrain-unet: the heightmap's (default 128); gemma: the context, prompt and reply (default 256)")
+  ap.add_argument("--size", type=int, help="the input images' height and width (default: the model's, 640 for yolov8); minilm: the tokens (default 128); terrain-unet: the heightmap's (default 128); gemma: the context, prompt and reply (default 256); "
+                  "stable-diffusion: the image's, a multiple of 8 (default: the UNet's)")
   ap.add_argument("--batch-sizes", type=_sizes, default=None, metavar="N,N,...",
                   help="the batch sizes the page may run, each a variant sharing the kernels and weights (default: 1)")
   args = ap.parse_args(argv)
@@ -115,23 +166,32 @@ def main(argv: Optional[list[str]] = None) -> int:
   if weights is None and args.model in FROM_WEIGHTS:
     ap.error(f"{args.model} takes its variant or scale from --weights, which is missing" if args.model in ("efficientnet-lite", "yolov8")
              else f"{args.model} has no default weights: give them with --weights")
-  st = time.perf_counter()
   model, ex = MODELS[args.model](weights, args.size)
-  if args.batch_sizes is not None and ex.more_examples:
-    ap.error(f"{args.model} is exported with variants of its own (not batch sizes): leave out --batch-sizes")
-  manifest = export(ex.fn, *ex.inputs, path=args.out, names=ex.names, state_dict=ex.state, weights_dtype=args.weights_dtype,
-                    batch_sizes=args.batch_sizes, more_examples=ex.more_examples)
-  if ex.extras is not None: ex.extras(args.out)
-  nbytes = sum(s["bytes"] for s in manifest["weights"]["shards"])
-  variants = manifest["variants"]
-  shapes = f" (variants: inputs {' / '.join(str([i['shape'] for i in v['inputs']]) for v in variants)})" if ex.more_examples else \
-           f" (batch sizes {', '.join(str(v['inputs'][0]['shape'][0]) for v in variants)})" if len(variants) > 1 else ""
+  if args.batch_sizes is not None and (isinstance(ex, Parts) or ex.more_examples):
+    ap.error(f"{args.model} is exported with shapes of its own (not batch sizes): leave out --batch-sizes")
   name = f"efficientnet-{model.variant}" if args.model.startswith("efficientnet") else f"yolov8{model.scale}" if \
          args.model.startswith("yolov8") else args.model
-  print(f"exported {name} ({'weights ' + weights if weights else 'random weights'}, input {ex.inputs[0].shape}) to "
-        f"{args.out}{shapes}: {len(manifest['kernels'])} kernels, {' + '.join(str(len(v['steps'])) for v in variants)} steps, "
-        f"{nbytes / 1e6:.1f} MB of weights in {len(manifest['weights']['shards'])} shards, in {time.perf_counter() - st:.1f} s")
+  write(name, ex, args.out, weights, args.weights_dtype, args.batch_sizes)
   return 0
+
+def write(name: str, ex: Union[Exportable, Parts], out: str, weights: Optional[str], weights_dtype: str = "auto",
+          batch_sizes: Optional[list[int]] = None):
+  """Export `ex` into the folder `out` (each of a Parts' into its subfolder, then its extras), saying what each wrote.
+  name, weights: the model's name and weights file as the lines say them."""
+  for sub, part in (ex.parts if isinstance(ex, Parts) else {"": ex}).items():
+    st, path = time.perf_counter(), os.path.join(out, sub)
+    manifest = export(part.fn, *part.inputs, path=path, names=part.names, state_dict=part.state, weights_dtype=weights_dtype,
+                      batch_sizes=batch_sizes, more_examples=part.more_examples)
+    if part.extras is not None: part.extras(path)
+    nbytes = sum(s["bytes"] for s in manifest["weights"]["shards"])
+    variants = manifest["variants"]
+    shapes = f" (variants: inputs {' / '.join(str([i['shape'] for i in v['inputs']]) for v in variants)})" if part.more_examples else \
+             f" (batch sizes {', '.join(str(v['inputs'][0]['shape'][0]) for v in variants)})" if len(variants) > 1 else ""
+    print(f"exported {name}{' ' + sub if sub else ''} ({'weights ' + weights if weights else 'random weights'}, input "
+          f"{part.inputs[0].shape}) to {path}{shapes}: {len(manifest['kernels'])} kernels, "
+          f"{' + '.join(str(len(v['steps'])) for v in variants)} steps, {nbytes / 1e6:.1f} MB of weights in "
+          f"{len(manifest['weights']['shards'])} shards, in {time.perf_counter() - st:.1f} s")
+  if isinstance(ex, Parts) and ex.extras is not None: ex.extras(out)
 
 def _sizes(text: str) -> list[int]:
   try: sizes = [int(x) for x in text.split(",")]

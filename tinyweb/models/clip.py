@@ -201,6 +201,16 @@ class CLIPTokenizer:
         space = False
     return "".join(out)
 
+  def to_json(self) -> dict:
+    """What encoding needs, as JSON: web/clip_tokenizer.ts gives the same ids from it in a page. tokens: the vocabulary
+    by id; merges: "a b" by rank; added: the added tokens with their matching flags (as the constructor keeps them)."""
+    tokens = sorted(self.vocab, key=self.vocab.get)
+    if [self.vocab[t] for t in tokens] != list(range(len(tokens))):
+      raise ValueError(f"{self.name}: the vocabulary's ids are not 0..{len(tokens) - 1}, which to_json's token list needs")
+    added = [{"id": i, **{k: t[k] for k in ("content", "lstrip", "rstrip", "normalized")}} for i, t in sorted(self.added.items())]
+    return {"format": "tinyweb-clip-tokenizer", "tokens": tokens, "merges": [f"{a} {b}" for a, b in sorted(self.ranks, key=self.ranks.get)],
+            "added": added, "bos": self.bos_id, "eos": self.eos_id, "unk": self.unk_id, "pad": self.pad_id, "maxLength": self.model_max_length}
+
   def _bpe(self, word: str) -> list[int]:
     """The ids of one pre-tokenized word (its bytes as byte symbols, "</w>" on the last): the merge of lowest rank among
     neighbouring symbols applied everywhere, left to right, until none applies."""

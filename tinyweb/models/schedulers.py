@@ -12,6 +12,8 @@ The schedule (betas, alphas_cumprod, sigmas, timesteps) is plain Python, compute
 (torch's float32 linspace and cumprod, numpy's interp), so `timesteps` and `sigmas` are diffusers' values as Python
 floats (DDIM's timesteps are ints). The sample arithmetic is in Tensors, on the sample's device: each step's scalars go
 in as a small tensor, so every step runs the same kernels. `step` returns (prev_sample, pred_original_sample).
+EulerDiscreteScheduler.plan(n) gives the numbers of a deterministic run of n steps, for a sampler elsewhere to take the
+same steps (the diffuse page's, in TypeScript).
 
 `from_config` takes a scheduler_config.json's dict, whatever scheduler wrote it (SD 1.5's is a PNDMScheduler's): like
 diffusers' from_config, the keys this scheduler does not have are ignored; a value of one of its own keys that it does
@@ -210,14 +212,17 @@ class _SigmaScheduler(_Scheduler):
   def _init_step_index(self, timestep):
     if self._step_index is None: self._step_index = self.index_for_timestep(timestep) if self._begin_index is None else self._begin_index
 
+  def _input_scale(self, index: int) -> float:
+    sigma = self.sigmas[index]
+    return 1 / _f32(math.sqrt(_f32(_f32(sigma * sigma) + 1)))
+
   def scale_model_input(self, sample: Tensor, timestep) -> Tensor:
     """The sample divided by sqrt(sigma^2 + 1): what the model takes."""
     self._init_step_index(timestep)
-    sigma = self.sigmas[self._step_index]
-    (k,) = self._coefficients(sample, 1 / _f32(math.sqrt(_f32(_f32(sigma * sigma) + 1))))
+    (k,) = self._coefficients(sample, self._input_scale(self._step_index))
     return sample * k.cast(sample.dtype)
 
-  def _pred_original(self, name: str, sample: Tensor, model_output: Tensor, sigma: float, sigma_hat: float) -> tuple[float, float]:
+  def _pred_original(self, sigma: float, sigma_hat: float) -> tuple[float, float]:
     """x0 = p * sample + q * model_output: (p, q) for the prediction type."""
     if self.config.prediction_type == "epsilon": return 1.0, -sigma_hat
     if self.config.prediction_type == "v_prediction":
@@ -241,6 +246,17 @@ class _SigmaScheduler(_Scheduler):
     i = self._begin_index if self._begin_index is not None else self.index_for_timestep(timestep)
     (k,) = self._coefficients(original_samples, self.sigmas[i])
     return original_samples + noise * k.cast(original_samples.dtype)
+
+class EulerPlan(NamedTuple):
+  """A deterministic Euler run's numbers, in float32 as the sample arithmetic takes them: the initial noise is multiplied
+  by init_noise_sigma; step i gives the model sample * input_scales[i] at timesteps[i], then from its output takes
+  x0 = sample * sample_scales[i] + output * output_scales[i] and the next sample = sample + (sample - x0) * deltas[i]."""
+  init_noise_sigma: float
+  timesteps: list[float]
+  input_scales: list[float]
+  sample_scales: list[float]
+  output_scales: list[float]
+  deltas: list[float]
 
 class EulerDiscreteScheduler(_SigmaScheduler):
   """diffusers' EulerDiscreteScheduler (Karras et al.'s Euler method, algorithm 2), deterministic unless s_churn > 0.
@@ -302,12 +318,25 @@ class EulerDiscreteScheduler(_SigmaScheduler):
       self._check_like(name, "noise", noise, sample)
       (k,) = self._coefficients(x, s_noise * math.sqrt(sigma_hat ** 2 - sigma ** 2))
       x = x + noise.float() * k
-    p, q = self._pred_original(name, x, m, sigma, sigma_hat)
-    kp, kq, kd = self._coefficients(x, p, q, (following - sigma_hat) / sigma_hat)
+    kp, kq, kd = self._coefficients(x, *self._euler_scales(sigma, sigma_hat, following))
     x0 = x * kp + m * kq
     prev = x + (x - x0) * kd
     self._step_index += 1
     return SchedulerOutput(prev.cast(model_output.dtype), x0)
+
+  def _euler_scales(self, sigma: float, sigma_hat: float, following: float) -> tuple[float, float, float]:
+    """(p, q, d) of a step: x0 = sample * p + model_output * q, then the next sample is sample + (sample - x0) * d."""
+    return *self._pred_original(sigma, sigma_hat), (following - sigma_hat) / sigma_hat
+
+  def plan(self, num_inference_steps: int) -> EulerPlan:
+    """The numbers of a run of num_inference_steps deterministic steps (no churn), for a sampler elsewhere (the diffuse
+    page's, web/sd_sampler.ts) to take the same steps: set_timesteps, then each step's values as scale_model_input and
+    step use them."""
+    self.set_timesteps(num_inference_steps)
+    steps = range(num_inference_steps)
+    scales = [self._euler_scales(self.sigmas[i], self.sigmas[i], self.sigmas[i + 1]) for i in steps]
+    return EulerPlan(_f32(self.init_noise_sigma), list(self.timesteps), _f32s(self._input_scale(i) for i in steps),
+                     *(_f32s(column) for column in zip(*scales)))
 
 class EulerAncestralDiscreteScheduler(_SigmaScheduler):
   """diffusers' EulerAncestralDiscreteScheduler: an Euler step down to sigma_down, then fresh noise of sigma_up."""
@@ -330,7 +359,7 @@ class EulerAncestralDiscreteScheduler(_SigmaScheduler):
     down = math.sqrt(following ** 2 - up ** 2)
     if noise is None: noise = Tensor.randn(*x.shape, device=x.device)
     self._check_like(name, "noise", noise, sample)
-    p, q = self._pred_original(name, x, m, sigma, sigma)
+    p, q = self._pred_original(sigma, sigma)
     kp, kq, kd, ku = self._coefficients(x, p, q, (down - sigma) / sigma, up)
     x0 = x * kp + m * kq
     prev = x + (x - x0) * kd + noise.float() * ku

@@ -176,5 +176,10 @@ class StableDiffusionPipeline:
         noise = uncond + guidance_scale * (cond - uncond)
       x = self.scheduler.step(noise, t, x).prev_sample.realize()
     if output == "latent": return x
-    pixels = (self.vae.decode(x / self.vae.config.scaling_factor).float() / 2 + 0.5).clamp(0, 1).permute(0, 2, 3, 1)
+    pixels = self.decode_latents(x)
     return pixels.realize() if output == "float" else (pixels * 255).round().cast(dtypes.uint8).realize()
+
+  def decode_latents(self, latents: Tensor) -> Tensor:
+    """The final latents (N, 4, h, w) as images (N, h * 8, w * 8, 3) in [0, 1]: the VAE's decoding of latents /
+    scaling_factor, mapped from [-1, 1]."""
+    return (self.vae.decode(latents / self.vae.config.scaling_factor).float() / 2 + 0.5).clamp(0, 1).permute(0, 2, 3, 1)
