@@ -15,12 +15,8 @@ from __future__ import annotations
 import bisect, ctypes, time
 from tinyweb.device import Allocator, Compiler, Compiled
 from tinyweb.uop import Ops
-from tinyweb.codegen.wasm import WASMRenderer, assemble, IMPORTED_MATH
+from tinyweb.codegen.wasm import WASMRenderer, assemble, IMPORTED_MATH, ALIGN, PAGE, MAX_PAGES
 from tinyweb import scalar
-
-ALIGN = 64          # every buffer starts on a cache line (and a 16-byte SIMD lane group)
-PAGE = 65536        # wasm's page size
-MAX_PAGES = 65536   # wasm32: 4 GiB
 
 class WASMAllocator(Allocator):
   """Buffers as byte ranges of the device's memory: first fit in the free ranges (merged with their neighbours), else at

@@ -4,7 +4,10 @@ the WEBGPU device). The MLP is exported in this process; EfficientNet-Lite0 (rea
 line, `python -m tinyweb.export efficientnet-lite0 DIR`, whose WEBGPU device is made for the portable target
 (TINYWEB_WEBGPU_LIMITS=default: WebGPU's default limits, kernels tuned for any adapter), which a process that already
 uses WEBGPU cannot switch to. It also records the page's timings: page open -> first result (cold: nothing cached), the
-same after a reload (weights from the Cache API) and the time per inference."""
+same after a reload (weights from the Cache API) and the time per inference.
+WASM exports (export's target="WASM", `--target wasm`) run in a Chromium without WebGPU (web/model_wasm.ts), equal to the
+WASM device's native run bit for bit (the same modules; the math imports are JavaScript's), and to the CPU device's
+within a tolerance (the CPU device fuses multiply-adds; wasm has no fma)."""
 from __future__ import annotations
 import json, subprocess, sys
 import numpy as np
@@ -38,7 +41,9 @@ window.exportResult = (async () => {
     try { await m.run({ [name]: new Float32Array(3) }); } catch (e) { badInput = String(e.message); }
     const profile = q.has("profile") ? await m.profile({ [name]: input }) : null;
     return { firstResult: first / 1000, load: m.timings, runs, badInput, output: Array.from(out[m.outputs[0].name]),
-             shape: m.outputs[0].shape, pyodide: "loadPyodide" in globalThis, profile };
+             outputs: Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Array.from(v)])), shape: m.outputs[0].shape,
+             pyodide: "loadPyodide" in globalThis, adapter: !!(await navigator.gpu?.requestAdapter()), model: m.constructor.name,
+             profile };
   } catch (e) { return { error: String(e && e.stack || e) }; }
 })();
 </script>"""
@@ -267,3 +272,101 @@ def test_exported_yolov8n_matches_the_native_run_in_chromium(site, chromium, rec
                   f"{result['firstResult']:.2f} / {result['runs'][1] * 1e3:.0f}")
   record_property("measure:export YOLOv8n: kernels / steps / max |browser - native|",
                   f"{len(manifest['kernels'])} / {len(manifest['variants'][0]['steps'])} / {err:.2e}")
+
+@pytest.fixture(scope="module")
+def chromium_without_webgpu(playwright_instance):
+  from browser_harness import launch_chromium
+  b = launch_chromium(playwright_instance, webgpu=False)
+  yield b
+  b.close()
+
+def _wasm_mlp():
+  Tensor.manual_seed(4)
+  l1, l2, l3 = Linear(20, 64, device="WASM"), Linear(64, 32, device="WASM"), Linear(32, 5, device="WASM")
+  model = lambda x: l3(l2(l1(x).relu()).gelu()).log_softmax(-1)
+  return model, {"l1": l1, "l2": l2, "l3": l3}
+
+def test_a_wasm_export_runs_in_chromium_without_webgpu(site, chromium_without_webgpu):
+  """An MLP exported for WASM at batch sizes 3 and 8, float16-stored weights (widened on load), runs as a WasmModel on a
+  page with no WebGPU adapter: bit for bit the WASM device's results; profile() times its steps."""
+  model, layers = _wasm_mlp()
+  for p in get_parameters(layers): p.assign(p.cast("float16").cast("float32")).realize()
+  x = Tensor.randn(3, 20, device="WASM").contiguous().realize()
+  manifest = export(model, x, path=site.data_dir / "mlp-wasm", state_dict=get_state_dict(layers), batch_sizes=[3, 8], target="WASM")
+  assert all(b.get("stored") == "float16" for b in manifest["variants"][0]["buffers"] if b["kind"] == "weight")
+  _write_page(site)
+  for n in (3, 8):
+    xn = Tensor.randn(n, 20, device="WASM").contiguous().realize()
+    (site.data_dir / f"mlp-wasm-{n}.bin").write_bytes(xn.numpy().tobytes())
+    result, urls = _open(chromium_without_webgpu, site, "mlp-wasm", f"mlp-wasm-{n}.bin", runs=2, profile=True)
+    assert not result["adapter"] and result["model"] == "WasmModel" and not result["pyodide"] and len(result["output"]) == n * 5
+    assert not [u for u in urls if "pyodide" in u.lower() or u.endswith(".whl")], urls
+    np.testing.assert_array_equal(np.float32(result["output"]).reshape(n, 5), model(xn).numpy())
+    assert [p["name"] for p in result["profile"]] == [manifest["kernels"][s["kernel"]]["file"] for s in manifest["variants"][n == 8]["steps"]]
+  assert "input input has 3 elements; the model takes shape [3,20] or [8,20]" in result["badInput"]
+
+def test_a_wasm_exports_math_imports_and_state_in_chromium(site, chromium_without_webgpu):
+  """sin, cos and fmod come from JavaScript's Math and % (C's fmod, at the special values too): the page's results equal
+  the WASM device's (tinyweb.scalar's math) bit for bit; a counter (state) goes on from run to run."""
+  from tinyweb import TinyJit
+  inf, nan = float("inf"), float("nan")
+  xs = [0.3, -2.0, 7.5, 1e3, -1e-30, 0.0, -0.0, inf, -inf, nan, 5.5, -5.5, 1e30, 3.0, -7.0, 123456.78]
+  ws = [0.5, -1.25, 3.0, 1024.0, 0.75, 2.0, -3.0, 1.0, 2.0, 1.0, 0.0, -0.0, inf, -inf, 2.5, 1e-3]
+  w = Tensor(ws, device="WASM").realize()
+  counter = Tensor([0.0], device="WASM").contiguous().realize()
+  @TinyJit
+  def f(x):
+    counter.assign(counter + 1)
+    return {"trig": ((x * w).sin() + x.cos() * counter).contiguous(), "rem": (x % w).contiguous(), "fmod": x.fmod(w).contiguous()}
+  x = Tensor(xs, device="WASM").realize()
+  for _ in range(3): f(x)
+  manifest = export(f, x, path=site.data_dir / "math-wasm", output_names=["trig", "rem", "fmod"], state_dict={"w": w, "counter": counter},
+                    target="WASM", weights_dtype="float32")
+  assert {n for k in manifest["kernels"] for n in k["imports"]} >= {"sin", "cos", "fmod"}
+  (site.data_dir / "math-wasm.bin").write_bytes(np.float32(xs).tobytes())
+  _write_page(site)
+  result, _ = _open(chromium_without_webgpu, site, "math-wasm", "math-wasm.bin", runs=2)
+  want = [f(x) for _ in range(2)][-1]   # (runs 4 and 5; the page's last is its 5th)
+  for name, t in want.items():
+    got = np.array([nan if v is None else v for v in result["outputs"][name]], np.float32)
+    np.testing.assert_array_equal(got, t.numpy(), err_msg=name)
+
+def test_exported_efficientnet_lite0_runs_as_wasm_in_chromium_without_webgpu(site, chromium_without_webgpu, record_property):
+  """EfficientNet-Lite0 (real weights, a real photo) by `python -m tinyweb.export efficientnet-lite0 DIR --target wasm`,
+  in a Chromium without WebGPU: the WASM device's native result bit for bit, the CPU device's within 1e-4 of its
+  largest logit (measured: 3.8e-6 absolute; the CPU device fuses multiply-adds), the same class; the page's timings."""
+  testdata = _testdata()
+  from PIL import Image
+  from tinyweb.models.efficientnet import EfficientNetLite, preprocess
+  weights = testdata.path("efficientnet-lite0.pth")
+  out = site.data_dir / "efficientnet-lite0-wasm"
+  p = subprocess.run([sys.executable, "-m", "tinyweb.export", "efficientnet-lite0", str(out), "--weights", weights, "--target", "wasm"],
+                     cwd=ROOT, capture_output=True, text=True, timeout=900)
+  assert p.returncode == 0, p.stdout + p.stderr
+  manifest = json.loads((out / "manifest.json").read_text())
+  assert manifest["target"] == "WASM" and "limits" not in manifest
+  with Image.open(testdata.path("chelsea.png")) as im: pixels = np.array(im.convert("RGB"))
+  x = preprocess(Tensor(pixels, device="CPU"), 224).contiguous().realize()
+  want_wasm = EfficientNetLite.load(weights, device="WASM")(x.to("WASM")).numpy()
+  want_cpu = EfficientNetLite.load(weights, device="CPU")(x).numpy()
+  (site.data_dir / "cat-224-wasm.bin").write_bytes(x.numpy().astype(np.float32).tobytes())
+  _write_page(site)
+  context = chromium_without_webgpu.new_context()
+  try:
+    cold, urls = _open(chromium_without_webgpu, site, "efficientnet-lite0-wasm", "cat-224-wasm.bin", runs=3, context=context)
+    warm, _ = _open(chromium_without_webgpu, site, "efficientnet-lite0-wasm", "cat-224-wasm.bin", runs=1, context=context)
+  finally: context.close()
+  assert not cold["adapter"] and cold["model"] == "WasmModel" and not cold["pyodide"]
+  np.testing.assert_array_equal(np.float32(cold["output"]).reshape(want_wasm.shape), want_wasm)
+  np.testing.assert_array_equal(np.float32(warm["output"]).reshape(want_wasm.shape), want_wasm)
+  err = _assert_close(cold["output"], want_cpu)
+  assert int(np.argmax(cold["output"])) == int(np.argmax(want_cpu))
+  per_run = sorted(cold["runs"][1:])[len(cold["runs"][1:]) // 2]
+  load = cold["load"]
+  record_property("measure:export EfficientNet-Lite0 WASM (no WebGPU): page open -> first result, cold / reload (s)",
+                  f"{cold['firstResult']:.2f} / {warm['firstResult']:.2f}")
+  record_property("measure:export EfficientNet-Lite0 WASM: load (s): manifest / memory / kernels / weights / total",
+                  " / ".join(f"{load[k]:.2f}" for k in ["manifest", "device", "kernels", "weights", "total"]))
+  record_property("measure:export EfficientNet-Lite0 WASM: first run / per inference (ms)", f"{cold['runs'][0] * 1e3:.0f} / {per_run * 1e3:.0f}")
+  record_property("measure:export EfficientNet-Lite0 WASM: kernels / steps / memory (MB) / max |browser - CPU device|",
+                  f"{len(manifest['kernels'])} / {len(manifest['variants'][0]['steps'])} / {manifest['memory']['bytes'] / 1e6:.1f} / {err:.2e}")

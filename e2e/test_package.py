@@ -90,6 +90,7 @@ def test_the_tarball_holds_the_module_its_types_and_the_runtime(packed, record_p
   files = {f["path"] for f in info["files"]}
   wheel = next(f for f in files if f.startswith("dist/runtime/wheels/"))
   lib = {f"dist/lib/{m}.{ext}" for m in ["tinyweb", "worker", "host", "weights", "model"] for ext in ["js", "d.ts"]}
+  lib |= {f"dist/lib/{m}.d.ts" for m in ["model_common", "model_wasm"]}   # (types model.d.ts refers to; their code is in model.js)
   assert files == {"package.json", "README.md", "LICENSE", *lib,
                    "dist/runtime/tinyweb-manifest.json", wheel, *(f"dist/runtime/pyodide/{f}" for f in
                    ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"])}

@@ -2,8 +2,10 @@
 safetensors weights. Checks the folder's consistency (every step's bindings and kernel, the weights equal to the
 model's parameters, the sha256 of each shard, limits within WebGPU's defaults, scratch memory shared as TinyJit shares
 it), replays the manifest on the native WebGPU device from the written files alone (a Python twin of web/model.ts's
-run) on an input other than the capture's, and the errors for what cannot be exported. The browser side (web/model.ts
-in Chromium, no Pyodide) is e2e/test_browser_export.py."""
+run) on an input other than the capture's, and the errors for what cannot be exported. The WASM target (issue 19):
+captured on the WASM device, WebAssembly kernels and a memory layout, replayed with wasmtime from the files alone (a
+twin of web/model_wasm.ts) to the WASM device's results bit for bit. The browser side (web/model.ts in Chromium, no
+Pyodide) is e2e/test_browser_export.py."""
 import hashlib, json, os, re
 import numpy as np
 import pytest
@@ -13,43 +15,41 @@ from tinyweb.export.cli import main
 from tinyweb.nn import Linear, Conv2d, BatchNorm2d
 from tinyweb.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load
 
-ok, why = Device.check("WEBGPU")
-pytestmark = pytest.mark.skipif(not ok, reason=f"WEBGPU unavailable: {why}")
+def _needs(device: str):
+  ok, why = Device.check(device)
+  return pytest.mark.skipif(not ok, reason=f"{device} unavailable: {why}")
+webgpu, wasm = _needs("WEBGPU"), _needs("WASM")
 
 class MLP:
-  def __init__(self):
-    self.l1, self.l2 = Linear(12, 32, device="WEBGPU"), Linear(32, 3, device="WEBGPU")
+  def __init__(self, device="WEBGPU"):
+    self.l1, self.l2 = Linear(12, 32, device=device), Linear(32, 3, device=device)
   def __call__(self, x: Tensor) -> Tensor: return self.l2(self.l1(x).relu()).softmax(-1)
 
 class ConvNet:
-  def __init__(self):
-    self.c1, self.bn1 = Conv2d(3, 8, 3, padding=1, device="WEBGPU"), BatchNorm2d(8, device="WEBGPU")
-    self.c2, self.bn2 = Conv2d(8, 16, 3, stride=2, device="WEBGPU"), BatchNorm2d(16, device="WEBGPU")
-    self.fc = Linear(16, 10, device="WEBGPU")
+  def __init__(self, device="WEBGPU"):
+    self.c1, self.bn1 = Conv2d(3, 8, 3, padding=1, device=device), BatchNorm2d(8, device=device)
+    self.c2, self.bn2 = Conv2d(8, 16, 3, stride=2, device=device), BatchNorm2d(16, device=device)
+    self.fc = Linear(16, 10, device=device)
   def __call__(self, x: Tensor) -> Tensor:
     x = self.bn1(self.c1(x)).relu().max_pool2d(2)
     x = self.bn2(self.c2(x)).silu()
     return self.fc(x.mean((2, 3)))
 
-def _model(cls):
+def _model(cls, device="WEBGPU"):
   Tensor.manual_seed(3)
-  m = cls()
+  m = cls(device)
   for k, t in get_state_dict(m).items():   # (batch-norm statistics that are not the defaults)
-    if k.endswith("running_mean"): t.assign(Tensor.randn(*t.shape, device="WEBGPU") * 0.1)
-    if k.endswith("running_var"): t.assign(Tensor.rand(*t.shape, device="WEBGPU") + 0.5)
+    if k.endswith("running_mean"): t.assign(Tensor.randn(*t.shape, device=device) * 0.1)
+    if k.endswith("running_var"): t.assign(Tensor.rand(*t.shape, device=device) + 0.5)
   Tensor.realize_all(*get_parameters(m), *get_state_dict(m).values())
   return m
 
 def _check_folder(path, manifest: dict, model):
   """The folder holds what the manifest says, consistently."""
   assert json.loads((path / "manifest.json").read_text()) == manifest
-  assert manifest["format"] == "tinyweb-export" and manifest["version"] == 2 and manifest["target"] == "WEBGPU"
-  kernels = manifest["kernels"]
-  for k in kernels:
-    src = (path / k["file"]).read_text()
-    assert re.search(rf"\bfn {k['entryPoint']}\(", src) and len(re.findall(r"@binding\(", src)) == k["bindings"]
-    assert f"@workgroup_size({k['workgroupSize'][0]})" in src
-    assert "enable f16" not in src and "tw_quadrant" not in src   # (f16 unused; the unused prelude shaken out)
+  assert manifest["format"] == "tinyweb-export" and manifest["version"] == 2 and manifest["target"] in ("WEBGPU", "WASM")
+  webgpu_target, kernels = manifest["target"] == "WEBGPU", manifest["kernels"]
+  for k in kernels: (_check_wgsl if webgpu_target else _check_wasm_module)(path, k)
   assert sorted(f.name for f in (path / "kernels").iterdir()) == sorted(k["file"].split("/")[1] for k in kernels)
   used, names = set(), {}
   for v in manifest["variants"]:
@@ -58,8 +58,9 @@ def _check_folder(path, manifest: dict, model):
     assert {b["kind"] for b in buffers} <= {"input", "output", "weight", "scratch"}
     for s in v["steps"]:
       k = kernels[s["kernel"]]
-      assert len(s["buffers"]) == k["bindings"] == len(set(s["buffers"])) and all(0 <= b < len(buffers) for b in s["buffers"])
-      assert len(s["workgroups"]) == 3 and all(1 <= g <= 65535 for g in s["workgroups"])
+      assert len(s["buffers"]) == k["bindings" if webgpu_target else "params"] == len(set(s["buffers"])) and all(0 <= b < len(buffers) for b in s["buffers"])
+      if webgpu_target: assert len(s["workgroups"]) == 3 and all(1 <= g <= 65535 for g in s["workgroups"])
+      else: assert "workgroups" not in s
       written.add(s["buffers"][0])
       used.add(s["kernel"])
     for b in buffers:   # weights are only read; inputs never written; every output and scratch slot written
@@ -67,12 +68,17 @@ def _check_folder(path, manifest: dict, model):
       else: assert b["id"] in written, b
     for b in buffers:   # (a weight is one tensor of the shards, whichever variant uses it)
       if b["kind"] == "weight": assert names.setdefault(b["tensor"], b) == b
+    if not webgpu_target:   # every buffer within the memory, aligned, and apart from the variant's others
+      spans = sorted((b["offset"], b["offset"] + b["bytes"]) for b in buffers)
+      assert all(a % 64 == 0 and a >= 64 for a, _ in spans) and spans[-1][1] <= manifest["memory"]["bytes"]
+      assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
   assert used == set(range(len(kernels)))   # (every kernel is launched by some variant)
-  # within WebGPU's defaults, and the limits are what the steps need
-  steps = [s for v in manifest["variants"] for s in v["steps"]]
-  assert all(manifest["limits"][k] <= v for k, v in DEFAULT_LIMITS.items())
-  assert manifest["limits"]["maxStorageBuffersPerShaderStage"] == max(k["bindings"] for k in kernels)
-  assert manifest["limits"]["maxComputeWorkgroupsPerDimension"] == max(g for s in steps for g in s["workgroups"])
+  if webgpu_target:   # within WebGPU's defaults, and the limits are what the steps need
+    steps = [s for v in manifest["variants"] for s in v["steps"]]
+    assert all(manifest["limits"][k] <= v for k, v in DEFAULT_LIMITS.items())
+    assert manifest["limits"]["maxStorageBuffersPerShaderStage"] == max(k["bindings"] for k in kernels)
+    assert manifest["limits"]["maxComputeWorkgroupsPerDimension"] == max(g for s in steps for g in s["workgroups"])
+  else: assert "limits" not in manifest and "features" not in manifest
   # the weights: each shard's sha256, the index, and the values equal to the model's parameters, by name
   index = json.loads((path / "weights.json").read_text())
   state = {k: t.numpy() for k, t in get_state_dict(model).items()}
@@ -88,6 +94,21 @@ def _check_folder(path, manifest: dict, model):
       assert index["tensor_sha256"][name] == hashlib.sha256(np.ascontiguousarray(t.numpy()).tobytes()).hexdigest()
       seen.add(name)
   assert seen == set(names) == set(index["tensor_sha256"]) and seen <= set(state)
+
+def _check_wgsl(path, k: dict):
+  src = (path / k["file"]).read_text()
+  assert re.search(rf"\bfn {k['entryPoint']}\(", src) and len(re.findall(r"@binding\(", src)) == k["bindings"]
+  assert f"@workgroup_size({k['workgroupSize'][0]})" in src
+  assert "enable f16" not in src and "tw_quadrant" not in src   # (f16 unused; the unused prelude shaken out)
+
+def _check_wasm_module(path, k: dict):
+  """A valid module that imports the memory and the math the manifest lists, and exports the entry point taking its
+  buffers' addresses."""
+  import wasmtime
+  module = wasmtime.Module(wasmtime.Engine(), (path / k["file"]).read_bytes())
+  assert sorted((i.module, i.name) for i in module.imports) == sorted([("env", "memory")] + [("math", n) for n in k["imports"]])
+  (export,) = module.exports
+  assert export.name == k["entryPoint"] and [str(p) for p in export.type.params] == ["i32"] * k["params"]
 
 def _variant(manifest: dict) -> dict:
   """The manifest's one variant (an export without batch_sizes has one)."""
@@ -144,6 +165,52 @@ def _replay(path, inputs: dict[str, np.ndarray], runs: int = 0):
   for b in bufs: b.destroy()
   return results if runs else results[0]
 
+def _replay_wasm(path, inputs: dict[str, np.ndarray], runs: int = 0):
+  """Run a WASM export with wasmtime from its files alone, as web/model_wasm.ts does: one memory of the manifest's size,
+  the weights (float16 ones widened) and state written at their offsets, the inputs, then each step in order (a kernel:
+  its function called with its buffers' offsets; a copy: within the memory), the outputs read. The math imports are
+  tinyweb.scalar's, as on the WASM device (the page's are JavaScript's Math). runs=N as for _replay."""
+  import wasmtime
+  from tinyweb import scalar
+  from tinyweb.codegen.wasm import IMPORTED_MATH
+  manifest = json.loads((path / "manifest.json").read_text())
+  assert manifest["target"] == "WASM"
+  (m,) = [v for v in manifest["variants"] if all(inputs[i["name"]].size == np.prod(i["shape"]) for i in v["inputs"])]
+  store = wasmtime.Store()
+  pages = -(-manifest["memory"]["bytes"] // 65536)
+  memory = wasmtime.Memory(store, wasmtime.MemoryType(wasmtime.Limits(pages, pages)))
+  f64 = wasmtime.ValType.f64()
+  math = {n: wasmtime.Func(store, wasmtime.FuncType([f64] * (2 if n == "fmod" else 1), [f64]), scalar.ALU[op]) for op, n in IMPORTED_MATH.items()}
+  fns = []
+  for k in manifest["kernels"]:
+    module = wasmtime.Module(store.engine, (path / k["file"]).read_bytes())
+    fns.append(wasmtime.Instance(store, module, [memory if i.module == "env" else math[i.name] for i in module.imports]).exports(store)[k["entryPoint"]])
+  tensors = {}
+  for shard in manifest["weights"]["shards"]:
+    data = (path / shard["file"]).read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    for name, e in json.loads(data[8:8 + n]).items():
+      if name != "__metadata__": tensors[name] = data[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]
+  for b in m["buffers"]:
+    if b["kind"] not in ("weight", "state"): continue
+    data = tensors[b["tensor"]]
+    if b.get("stored") == "float16": data = np.frombuffer(data, np.float16).astype(np.float32).tobytes()
+    memory.write(store, data, b["offset"])
+  offset = {b["id"]: b["offset"] for b in m["buffers"]}
+  for spec in m["inputs"]: memory.write(store, inputs[spec["name"]].astype(spec["dtype"]).tobytes(), offset[spec["buffer"]])
+  results = []
+  for _ in range(max(runs, 1)):
+    for s in m["steps"]:
+      if "copy" in s: memory.write(store, memory.read(store, offset[s["copy"]["src"]], offset[s["copy"]["src"]] + s["copy"]["bytes"]), offset[s["copy"]["dst"]])
+      else: fns[s["kernel"]](store, *(offset[b] for b in s["buffers"]))
+    out = {}
+    for spec in m["outputs"]:
+      n = int(np.prod(spec["shape"])) * np.dtype(spec["dtype"]).itemsize
+      out[spec["name"]] = np.frombuffer(memory.read(store, offset[spec["buffer"]], offset[spec["buffer"]] + n), dtype=spec["dtype"]).reshape(spec["shape"])
+    results.append(out)
+  return results if runs else results[0]
+
+@webgpu
 @pytest.mark.parametrize("cls, shape", [(MLP, (4, 12)), (ConvNet, (2, 3, 16, 16))], ids=["mlp", "convnet"])
 def test_export_writes_a_consistent_folder_that_replays_to_the_models_outputs(tmp_path, cls, shape):
   model = _model(cls)
@@ -158,6 +225,7 @@ def test_export_writes_a_consistent_folder_that_replays_to_the_models_outputs(tm
   got = _replay(tmp_path, {"pixels": x2})["probs"]
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
+@webgpu
 def test_batch_sizes_are_variants_sharing_kernels_and_weights(tmp_path):
   """One capture per batch size: each variant replays to the model's outputs at its size, the weights are written once,
   and a TinyJit already captured at one size is used as it is for that size."""
@@ -190,6 +258,7 @@ def test_batch_sizes_are_variants_sharing_kernels_and_weights(tmp_path):
   for bad in ([], [0], [2, 2], [1.5], [True]):
     with pytest.raises(ExportError, match="batch_sizes must be distinct positive integers"): export(model, x, path=tmp_path, batch_sizes=bad)
 
+@webgpu
 def test_more_examples_are_variants_of_other_shapes(tmp_path):
   """Variants that differ in any dimension (a language model's 16-token prompt chunk beside its 1-token step): each is a
   capture of its own, they share the weights, and each replays to the function's result at its shapes."""
@@ -213,6 +282,7 @@ def test_more_examples_are_variants_of_other_shapes(tmp_path):
   with pytest.raises(ExportError, match="batch_sizes or more_examples, not both"):
     export(f, ints(1), one, path=tmp_path, batch_sizes=[1, 2], more_examples=[(ints(1, 2), one)])
 
+@webgpu
 def test_intermediates_share_memory_slots_as_the_jit_does(tmp_path):
   """A chain of big intermediates: the manifest allocates TinyJit's shared slots, not one buffer per intermediate."""
   w = [Tensor.randn(64, 64, device="WEBGPU").realize() for _ in range(6)]
@@ -232,6 +302,7 @@ def test_intermediates_share_memory_slots_as_the_jit_does(tmp_path):
   want = chain(Tensor(x2, device="WEBGPU")).numpy()
   np.testing.assert_allclose(_replay(tmp_path, {"input": x2})["output"], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
+@webgpu
 def test_several_inputs_and_outputs_keep_their_names_and_order(tmp_path):
   a, b = Tensor.randn(5, device="WEBGPU").realize(), Tensor.randn(5, device="WEBGPU").realize()
   manifest = export(lambda a, b: {"sum": a + b, "prod": (a * b).reshape(5, 1)}, a, b, path=tmp_path, names=["a", "b"],
@@ -250,6 +321,7 @@ def test_several_inputs_and_outputs_keep_their_names_and_order(tmp_path):
   np.testing.assert_array_equal(out["y"], [3, 3, 3])
   np.testing.assert_array_equal(out["w"], [1, 2, 3])
 
+@webgpu
 def test_exporting_again_replaces_the_earlier_files(tmp_path):
   x = Tensor.randn(4, 12, device="WEBGPU").realize()
   export(_model(MLP), x, path=tmp_path)
@@ -257,6 +329,7 @@ def test_exporting_again_replaces_the_earlier_files(tmp_path):
   assert len(list((tmp_path / "kernels").iterdir())) == len(manifest["kernels"]) == 1
   assert manifest["weights"]["shards"] == [] and not list(tmp_path.glob("*.safetensors"))
 
+@webgpu
 def test_the_weights_are_sharded(tmp_path):
   model = _model(MLP)
   manifest = export(model, Tensor.randn(4, 12, device="WEBGPU").realize(), path=tmp_path, shard_bytes=600,
@@ -265,6 +338,7 @@ def test_the_weights_are_sharded(tmp_path):
   assert len(shards) >= 2 and [s["file"] for s in shards] == [f"weights-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
   _check_folder(tmp_path, manifest, model)
 
+@webgpu
 def test_limits_above_the_defaults_are_refused_unless_allowed(tmp_path):
   if Device["WEBGPU"].renderer.max_buffers <= 8: pytest.skip("this WEBGPU device splits kernels at 8 buffers (TINYWEB_WEBGPU_LIMITS=default)")
   xs = [Tensor.randn(16, device="WEBGPU").realize() for _ in range(10)]
@@ -277,6 +351,7 @@ def test_limits_above_the_defaults_are_refused_unless_allowed(tmp_path):
   manifest = export(many, *xs, path=tmp_path, limits={"maxStorageBuffersPerShaderStage": 16})
   assert manifest["limits"]["maxStorageBuffersPerShaderStage"] == 11
 
+@webgpu
 def test_weights_stored_as_float16_where_exact_or_asked(tmp_path):
   model = _model(MLP)
   model.l1.weight.assign(model.l1.weight.cast("float16").cast("float32")).realize()   # (as a float16 checkpoint loads)
@@ -308,6 +383,7 @@ def test_weights_stored_as_float16_where_exact_or_asked(tmp_path):
   with pytest.raises(ExportError, match="weights_dtype must be one of auto, float16, float32, got 'half'"):
     export(model, Tensor(x, device="WEBGPU"), path=tmp_path / "f16", weights_dtype="half")
 
+@webgpu
 def test_bad_arguments_and_unexportable_functions_are_refused(tmp_path):
   x = Tensor.randn(3, device="WEBGPU").realize()
   with pytest.raises(ExportError, match="no example inputs"): export(lambda: Tensor.ones(3), path=tmp_path)
@@ -322,6 +398,7 @@ def test_bad_arguments_and_unexportable_functions_are_refused(tmp_path):
   with pytest.raises(ExportError, match="unknown limit 'maxThings'"): export(lambda x: x + 1, x, path=tmp_path, limits={"maxThings": 3})
   with pytest.raises(ExportError, match="the same tensor as an earlier input"): export(lambda a, b: a + b, x, x, path=tmp_path)
 
+@webgpu
 def test_state_is_kept_from_run_to_run(tmp_path):
   """A buffer read and then written (a counter's assign) is state: its value when exported is in the shards, and each
   run continues from the last, as the jit's own calls do."""
@@ -361,6 +438,7 @@ def test_command_line_refuses_an_unknown_model(capsys):
   with pytest.raises(SystemExit): main(["resnet-9000", "out"])
   assert "invalid choice: 'resnet-9000'" in capsys.readouterr().err
 
+@webgpu
 def test_float16_kernels_need_shader_f16_allowed(tmp_path):
   if not Device["WEBGPU"].has_dtype(dtypes.float16): pytest.skip("this WEBGPU device has no float16")
   x = Tensor.randn(8, device="WEBGPU").realize()
@@ -370,6 +448,7 @@ def test_float16_kernels_need_shader_f16_allowed(tmp_path):
   assert manifest["features"] == ["shader-f16"]
   assert all((tmp_path / k["file"]).read_text().startswith("enable f16;") for k in manifest["kernels"])
 
+@webgpu
 def test_a_float16_checkpoint_exports_from_the_command_line(tmp_path):
   """The fall detector (ultralytics' float16 YOLOv8s checkpoint) exported by `python -m tinyweb.export yolov8` (the scale
   from the weights) on the portable WEBGPU device, which has no float16: the shards hold the checkpoint's values (as
@@ -395,6 +474,7 @@ def test_a_float16_checkpoint_exports_from_the_command_line(tmp_path):
   p = run("yolov8", str(tmp_path))
   assert p.returncode != 0 and "yolov8 takes its variant or scale from --weights, which is missing" in p.stderr
 
+@webgpu
 def test_minilm_exports_with_named_token_inputs(tmp_path):
   """`python -m tinyweb.export minilm` (a sentence-transformers folder, 16 tokens, batch sizes 2 and 1): token ids and
   attention mask in, by name; the replayed embeddings equal SentenceEncoder.encode's on the CPU device."""
@@ -458,3 +538,66 @@ def test_stable_diffusion_exports_its_parts_for_the_page(tmp_path):
   want = pipe(prompt, steps=steps, guidance_scale=guidance, latents=Tensor(latents), height=SIZE, width=SIZE, output="float").numpy()
   np.testing.assert_allclose(got, want, rtol=0, atol=2e-5)
   assert want.std() > 0.05
+
+@wasm
+@pytest.mark.parametrize("cls, shape", [(MLP, (4, 12)), (ConvNet, (2, 3, 16, 16))], ids=["mlp", "convnet"])
+def test_a_wasm_export_replays_with_wasmtime_to_the_wasm_devices_results(tmp_path, cls, shape):
+  """target="WASM": captured on the WASM device, WebAssembly modules and a memory layout; two batch sizes (the variants
+  share the weights' places and the other buffers' slots); replayed from the files alone on inputs other than the
+  capture's, equal to the WASM device's results bit for bit."""
+  model = _model(cls, "WASM")
+  x = Tensor.randn(*shape, device="WASM").contiguous().realize()
+  manifest = export(model, x, path=tmp_path, names=["pixels"], output_names=["probs"], state_dict=get_state_dict(model),
+                    batch_sizes=[shape[0], 1], target="WASM")
+  _check_folder(tmp_path, manifest, model)
+  assert [i["shape"][0] for v in manifest["variants"] for i in v["inputs"]] == [shape[0], 1]
+  assert all(k["file"].endswith(".wasm") and k["imports"] == [] for k in manifest["kernels"])   # (no sin, cos, fmod here)
+  weights = [{(b["tensor"], b["offset"]) for b in v["buffers"] if b["kind"] == "weight"} for v in manifest["variants"]]
+  assert weights[0] == weights[1]   # (one place each)
+  own = [[b["offset"] for b in v["buffers"] if b["kind"] != "weight"] for v in manifest["variants"]]
+  assert own[1] == own[0][:len(own[1])]   # (the n-th buffer of each variant in slot n)
+  rng = np.random.default_rng(1)
+  for n in (shape[0], 1):
+    xn = rng.standard_normal((n, *shape[1:])).astype(np.float32)
+    np.testing.assert_array_equal(_replay_wasm(tmp_path, {"pixels": xn})["probs"], model(Tensor(xn, device="WASM")).numpy())
+
+@wasm
+def test_a_wasm_export_imports_the_math_it_needs_and_keeps_state(tmp_path):
+  """Kernels that call the host's sin, cos and fmod list them; float16-stored weights are widened on load; a counter
+  (state) goes on from run to run."""
+  w = Tensor([0.5, -1.25, 3.0, 1024.0], device="WASM").realize()
+  counter = Tensor([0.0], device="WASM").contiguous().realize()
+  @TinyJit
+  def f(x):
+    counter.assign(counter + 1)
+    return {"trig": ((x * w).sin() + x.cos() * counter).contiguous(), "rem": (x % w).contiguous()}
+  x = Tensor([0.3, -2.0, 7.5, 1e3], device="WASM").realize()
+  for _ in range(3): f(x)
+  manifest = export(f, x, path=tmp_path, output_names=["trig", "rem"], state_dict={"w": w, "counter": counter}, target="WASM")
+  assert {n for k in manifest["kernels"] for n in k["imports"]} == {"sin", "cos", "fmod"}
+  assert sorted((b["tensor"], b.get("stored")) for b in manifest["variants"][0]["buffers"] if b["kind"] in ("weight", "state")) == \
+         [("counter", None), ("w", "float16")]
+  runs = _replay_wasm(tmp_path, {"input": x.numpy()}, runs=2)
+  want = [{k: t.numpy().copy() for k, t in f(x).items()} for _ in range(2)]   # (the jit goes on from 3 too)
+  for got, w_ in zip(runs, want):
+    for k in w_: np.testing.assert_array_equal(got[k], w_[k])
+
+@wasm
+def test_wasm_export_errors(tmp_path):
+  x = Tensor.randn(3, device="WASM").realize()
+  with pytest.raises(ExportError, match="target must be one of WEBGPU, WASM, got 'wasm'"): export(lambda x: x + 1, x, path=tmp_path, target="wasm")
+  with pytest.raises(ExportError, match="limits and features are WebGPU's; a WASM export takes neither"):
+    export(lambda x: x + 1, x, path=tmp_path, target="WASM", features=["shader-f16"])
+  with pytest.raises(ExportError, match=r"example input 0 is on CPU; the export captures WASM kernels.*t.to\('WASM'\)"):
+    export(lambda x: x + 1, x.to("CPU"), path=tmp_path, target="WASM")
+  y = Tensor.randn(3, device="CPU").realize()
+  with pytest.raises(ExportError, match=r"the function launches work on CPU \(a 12-byte buffer\); this export runs on WASM only"):
+    export(lambda x: x + (y * 2).to("WASM"), x, path=tmp_path, target="WASM")
+
+@webgpu
+@wasm
+def test_exporting_for_another_target_replaces_the_kernels(tmp_path):
+  export(lambda x: x * 2, Tensor.randn(4, device="WEBGPU").realize(), path=tmp_path)
+  manifest = export(lambda x: x * 2, Tensor.randn(4, device="WASM").realize(), path=tmp_path, target="WASM")
+  assert sorted(f.name for f in (tmp_path / "kernels").iterdir()) == [k["file"].split("/")[1] for k in manifest["kernels"]]
+  np.testing.assert_array_equal(_replay_wasm(tmp_path, {"input": np.arange(4, dtype=np.float32)})["output"], np.arange(4) * 2)

@@ -42,6 +42,10 @@ MEMORY = {dtypes.bool: ("i32.load8_u", "i32.store8"), dtypes.int8: ("i32.load8_s
           dtypes.float64: ("f64.load", "f64.store")}
 # the host's math, on float64 (backends/wasm.py provides them)
 IMPORTED_MATH = {Ops.SIN: "sin", Ops.COS: "cos", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.MOD: "fmod"}
+# the linear memory's layout, for the WASM device (backends/wasm.py) and exported models (tinyweb.export) alike
+ALIGN = 64          # every buffer starts on a cache line (and a 16-byte SIMD lane group)
+PAGE = 65536        # wasm's page size
+MAX_PAGES = 65536   # wasm32: 4 GiB
 
 # helper functions a kernel may call, in the text format (added to the module where used)
 HELPERS = {

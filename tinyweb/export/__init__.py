@@ -1,18 +1,25 @@
-"""Export a jitted function for static hosting: its WGSL kernels, a manifest and its weights, run in a browser by the
-small TypeScript runtime `web/model.ts` (npm `tinyweb/model`: `loadModel(url)`, then `model.run({input: ...})`), with
-no Pyodide and no Python on the page.
+"""Export a jitted function for static hosting: its kernels (WGSL for WebGPU, or WebAssembly), a manifest and its
+weights, run in a browser by the small TypeScript runtime `web/model.ts` (npm `tinyweb/model`: `loadModel(url)`, then
+`model.run({input: ...})`), with no Pyodide and no Python on the page.
 
-`export(fn, *example_inputs, path=...)` runs `fn` as a `TinyJit` on the WEBGPU device until it is captured, then writes
-into the folder `path` (natively, or in the browser's Pyodide on the page's WebGPU device, into Pyodide's file system):
+`export(fn, *example_inputs, path=..., target="WEBGPU")` runs `fn` as a `TinyJit` on the target's device (WEBGPU or
+WASM) until it is captured, then writes into the folder `path` (natively, or in the browser's Pyodide on the page's
+WebGPU device, into Pyodide's file system):
 
-- `kernels/NNN_<name>.wgsl`: each distinct kernel's WGSL (entry point `<name>`, storage bindings 0..n-1 of group 0),
-  without the prelude's helpers it does not use.
+- `kernels/NNN_<name>.wgsl` (target WEBGPU): each distinct kernel's WGSL (entry point `<name>`, storage bindings 0..n-1
+  of group 0), without the prelude's helpers it does not use.
+- `kernels/NNN_<name>.wasm` (target WASM): each distinct kernel as a WebAssembly module (tinyweb/codegen/wasm.py's
+  binary; its text is not written: DEBUG=4 prints it, and a browser's devtools or wasm2wat show the binary as text). It
+  imports "env" "memory" (the one linear memory holding every buffer) and the math it needs ("math" "sin", "cos",
+  "fmod", "exp2", "log2", on float64), and exports the function `<name>`, whose i32 parameters are its buffers' byte
+  addresses in that memory, in the step's order.
 - `weights-XXXXX-of-YYYYY.safetensors`: the model's constants, sharded (`shard_bytes` each at most, unless one tensor is
   larger), and `weights.json`, their index in Hugging Face's form (`weight_map`, plus `sha256` per file and
   `tensor_sha256` per tensor: the digest of its data bytes) that the runtime's loader (web/weights.ts: Range requests,
   the Cache API, sha256 checks) reads.
 - `manifest.json` (FORMAT, VERSION below):
-  - `kernels`: [{file, entryPoint, workgroupSize: [x, y, z], bindings}] (bindings: how many storage buffers).
+  - `kernels`: [{file, entryPoint, workgroupSize: [x, y, z], bindings}] (bindings: how many storage buffers); WASM:
+    [{file, entryPoint, params, imports}] (params: how many buffer addresses it takes; imports: the "math" functions).
   - `variants`: one per batch size exported (`batch_sizes`; one when not asked), the example inputs' own first; each
     {inputs, outputs, buffers, steps}, its ids its own; they share the kernels and the weights (by tensor name). A page
     runs the variant whose inputs have the sizes of the arrays it is given.
@@ -24,15 +31,18 @@ into the folder `path` (natively, or in the browser's Pyodide on the page's WebG
                  weight's, and a page keeps what the runs write into it from one run to the next, for every variant),
         scratch (intermediate values; one entry per memory slot: buffers whose lifetimes do not overlap share one, as
                  TinyJit's replays share them: `TinyJit.memory`).
-    - `steps`, in order: {kernel, buffers: [buffer ids, binding 0 first], workgroups: [x, y, z]} is a dispatch;
-      {copy: {src, dst, bytes}} a buffer-to-buffer copy.
+    - `steps`, in order: {kernel, buffers: [buffer ids, binding 0 first], workgroups: [x, y, z]} is a dispatch (WASM:
+      no workgroups, the buffers are the function's arguments); {copy: {src, dst, bytes}} a buffer-to-buffer copy.
     - `inputs` / `outputs`: [{name, buffer, shape, dtype}] (dtype: tinyweb's name, "float32"...). Names: `names` /
       `output_names`, else a returned dict's keys, else "input"/"output" (input0, input1.. when there are several).
   - `features`: the WebGPU features it needs ([] or ["shader-f16"]); `limits`: the adapter limits it needs (camelCase
     names), never above WebGPU's defaults (DEFAULT_LIMITS) unless the caller passes `limits=` (their new ceilings).
+    WASM instead: `memory`: {bytes}, the size of the linear memory that holds every buffer (at most wasm32's 4 GiB), each
+    buffer entry's `offset` its byte address there: the weights and state once each, the variants' other buffers in
+    slots they share (variant's n-th such buffer -> slot n), every buffer on a 64-byte boundary (codegen/wasm.ALIGN).
   - `weights`: {index: "weights.json", shards: [{file, bytes, sha256, tensors}]}.
-  - `capturedOn`: {adapter, portable}: the native adapter the kernels were captured on, and whether its WEBGPU device
-    was made for the portable target.
+  - `capturedOn` (WEBGPU): {adapter, portable}: the native adapter the kernels were captured on, and whether its WEBGPU
+    device was made for the portable target.
 
 Where the kernels run well: they are tuned for the WEBGPU device that captured them. Make that device with
 TINYWEB_WEBGPU_LIMITS=default (before its first use; `python -m tinyweb.export` does) for pages on any adapter: WebGPU's
@@ -45,11 +55,12 @@ with the adapter's limits also works while the kernels stay within the defaults.
 State: a buffer the function reads and then writes (random numbers' state, a KV cache written in place, an assign)
 starts in the page with the value it has when it is exported, which is after the calls that captured the function (export
 runs it up to three times): to start elsewhere, capture a TinyJit, set the state, then export the TinyJit.
-Sizes: each variant is a capture at fixed shapes; sizes other than the batch need one export each. Not yet: the WASM
-target.
+Sizes: each variant is a capture at fixed shapes; sizes other than the batch need one export each.
+WASM kernels compute what the WASM device computes natively, bit for bit where the page's math imports (JavaScript's
+Math) agree with tinyweb.scalar's: scalar code, one thread, no SIMD yet.
 Progress (on stderr where it is a terminal, or with PROGRESS=1; PROGRESS=0 never): a line per capture counting the kernels
 lowered, and one for the weights written.
-`python -m tinyweb.export efficientnet-lite0 OUT_DIR` exports a demo model (tinyweb/export/cli.py; also yolov8n..x, random weights
+`python -m tinyweb.export efficientnet-lite0 OUT_DIR [--target wasm]` exports a demo model (tinyweb/export/cli.py; also yolov8n..x, random weights
 unless --weights, and minilm: a sentence-transformers folder, token ids and mask in, embeddings out)."""
 from __future__ import annotations
 import contextlib, hashlib, json, math, os, re, struct
@@ -63,6 +74,7 @@ from tinyweb.nn.state import safe_save, _SAFETENSORS_NAMES
 from tinyweb.helpers import tqdm
 import tinyweb.events as events
 from tinyweb.backends.webgpu_shared import DEFAULT_LIMITS as WEBGPU_DEFAULT_LIMITS, camel
+from tinyweb.codegen.wasm import assemble, ALIGN as WASM_ALIGN, MAX_PAGES as WASM_MAX_PAGES, PAGE as WASM_PAGE
 
 FORMAT, VERSION = "tinyweb-export", 2
 # WebGPU's default limits (the spec's; every adapter has at least these), by their names in the browser's API: what a
@@ -70,6 +82,7 @@ FORMAT, VERSION = "tinyweb-export", 2
 DEFAULT_LIMITS = {camel(k): v for k, v in WEBGPU_DEFAULT_LIMITS.items()}
 SHARD_BYTES = 32 << 20
 WEIGHTS_DTYPES = ("auto", "float16", "float32")   # export's weights_dtype: how float32 weights are stored
+TARGETS = ("WEBGPU", "WASM")   # export's target: the device that captures, and the kernels' language
 # WGSL types' sizes, for the workgroup memory a kernel declares
 _WGSL_SIZES = {"f32": 4, "i32": 4, "u32": 4, "f16": 2, "bool": 4}
 
@@ -162,16 +175,17 @@ def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence
            output_names: Optional[Sequence[str]] = None, limits: Optional[dict[str, int]] = None,
            features: Sequence[str] = (), state_dict: Optional[dict[str, Tensor]] = None, shard_bytes: int = SHARD_BYTES,
            weights_dtype: str = "auto", batch_sizes: Optional[Sequence[int]] = None,
-           more_examples: Sequence[Sequence[Tensor]] = ()) -> dict:
-  """Capture `fn(*example_inputs)` (tensors on WEBGPU) as a TinyJit and write it to the folder `path` for
-  `loadModel` (web/model.ts); returns the manifest. `names`: the inputs' names (default "input", or input0, input1..);
-  `output_names` likewise ("output"...). `limits`: adapter limits the page may ask above WebGPU's defaults
+           more_examples: Sequence[Sequence[Tensor]] = (), target: str = "WEBGPU") -> dict:
+  """Capture `fn(*example_inputs)` (tensors on the target's device) as a TinyJit and write it to the folder `path` for
+  `loadModel` (web/model.ts); returns the manifest. `target`: "WEBGPU" (WGSL kernels) or "WASM" (WebAssembly kernels,
+  for browsers without WebGPU; limits and features are WebGPU's, a WASM export takes neither). `names`: the inputs'
+  names (default "input", or input0, input1..); `output_names` likewise ("output"...). `limits`: adapter limits the page may ask above WebGPU's defaults
   (camelCase names -> the most it may need); `features`: WebGPU features it may need ("shader-f16"). `state_dict`: names
   for the weights (a weight that is one of its tensors' buffers gets its name, others are called "buffer<n>").
   `weights_dtype`: how float32 weights are stored in the shards: "auto" as float16 where that is exact (every value
   survives the round trip: weights that were float16 before, like ultralytics' checkpoints), "float16" all of them
   (rounded; a value beyond float16's range is refused), "float32" as they are. The page converts float16 weights to
-  float32 on the GPU, so the kernels and their results do not change with the storage.
+  float32 on load, so the kernels and their results do not change with the storage.
   `batch_sizes`: the batch sizes the page may run, where every input's first dimension is the batch: one capture per
   size (the others' example inputs are zeros), each a variant of the manifest; the variants share the kernels and the
   weights, and the page picks the one its inputs' sizes fit. Default: the example inputs' batch only.
@@ -180,16 +194,19 @@ def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence
   A TinyJit that already captured is exported as it is (its example inputs are then not run; other batch sizes are
   captured by new TinyJits of its function)."""
   if not callable(fn): raise ExportError(f"export: fn must be a function (or a TinyJit), got {type(fn).__name__}")
+  if target not in TARGETS: raise ExportError(f"export: target must be one of {', '.join(TARGETS)}, got {target!r}")
+  if target != "WEBGPU" and (limits or features):
+    raise ExportError(f"export: limits and features are WebGPU's; a {target} export takes neither")
   if path is None: raise ExportError("export: path (the folder to write) is required")
   if not example_inputs: raise ExportError("export: no example inputs: pass the tensors the function takes, e.g. "
-                                           "export(model, Tensor.zeros(1, 3, 224, 224, device='WEBGPU'), path=...)")
+                                           f"export(model, Tensor.zeros(1, 3, 224, 224, device={target!r}), path=...)")
   for i, t in enumerate(example_inputs):
     if not isinstance(t, Tensor):
       raise ExportError(f"export: example input {i} is a {type(t).__name__}, not a Tensor (only tensors can be inputs; "
                         f"bind other arguments with functools.partial or a lambda)")
-    if Device.canonicalize(t.device) != "WEBGPU":
-      raise ExportError(f"export: example input {i} is on {t.device}; the export captures WEBGPU kernels: pass tensors "
-                        f"on WEBGPU (t.to('WEBGPU')), and keep the model's weights there too")
+    if Device.canonicalize(t.device) != target:
+      raise ExportError(f"export: example input {i} is on {t.device}; the export captures {target} kernels: pass tensors "
+                        f"on {target} (t.to({target!r})), and keep the model's weights there too")
   limits = dict(limits or {})
   for k in limits:
     if k not in DEFAULT_LIMITS: raise ExportError(f"export: unknown limit {k!r}; the limits are {sorted(DEFAULT_LIMITS)}")
@@ -198,7 +215,7 @@ def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence
   if weights_dtype not in WEIGHTS_DTYPES:
     raise ExportError(f"export: weights_dtype must be one of {', '.join(WEIGHTS_DTYPES)}, got {weights_dtype!r}")
   in_names = _io_names(names, len(example_inputs), "input", "input")
-  captures = _captures(example_inputs, batch_sizes, more_examples)
+  captures = _captures(example_inputs, batch_sizes, more_examples, target)
 
   if state_dict: Tensor.realize_all(*[t for t in state_dict.values() if isinstance(t, Tensor)])   # (weights, not their recipe)
   kernels: dict[str, tuple[int, Any]] = {}   # a kernel's source -> (its index, the kernel), in launch order (variants share them)
@@ -215,8 +232,10 @@ def export(fn: Callable, *example_inputs: Tensor, path, names: Optional[Sequence
     elif [t.dtype for t in outs] != [t.dtype for t in variants[0].out_tensors]:
       raise ExportError(f"export: for {what} the function returns {len(outs)} outputs of {[t.dtype.name for t in outs]}, "
                         f"for {captures[0][1]} {[t.dtype.name for t in variants[0].out_tensors]}: the variants must differ only in shapes")
-    variants.append(_Variant(jit, outs, in_names, out_names, kernels))
-  return _write(os.fspath(path), variants, [k for _, k in kernels.values()], state_dict, ceilings, set(features), shard_bytes, weights_dtype)
+    variants.append(_Variant(jit, outs, in_names, out_names, kernels, target))
+  kernel_list = [k for _, k in kernels.values()]
+  head, files = _webgpu_kernels(variants, kernel_list, ceilings, set(features)) if target == "WEBGPU" else _wasm_kernels(variants, kernel_list)
+  return _write(os.fspath(path), target, head, files, variants, state_dict, shard_bytes, weights_dtype)
 
 @contextlib.contextmanager
 def _counting_kernels(desc: str):
@@ -227,7 +246,7 @@ def _counting_kernels(desc: str):
     with events.watching(lowered): yield
 
 def _captures(example_inputs: tuple[Tensor, ...], batch_sizes: Optional[Sequence[int]],
-              more_examples: Sequence[Sequence[Tensor]]) -> list[tuple[tuple[Tensor, ...], str]]:
+              more_examples: Sequence[Sequence[Tensor]], target: str) -> list[tuple[tuple[Tensor, ...], str]]:
   """The inputs of each capture (each a variant), the example inputs first (a TinyJit passed in captured them), with
   what they are for the progress and errors ("batch size 4", "inputs of shapes [(1, 16)]")."""
   if batch_sizes is not None and more_examples:
@@ -240,9 +259,9 @@ def _captures(example_inputs: tuple[Tensor, ...], batch_sizes: Optional[Sequence
       if len(more) != len(example_inputs) or not all(isinstance(t, Tensor) for t in more):
         raise ExportError(f"export: more_examples[{k}] must be {len(example_inputs)} tensors like the example inputs, got "
                           f"{[type(t).__name__ for t in more]}")
-      if [t.dtype for t in more] != [t.dtype for t in example_inputs] or any(Device.canonicalize(t.device) != "WEBGPU" for t in more):
+      if [t.dtype for t in more] != [t.dtype for t in example_inputs] or any(Device.canonicalize(t.device) != target for t in more):
         raise ExportError(f"export: more_examples[{k}] has dtypes {[t.dtype.name for t in more]} on {[t.device for t in more]}; "
-                          f"the variants take the example inputs' dtypes {[t.dtype.name for t in example_inputs]}, on WEBGPU")
+                          f"the variants take the example inputs' dtypes {[t.dtype.name for t in example_inputs]}, on {target}")
       if any(tuple(t.shape for t in more) == tuple(t.shape for t in ins) for ins, _ in out):
         raise ExportError(f"export: more_examples[{k}] has the {shapes(more)} of an earlier variant (a page picks a variant by its inputs' sizes)")
       out.append((more, shapes(more)))
@@ -287,7 +306,8 @@ def _capture(fn: Callable, example_inputs: tuple[Tensor, ...], new_jit: bool) ->
 class _Variant:
   """One capture's launches as a variant of the manifest: its buffers, steps, inputs and outputs. `weights`: buffer id
   -> the Buffer holding its bytes (weights and state, named and written to the shards by _write)."""
-  def __init__(self, jit: TinyJit, outs: list[Tensor], in_names: list[str], out_names: list[str], kernels: dict[str, tuple[int, Any]]):
+  def __init__(self, jit: TinyJit, outs: list[Tensor], in_names: list[str], out_names: list[str], kernels: dict[str, tuple[int, Any]],
+               target: str):
     self.out_tensors = outs
     self.ids: dict[Buffer, int] = {}
     self.buffers: list[dict] = []
@@ -315,9 +335,9 @@ class _Variant:
       written = written_by(kernel, kbufs)
       for b in kbufs:
         if b not in first_access: first_access[b] = "write" if b in written and not (kernel is not None and kbufs.count(b) > 1) else "read"
-        if b.device != "WEBGPU" and not (kernel is None and b is kbufs[1]):
-          raise ExportError(f"export: the function launches work on {b.device} (a {b.nbytes}-byte buffer); exported "
-                            f"functions run on WEBGPU only: keep every tensor it uses on WEBGPU")
+        if b.device != target and not (kernel is None and b is kbufs[1]):
+          raise ExportError(f"export: the function launches work on {b.device} (a {b.nbytes}-byte buffer); this export "
+                            f"runs on {target} only: keep every tensor it uses on {target}")
       for b in kbufs:
         if b in self.ids: continue
         if b.transient and (slot := slot_of_handle.get(id(b._handle))) is not None:
@@ -333,16 +353,19 @@ class _Variant:
           self.weights[self.ids[b]] = b
       if kernel is None:
         dst, src = kbufs
-        if src.device != "WEBGPU" and src in all_written:
-          raise ExportError(f"export: the function computes on {src.device} and copies the result to WEBGPU; exported "
-                            f"functions run on WEBGPU only")
+        if src.device != target and src in all_written:
+          raise ExportError(f"export: the function computes on {src.device} and copies the result to {target}; this "
+                            f"export runs on {target} only")
         self.steps.append({"copy": {"src": self.ids[src], "dst": self.ids[dst], "bytes": dst.nbytes}})
         continue
-      p = kernel.program
-      grid = tuple(p.grid or p.global_shape)
-      grid = grid + (1,) * (3 - len(grid))
-      if len(grid) != 3: raise ExportError(f"export: kernel {p.name} has a {len(grid)}-dimensional launch grid")
-      self.steps.append({"kernel": kernels.setdefault(kernel.src, (len(kernels), kernel))[0], "buffers": [self.ids[b] for b in kbufs], "workgroups": list(grid)})
+      step = {"kernel": kernels.setdefault(kernel.src, (len(kernels), kernel))[0], "buffers": [self.ids[b] for b in kbufs]}
+      if target == "WEBGPU":
+        p = kernel.program
+        grid = tuple(p.grid or p.global_shape)
+        grid = grid + (1,) * (3 - len(grid))
+        if len(grid) != 3: raise ExportError(f"export: kernel {p.name} has a {len(grid)}-dimensional launch grid")
+        step["workgroups"] = list(grid)
+      self.steps.append(step)
     for b in out_bufs:   # (an output that nothing writes: a constant the function returns)
       if b not in all_written and self.buffers[i := self.ids[b]]["kind"] == "output":
         self.buffers[i]["kind"] = "weight"
@@ -364,19 +387,19 @@ class _Variant:
     self.buffers[i]["dtype"] = b.dtype.name
     return i
 
-def _write(path: str, variants: list[_Variant], kernels: list, state_dict: Optional[dict[str, Tensor]], ceilings: dict[str, int],
-           allowed_features: set[str], shard_bytes: int, weights_dtype: str) -> dict:
-  """Check the variants against the limits and features allowed, then write the kernels, the weights and the manifest."""
+def _webgpu_kernels(variants: list[_Variant], kernels: list, ceilings: dict[str, int], allowed_features: set[str]) -> tuple[dict, dict[str, str]]:
+  """A WEBGPU export's kernels, checked against the limits and features allowed: (what the manifest says of them:
+  features, capturedOn, limits and the kernel entries; file -> WGSL)."""
   needs = {k: 1 for k in DEFAULT_LIMITS}
   needs["maxComputeWorkgroupStorageSize"] = 0
-  kernel_entries, sources, features = [], [], set()
+  kernel_entries, files, features = [], {}, set()
   for i, k in enumerate(kernels):
     name = k.program.name
     src, feats, wg, nbind, shared = _kernel_needs(_tree_shake(k.src, name))
     features.update(feats)
     if not re.search(rf"\bfn {re.escape(name)}\(", src): raise ExportError(f"export: kernel {name}'s source has no entry point {name}")
     kernel_entries.append({"file": f"kernels/{i:03d}_{name}.wgsl", "entryPoint": name, "workgroupSize": list(wg), "bindings": nbind})
-    sources.append(src)
+    files[kernel_entries[-1]["file"]] = src
     for key, v in (("maxStorageBuffersPerShaderStage", nbind), ("maxComputeInvocationsPerWorkgroup", wg[0] * wg[1] * wg[2]),
                    ("maxComputeWorkgroupSizeX", wg[0]), ("maxComputeWorkgroupSizeY", wg[1]), ("maxComputeWorkgroupSizeZ", wg[2]),
                    ("maxComputeWorkgroupStorageSize", shared)):
@@ -403,17 +426,55 @@ def _write(path: str, variants: list[_Variant], kernels: list, state_dict: Optio
   if (missing := features - allowed_features):
     raise ExportError(f"export: the kernels need the WebGPU feature(s) {sorted(missing)}, which browsers do not all have; "
                       "pass features=[...] to allow them, or compute in float32")
-
-  os.makedirs(os.path.join(path, "kernels"), exist_ok=True)
-  for f in os.listdir(os.path.join(path, "kernels")):   # (an earlier export's kernels)
-    if re.fullmatch(r"\d{3}_\w+\.wgsl", f): os.remove(os.path.join(path, "kernels", f))
-  for entry, src in zip(kernel_entries, sources):
-    with open(os.path.join(path, entry["file"]), "w") as f: f.write(src)
-  shards = _Weights(variants, state_dict, weights_dtype).write(path, shard_bytes)
   dev = Device["WEBGPU"]
-  manifest = {"format": FORMAT, "version": VERSION, "target": "WEBGPU", "features": sorted(features),
-              "capturedOn": {"adapter": getattr(dev, "adapter_text", ""), "portable": bool(getattr(dev, "portable", False))}, "limits": needs,
-              "kernels": kernel_entries,
+  return {"features": sorted(features), "capturedOn": {"adapter": getattr(dev, "adapter_text", ""), "portable": bool(getattr(dev, "portable", False))},
+          "limits": needs, "kernels": kernel_entries}, files
+
+def _wasm_kernels(variants: list[_Variant], kernels: list) -> tuple[dict, dict[str, bytes]]:
+  """A WASM export's kernels, assembled, and the memory layout: (what the manifest says of them: memory and the kernel
+  entries; file -> module bytes). Sets each variant buffer's `offset`."""
+  kernel_entries, files = [], {}
+  for i, k in enumerate(kernels):
+    name = k.program.name
+    head = re.search(rf'\(func \${re.escape(name)} \(export "{re.escape(name)}"\)((?: \(param \$\w+ i32\))*)', k.src)
+    if head is None: raise ExportError(f"export: kernel {name}'s module exports no function {name}")
+    kernel_entries.append({"file": f"kernels/{i:03d}_{name}.wasm", "entryPoint": name, "params": head.group(1).count("(param"),
+                           "imports": sorted(set(re.findall(r'\(import "math" "(\w+)"', k.src)))})
+    files[kernel_entries[-1]["file"]] = assemble(k.src)
+  for v in variants:
+    for step in v.steps:
+      if "kernel" in step and len(step["buffers"]) != (n := kernel_entries[step["kernel"]]["params"]):
+        raise ExportError(f"export: kernel {kernel_entries[step['kernel']]['entryPoint']} takes {n} buffers but was launched with {len(step['buffers'])}")
+  # the layout: address 0 unused (no buffer at "null", as on the WASM device), then each weight or state once, then the
+  # slots of the variants' other buffers (they run one at a time)
+  aligned = lambda n: -(-max(n, 1) // WASM_ALIGN) * WASM_ALIGN
+  top, placed, slots = WASM_ALIGN, {}, []
+  for v in variants:
+    for b in v.weights.values():
+      if b not in placed: placed[b], top = top, top + aligned(b.nbytes)
+    own = [e for e in v.buffers if e["id"] not in v.weights]
+    slots[len(slots):] = [0] * (len(own) - len(slots))
+    for n, e in enumerate(own): slots[n] = max(slots[n], aligned(e["bytes"]))
+  slot_offsets = []
+  for size in slots: slot_offsets, top = slot_offsets + [top], top + size
+  if top > WASM_MAX_PAGES * WASM_PAGE:
+    raise ExportError(f"export: the buffers need {top} bytes of WebAssembly memory; wasm32 holds at most {WASM_MAX_PAGES * WASM_PAGE} (4 GiB)"
+                      + (": export fewer or smaller variants" if len(variants) > 1 else ""))
+  for v in variants:
+    own = iter(slot_offsets)
+    for e in v.buffers: e["offset"] = placed[v.weights[e["id"]]] if e["id"] in v.weights else next(own)
+  return {"memory": {"bytes": top}, "kernels": kernel_entries}, files
+
+def _write(path: str, target: str, head: dict, files: dict[str, str | bytes], variants: list[_Variant],
+           state_dict: Optional[dict[str, Tensor]], shard_bytes: int, weights_dtype: str) -> dict:
+  """Write the kernels' files, the weights and the manifest (`head`: what the target's manifest says of its kernels)."""
+  os.makedirs(os.path.join(path, "kernels"), exist_ok=True)
+  for f in os.listdir(os.path.join(path, "kernels")):   # (an earlier export's kernels, of either target)
+    if re.fullmatch(r"\d{3}_\w+\.(wgsl|wasm)", f): os.remove(os.path.join(path, "kernels", f))
+  for file, data in files.items():
+    with open(os.path.join(path, file), "wb" if isinstance(data, bytes) else "w") as f: f.write(data)
+  shards = _Weights(variants, state_dict, weights_dtype).write(path, shard_bytes)
+  manifest = {"format": FORMAT, "version": VERSION, "target": target, **head,
               "variants": [{"inputs": v.inputs, "outputs": v.outputs, "buffers": v.buffers, "steps": v.steps} for v in variants],
               "weights": {"index": "weights.json", "shards": shards}}
   _write_json(os.path.join(path, "manifest.json"), manifest)

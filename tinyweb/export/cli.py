@@ -5,8 +5,9 @@ with adaptive-terrain-diffusion's inputs: noisy, sigma and difficulty in, denois
 one step of generation, tokens and their start position in, the next token's logits out, the KV cache as state, with
 tokenizer.json beside it for the page; "stable-diffusion", a diffusers pipeline folder: its text encoder, UNet and VAE
 decoder each in a subfolder, with tokenizer.json and the Euler sampler's scheduler.json beside them) with
-`tinyweb.export.export` for pages that run it with `loadModel` (npm tinyweb/model). The demos' `--export DIR`
-(demos.classify, demos.detect, demos.diffusion) call it."""
+`tinyweb.export.export` for pages that run it with `loadModel` (npm tinyweb/model); `--target wasm` captures it on the
+WASM device (WebAssembly kernels, for browsers without WebGPU). The demos' `--export DIR` (demos.classify, demos.detect,
+demos.diffusion) call it."""
 from __future__ import annotations
 import argparse, functools, json, os, time
 from typing import Callable, NamedTuple, Optional, Sequence, Union
@@ -24,42 +25,42 @@ class Exportable(NamedTuple):
   more_examples: Sequence[Sequence[Tensor]] = ()
   extras: Optional[Callable[[str], None]] = None
 
-def _efficientnet(variant: Optional[str], weights: Optional[str], size: Optional[int]):
+def _efficientnet(variant: Optional[str], weights: Optional[str], size: Optional[int], device: str):
   from tinyweb.models.efficientnet import EfficientNetLite
   from tinyweb.nn.state import get_state_dict
-  model = EfficientNetLite.load(weights, variant=variant, device="WEBGPU") if weights else EfficientNetLite(variant, device="WEBGPU")
+  model = EfficientNetLite.load(weights, variant=variant, device=device) if weights else EfficientNetLite(variant, device=device)
   size = size or model.resolution
-  return model, Exportable(model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model))
+  return model, Exportable(model, [Tensor.zeros(1, 3, size, size, device=device).contiguous()], get_state_dict(model))
 
-def _yolov8(scale: Optional[str], weights: Optional[str], size: Optional[int]):
+def _yolov8(scale: Optional[str], weights: Optional[str], size: Optional[int], device: str):
   from tinyweb.models.yolov8 import YOLOv8
   from tinyweb.nn.state import get_state_dict
-  model = YOLOv8.load(weights, device="WEBGPU") if weights else YOLOv8(scale, device="WEBGPU")
+  model = YOLOv8.load(weights, device=device) if weights else YOLOv8(scale, device=device)
   if scale is not None and model.scale != scale:
     raise SystemExit(f"python -m tinyweb.export: {weights} holds a YOLOv8{model.scale}, not a YOLOv8{scale} (name the model yolov8{model.scale}, or yolov8)")
   size = size or 640
-  return model, Exportable(model, [Tensor.zeros(1, 3, size, size, device="WEBGPU").contiguous()], get_state_dict(model))
+  return model, Exportable(model, [Tensor.zeros(1, 3, size, size, device=device).contiguous()], get_state_dict(model))
 
-def _minilm(weights: Optional[str], size: Optional[int]):
+def _minilm(weights: Optional[str], size: Optional[int], device: str):
   from tinyweb.models.bert import SentenceEncoder
   from tinyweb.nn.state import get_state_dict
-  encoder = SentenceEncoder.from_folder(weights, device="WEBGPU")
-  ids = [Tensor.ones(1, size or 128, dtype="int32", device="WEBGPU").contiguous() for _ in range(2)]
+  encoder = SentenceEncoder.from_folder(weights, device=device)
+  ids = [Tensor.ones(1, size or 128, dtype="int32", device=device).contiguous() for _ in range(2)]
   return encoder, Exportable(encoder.embed, ids, get_state_dict(encoder.model), ["input_ids", "attention_mask"])
 
-def _terrain_unet(weights: Optional[str], size: Optional[int]):
+def _terrain_unet(weights: Optional[str], size: Optional[int], device: str):
   # the ONNX graph run by tinyweb.onnx, its initializers the weights; one step of a sampler (web/diffuse_sampler.ts)
   from tinyweb import onnx
-  unet = onnx.load(weights, device="WEBGPU")
+  unet = onnx.load(weights, device=device)
   size = size or 128
   # (sigma: the first step's level, 80; the kernels are the same for any value)
-  inputs = [Tensor.zeros(1, 1, size, size, device="WEBGPU").contiguous(), Tensor.full((1,), 80.0, device="WEBGPU").contiguous(),
-            Tensor.zeros(1, device="WEBGPU").contiguous()]
+  inputs = [Tensor.zeros(1, 1, size, size, device=device).contiguous(), Tensor.full((1,), 80.0, device=device).contiguous(),
+            Tensor.zeros(1, device=device).contiguous()]
   def denoise(noisy: Tensor, sigma: Tensor, difficulty: Tensor) -> dict[str, Tensor]:
     return unet({"noisy": noisy, "sigma": sigma, "difficulty": difficulty})
   return unet, Exportable(denoise, inputs, unet.initializers, ["noisy", "sigma", "difficulty"])
 
-def _gemma(weights: Optional[str], size: Optional[int]):
+def _gemma(weights: Optional[str], size: Optional[int], device: str):
   # one step of Gemma.generate_ids with the logits out (a page picks the token: greedy or sampled), in two variants:
   # a prompt chunk of PREFILL_CHUNK tokens and one token; `last` is the row whose logits come out (the prompt's last)
   from tinyweb.dtype import dtypes
@@ -67,8 +68,8 @@ def _gemma(weights: Optional[str], size: Optional[int]):
   from tinyweb.models.gemma import Gemma, PREFILL_CHUNK
   from tinyweb.nn.state import get_state_dict
   gguf = GGUFFile(weights)
-  model, name = Gemma(gguf, device="WEBGPU", max_context=size or 256), gguf.metadata.get("general.name", os.path.basename(weights))
-  ints = lambda *shape: Tensor.zeros(*shape, dtype=dtypes.int32, device="WEBGPU").contiguous()
+  model, name = Gemma(gguf, device=device, max_context=size or 256), gguf.metadata.get("general.name", os.path.basename(weights))
+  ints = lambda *shape: Tensor.zeros(*shape, dtype=dtypes.int32, device=device).contiguous()
   def page_files(folder: str):   # (web/generate-worker.ts reads them: the tokenizer, and the positions the cache holds)
     with open(os.path.join(folder, "tokenizer.json"), "w") as f: json.dump(model.tokenizer.to_json(), f, separators=(",", ":"))
     with open(os.path.join(folder, "generation.json"), "w") as f:
@@ -85,13 +86,13 @@ class Parts(NamedTuple):
 # the step counts a Stable Diffusion page may run: scheduler.json holds a plan for each (a few kB apiece)
 SD_MAX_STEPS = 50
 
-def _stable_diffusion(weights: Optional[str], size: Optional[int]):
+def _stable_diffusion(weights: Optional[str], size: Optional[int], device: str):
   from tinyweb.models.stable_diffusion import StableDiffusionPipeline
-  pipe = StableDiffusionPipeline.from_pretrained(weights, device="WEBGPU", scheduler="euler")
+  pipe = StableDiffusionPipeline.from_pretrained(weights, device=device, scheduler="euler")
   return pipe, stable_diffusion_parts(pipe, size)
 
 def stable_diffusion_parts(pipe, size: Optional[int] = None) -> Parts:
-  """A StableDiffusionPipeline (its parts on WEBGPU, an Euler scheduler) for the diffuse page (web/sd-worker.ts), as
+  """A StableDiffusionPipeline (its parts on the target's device, an Euler scheduler) for the diffuse page (web/sd-worker.ts), as
   StableDiffusionPipeline.__call__ runs it with classifier-free guidance: text_encoder/ (input_ids [1, 77] int32 ->
   last_hidden_state, run for the prompt and for the empty negative prompt), unet/ (latents [2, 4, h, w]: the
   negative's and the prompt's halves, timestep [1], encoder_hidden_states [2, 77, hidden] -> noise), vae_decoder/
@@ -107,7 +108,7 @@ def stable_diffusion_parts(pipe, size: Optional[int] = None) -> Parts:
   size = size or pipe.unet.config["sample_size"] * f
   if size % 8: raise ValueError(f"stable-diffusion: the image size must be a multiple of 8, got {size}")
   tokens, hidden, channels = pipe.tokenizer.model_max_length, pipe.text_encoder.config.hidden_size, pipe.unet.config["in_channels"]
-  zeros = lambda *shape, dtype=dtypes.float32: Tensor.zeros(*shape, dtype=dtype, device="WEBGPU").contiguous()
+  zeros = lambda *shape, dtype=dtypes.float32: Tensor.zeros(*shape, dtype=dtype, device=pipe.device).contiguous()
   def page_files(folder: str):   # (web/sd-worker.ts reads them)
     with open(os.path.join(folder, "tokenizer.json"), "w") as fp: json.dump(pipe.tokenizer.to_json(), fp, separators=(",", ":"))
     plans = {n: pipe.scheduler.plan(n)._asdict() for n in range(1, SD_MAX_STEPS + 1)}
@@ -134,7 +135,7 @@ def _stored_buffers(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
     if len(leaves) == 1: out[name] = Tensor(buffer_uop(leaves[0], (leaves[0].size,)))
   return out
 
-# name -> fn(weights file or None, input size or None) -> (the model, its Exportable);
+# name -> fn(weights file or None, input size or None, device) -> (the model, its Exportable);
 # FROM_WEIGHTS: the names whose variant or scale comes from the weights (which they need)
 MODELS: dict[str, Callable] = {**{f"efficientnet-lite{i}": functools.partial(_efficientnet, f"lite{i}") for i in range(5)},
                                **{f"yolov8{s}": functools.partial(_yolov8, s) for s in "nsmlx"},
@@ -145,7 +146,7 @@ FROM_WEIGHTS = ("efficientnet-lite", "yolov8", "minilm", "terrain-unet", "gemma"
 
 def main(argv: Optional[list[str]] = None) -> int:
   ap = argparse.ArgumentParser(prog="python -m tinyweb.export", description="Export a demo model for static hosting "
-                               "(WGSL kernels, manifest.json, safetensors weights) to run with loadModel (npm tinyweb/model).")
+                               "(WGSL or WebAssembly kernels, manifest.json, safetensors weights) to run with loadModel (npm tinyweb/model).")
   ap.add_argument("model", choices=sorted(MODELS))
   ap.add_argument("out", help="the folder to write")
   ap.add_argument("--weights", help="the weights file (efficientnet-lite*: an efficientnet_lite_pytorch .pth; yolov8*: an "
@@ -154,41 +155,44 @@ def main(argv: Optional[list[str]] = None) -> int:
                   "there is one, else random weights")
   ap.add_argument("--weights-dtype", choices=["auto", "float16", "float32"], default="auto",
                   help="how float32 weights are stored: auto (float16 where exact, as for ultralytics' float16 checkpoints), "
-                  "float16 (all, rounded: half the download), float32; the page widens float16 to float32 on the GPU")
+                  "float16 (all, rounded: half the download), float32; the page widens float16 to float32 on load")
   ap.add_argument("--size", type=int, help="the input images' height and width (default: the model's, 640 for yolov8); minilm: the tokens (default 128); terrain-unet: the heightmap's (default 128); gemma: the context, prompt and reply (default 256); "
                   "stable-diffusion: the image's, a multiple of 8 (default: the UNet's)")
+  ap.add_argument("--target", choices=["webgpu", "wasm"], default="webgpu",
+                  help="webgpu: WGSL kernels for WebGPU (default); wasm: WebAssembly kernels, for browsers without WebGPU (slower)")
   ap.add_argument("--batch-sizes", type=_sizes, default=None, metavar="N,N,...",
                   help="the batch sizes the page may run, each a variant sharing the kernels and weights (default: 1)")
   args = ap.parse_args(argv)
-  os.environ.setdefault("TINYWEB_WEBGPU_LIMITS", "default")   # (before the WEBGPU device is made: see export's docstring)
+  target = args.target.upper()
+  if target == "WEBGPU": os.environ.setdefault("TINYWEB_WEBGPU_LIMITS", "default")   # (before the device is made: see export's docstring)
   weights = args.weights
   if weights is None and args.model == "efficientnet-lite0": weights = _offline_efficientnet_weights()
   if weights is None and args.model in FROM_WEIGHTS:
     ap.error(f"{args.model} takes its variant or scale from --weights, which is missing" if args.model in ("efficientnet-lite", "yolov8")
              else f"{args.model} has no default weights: give them with --weights")
-  model, ex = MODELS[args.model](weights, args.size)
+  model, ex = MODELS[args.model](weights, args.size, target)
   if args.batch_sizes is not None and (isinstance(ex, Parts) or ex.more_examples):
     ap.error(f"{args.model} is exported with shapes of its own (not batch sizes): leave out --batch-sizes")
   name = f"efficientnet-{model.variant}" if args.model.startswith("efficientnet") else f"yolov8{model.scale}" if \
          args.model.startswith("yolov8") else args.model
-  write(name, ex, args.out, weights, args.weights_dtype, args.batch_sizes)
+  write(name, ex, args.out, weights, args.weights_dtype, args.batch_sizes, target)
   return 0
 
 def write(name: str, ex: Union[Exportable, Parts], out: str, weights: Optional[str], weights_dtype: str = "auto",
-          batch_sizes: Optional[list[int]] = None):
+          batch_sizes: Optional[list[int]] = None, target: str = "WEBGPU"):
   """Export `ex` into the folder `out` (each of a Parts' into its subfolder, then its extras), saying what each wrote.
   name, weights: the model's name and weights file as the lines say them."""
   for sub, part in (ex.parts if isinstance(ex, Parts) else {"": ex}).items():
     st, path = time.perf_counter(), os.path.join(out, sub)
     manifest = export(part.fn, *part.inputs, path=path, names=part.names, state_dict=part.state, weights_dtype=weights_dtype,
-                      batch_sizes=batch_sizes, more_examples=part.more_examples)
+                      batch_sizes=batch_sizes, more_examples=part.more_examples, target=target)
     if part.extras is not None: part.extras(path)
     nbytes = sum(s["bytes"] for s in manifest["weights"]["shards"])
     variants = manifest["variants"]
     shapes = f" (variants: inputs {' / '.join(str([i['shape'] for i in v['inputs']]) for v in variants)})" if part.more_examples else \
              f" (batch sizes {', '.join(str(v['inputs'][0]['shape'][0]) for v in variants)})" if len(variants) > 1 else ""
     print(f"exported {name}{' ' + sub if sub else ''} ({'weights ' + weights if weights else 'random weights'}, input "
-          f"{part.inputs[0].shape}) to {path}{shapes}: {len(manifest['kernels'])} kernels, "
+          f"{part.inputs[0].shape}) for {target} to {path}{shapes}: {len(manifest['kernels'])} kernels, "
           f"{' + '.join(str(len(v['steps'])) for v in variants)} steps, {nbytes / 1e6:.1f} MB of weights in "
           f"{len(manifest['weights']['shards'])} shards, in {time.perf_counter() - st:.1f} s")
   if isinstance(ex, Parts) and ex.extras is not None: ex.extras(out)
