@@ -23,9 +23,11 @@ The models (--model):
 
 The paths (--only):
 - export: `python -m tinyweb.export MODEL DIR --weights W`, run by the package's runtime (dist/lib/model.js) on a page
-  without Pyodide (bench/browser/export.html): cold (a fresh browser context), then reloaded in the same context (weights
+  without Pyodide (bench/browser/export.html), on WebGPU: cold (a fresh browser context), then reloaded in the same context (weights
   from the Cache API; a fresh context caches no compiled kernels), and 'returning': a browser with a profile on disk, opened
   once, closed and launched again (Chromium's Dawn cache then keeps the compiled WGSL).
+- export-wasm: the same with `--target wasm`: WebAssembly kernels run on the CPU by the same runtime (no WebGPU used),
+  cold and reloaded.
 - pyodide: the live path. The playground page (index.html) boots Pyodide and tinyweb in its Web Worker; Python there
   fetches the weights file, builds the model on WEBGPU (EfficientNetLite.load / YOLOv8.load) and runs it; the runs after
   the first go through TinyJit, whose two warm-up calls (plain run, capture) are reported apart and not timed as runs.
@@ -51,7 +53,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "e2e"), str(ROOT / "tests")]
-PATHS = ("export", "pyodide", "ort-webgpu", "ort-wasm")
+PATHS = ("export", "export-wasm", "pyodide", "ort-webgpu", "ort-wasm")
+EXPORT_TARGETS = {"export": "webgpu", "export-wasm": "wasm"}   # path -> its export's --target
 PAGES = Path(__file__).resolve().parent / "browser"
 ORT_DIST = ROOT / "node_modules" / "onnxruntime-web" / "dist"
 
@@ -202,10 +205,11 @@ class YOLOv8sFall(BenchModel):
 
 MODELS = {m.name: m for m in (EfficientNetLite0(), YOLOv8sFall())}
 
-def export_tinyweb(model: BenchModel, out: Path) -> str | None:
-  """The command line export (its own process: the portable WEBGPU target); the error text when it fails."""
+def export_tinyweb(model: BenchModel, out: Path, target: str) -> str | None:
+  """The command line export for `target` (webgpu, wasm) in its own process (WEBGPU: the portable target); the error
+  text when it fails."""
   p = subprocess.run([sys.executable, "-m", "tinyweb.export", model.export_name, str(out), "--weights", testdata_file(model.weights),
-                      *model.export_args()], cwd=ROOT, capture_output=True, text=True, timeout=1800)
+                      "--target", target, *model.export_args()], cwd=ROOT, capture_output=True, text=True, timeout=1800)
   if p.returncode == 0: return None
   return f"python -m tinyweb.export failed ({p.returncode}): " + "\n".join((p.stdout + p.stderr).strip().splitlines()[-6:])
 
@@ -226,25 +230,28 @@ def new_page(context):
   page.on("pageerror", lambda e: console.append(f"[pageerror] {e}"))
   return page, console
 
-def export_page(site, model: BenchModel, runs: int) -> str:
-  return f"{site.url}e2e-data/export.html?model=/e2e-data/{model.name}/&input=/e2e-data/{model.name}-input.bin&runs={runs}"
+def export_folder(model: BenchModel, path: str) -> str: return model.name if path == "export" else f"{model.name}-{path}"
+
+def export_page(site, model: BenchModel, runs: int, path: str = "export") -> str:
+  return (f"{site.url}e2e-data/export.html?model=/e2e-data/{export_folder(model, path)}/&input=/e2e-data/{model.name}-input.bin"
+          f"&runs={runs}")
 
 def note_load_timings(r: dict) -> dict:
   if "load" in r:   # (loadModel's timings: when each part was ready, counted from its call)
     r["notes"] = "loadModel (s): " + ", ".join(f"{k} {r['load'][k]:.2f}" for k in ("manifest", "device", "kernels", "weights", "total"))
   return r
 
-def bench_export(browser, site, model: BenchModel, runs: int, timeout_s: float) -> list[tuple[str, dict]]:
+def bench_export(browser, site, model: BenchModel, runs: int, timeout_s: float, path: str) -> list[tuple[str, dict]]:
   context = browser.new_context()
   try:
     page, console = new_page(context)
-    page.goto(export_page(site, model, runs))
+    page.goto(export_page(site, model, runs, path))
     cold = outcome(page, console, timeout_s)
     console.clear()
     page.reload()
     reload = outcome(page, console, timeout_s)
   finally: context.close()
-  return [("export (cold)", note_load_timings(cold)), ("export (reload)", note_load_timings(reload))]
+  return [(f"{path} (cold)", note_load_timings(cold)), (f"{path} (reload)", note_load_timings(reload))]
 
 def bench_export_returning(playwright, site, model: BenchModel, profile: Path, runs: int, timeout_s: float) -> dict:
   """The export page in a browser with a profile on disk, as a returning visitor has: opened once, the browser closed
@@ -419,11 +426,12 @@ def main():
       (data / f"{m.name}-input.bin").write_bytes(x.tobytes())
       run.ref, run.ref_times, note = m.reference(x, a.runs)
       run.notes.append(note)
-      if "export" in run.paths:
-        command = " ".join(["python -m tinyweb.export", m.export_name, "DIR --weights", m.weights, *m.export_args()])
+      for path, target in EXPORT_TARGETS.items():
+        if path not in run.paths: continue
+        command = " ".join(["python -m tinyweb.export", m.export_name, "DIR --weights", m.weights, "--target", target, *m.export_args()])
         log(command)
         t = time.perf_counter()
-        if (err := export_tinyweb(m, data / m.name)): run.errors["export"] = err
+        if (err := export_tinyweb(m, data / export_folder(m, path), target)): run.errors[path] = err
         run.notes.append(f"{command} took {time.perf_counter() - t:.1f} s")
       if any(p.startswith("ort") for p in run.paths):
         log(f"{m.name}: the ONNX file")
@@ -450,7 +458,7 @@ def main():
               log(f"{run.model.name}: {p} in the browser")
               try:
                 if p in run.errors: run.rows.append((p, {"error": run.errors[p]}))
-                elif p == "export": run.rows += bench_export(browser, site, run.model, a.runs, a.timeout)
+                elif p in EXPORT_TARGETS: run.rows += bench_export(browser, site, run.model, a.runs, a.timeout, p)
                 elif p == "pyodide": run.rows.append((p, bench_pyodide(browser, site, run.model, a.runs, a.timeout)))
                 else: run.rows.append((p, bench_ort(browser, site, run.model, p.split("-")[1], a.runs, a.timeout)))
               except Exception as e: run.rows.append((p, {"error": f"{type(e).__name__}: {e}"}))   # (a page that crashed: go on with the next)
