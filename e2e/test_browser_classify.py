@@ -3,8 +3,8 @@ scripts/build_models.py exports it (real weights, the sample photo), the page op
 photo classified in the page's Web Worker on WebGPU, then the same photo picked as a file and dropped. The page's input
 tensor is compared with the native preprocessing (tinyweb.models.efficientnet.preprocess on the CPU device: equal, value
 for value; torch's bilinear interpolate: within float32 rounding), its probabilities and the top 5 it shows with the
-reference model (efficientnet_lite_pytorch in torch) on that input. Also what the page says for a file that is not an
-image, without WebGPU, when the adapter lacks a limit the model needs, and for a model whose input it cannot take.
+reference model (efficientnet_lite_pytorch in torch) on that input. Without WebGPU the page runs the model's WASM export
+with the same results. Also what the page says for a file that is not an image, without WebGPU or a WASM export, when the adapter lacks a limit the model needs, and for a model whose input it cannot take.
 
 The export (build_models.py in a subprocess: 7-16 s here, with the kernel cache warm or cold) is shared with the other
 pages' tests and kept across runs (browser_harness.page_model)."""
@@ -156,18 +156,74 @@ def test_classifies_photos_as_the_reference_model_does(site, chromium, models, r
   record_property("measure:classify page: max |probability - torch|", f"{max(errs):.1e}")
   if models.export_s is not None: record_property("measure:classify page: build_models.py (the export) (s)", f"{models.export_s:.0f}")
 
-def test_says_so_without_webgpu_and_downloads_nothing(playwright_instance, site):
+def test_runs_on_webassembly_without_webgpu(playwright_instance, site, models, record_property):
+  # Chromium without WebGPU: the page runs the model's WASM export (its wasm/ folder) on the CPU, says so, and gives the
+  # reference model's probabilities within the same tolerance
+  from tinyweb import Tensor
+  from PIL import Image
+  from tinyweb.models.efficientnet import preprocess
   browser = launch_chromium(playwright_instance, webgpu=False)
   try:
-    page, console, urls = _open(browser, site, f"/e2e-data/models/{MODEL}/")
+    page, console, urls = _open(browser, site, models.url)
+    page.click("#sample")
+    r = _wait_for_result(page, 1, console)
+    adapter = page.text_content("#adapter")
+  finally: browser.close()
+  assert adapter == "WebAssembly on the CPU (no WebGPU in this browser: slower than WebGPU)", adapter
+  model_urls = [u for u in urls if u.startswith(f"{site.url}e2e-data/models/{MODEL}/") and not u.endswith("sample.png")]
+  assert model_urls and all(u.startswith(f"{site.url}e2e-data/models/{MODEL}/wasm/") for u in model_urls), model_urls
+  with Image.open(load_testdata().path("chelsea.png")) as im: x = preprocess(Tensor(np.array(im.convert("RGB")), device="CPU"), 224).numpy()
+  np.testing.assert_array_equal(np.asarray(r["input"], np.float32).reshape(x.shape), x)
+  probs, want = np.asarray(r["probabilities"], np.float32), _reference_probabilities(x)
+  err = float(np.abs(probs - want).max())
+  assert err <= PROB_ATOL, err
+  assert np.argsort(-probs)[:5].tolist() == np.argsort(-want)[:5].tolist()
+  record_property("measure:classify wasm: page open -> first result, cold (s) / inference (ms)", f"{r['at'] / 1000:.2f} / {r['inferenceMs']:.0f}")
+  record_property("measure:classify wasm: max |probability - torch|", f"{err:.1e}")
+
+def _webgpu_only(site) -> str:
+  """A copy of the model's folder without its WASM export (wasm/): links to its files, served at the URL returned."""
+  folder = site.data_dir / f"{MODEL}-webgpu-only"
+  folder.mkdir(exist_ok=True)
+  for f in (site.data_dir / "models" / MODEL).iterdir():
+    if f.name != "wasm" and not (folder / f.name).exists(): (folder / f.name).symlink_to(f)
+  return f"/e2e-data/{folder.name}/"
+
+def test_says_so_without_webgpu_or_a_wasm_export_and_downloads_nothing(playwright_instance, site, models):
+  url = _webgpu_only(site)
+  browser = launch_chromium(playwright_instance, webgpu=False)
+  try:
+    page, console, urls = _open(browser, site, url)
     page.wait_for_selector("#notice:not([hidden])", timeout=60_000)
     notice = page.text_content("#notice")
     assert notice.startswith("WebGPU is not available (headless Chromium has WebGPU only when launched with "
                              "--enable-unsafe-webgpu)"), notice
     assert page.is_disabled("#sample") and page.is_disabled("#file")
     assert page.text_content("#adapter") == "no WebGPU adapter"
-    assert not [u for u in urls if u.startswith(f"{site.url}e2e-data/")], urls   # (not even the manifest)
+    # (only the WASM export's manifest looked for: not found)
+    assert [u for u in urls if u.startswith(f"{site.url}e2e-data/")] == [f"{site.url}{url[1:]}wasm/manifest.json"], urls
   finally: browser.close()
+
+def test_the_url_chooses_the_backend(site, chromium, models):
+  # ?backend=wasm: the WASM export although there is WebGPU; the same probabilities as on WebGPU
+  probabilities, adapters = {}, {}
+  for backend in ["webgpu", "wasm"]:
+    page, console, urls = _open(chromium, site, f"{models.url}&backend={backend}")
+    try:
+      page.click("#sample")
+      probabilities[backend] = np.asarray(_wait_for_result(page, 1, console)["probabilities"], np.float32)
+      adapters[backend] = page.text_content("#adapter")
+    finally: page.context.close()
+  assert adapters["webgpu"].startswith("WebGPU: ") and adapters["wasm"] == "WebAssembly on the CPU (?backend=wasm: slower than WebGPU)", adapters
+  assert np.abs(probabilities["wasm"] - probabilities["webgpu"]).max() <= PROB_ATOL
+  # asked for a backend there is not: said
+  for query, want in [(f"{_webgpu_only(site)}&backend=wasm", f"?backend=wasm: {site.url}{_webgpu_only(site)[1:]} has no WASM export ("),
+                      (f"{models.url}&backend=cuda", "?backend=cuda is not a backend this page has: webgpu or wasm")]:
+    page, console, urls = _open(chromium, site, query)
+    try:
+      page.wait_for_selector("#notice:not([hidden])", timeout=60_000)
+      assert page.text_content("#notice").startswith(want), page.text_content("#notice")
+    finally: page.context.close()
 
 def _edited_model(site, name: str, edit) -> str:
   """The model's manifest changed by edit(manifest), served from /e2e-data/<name>/ (its files stay where they are)."""

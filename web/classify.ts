@@ -1,7 +1,7 @@
 /// <reference types="vite/client" />
 // The classify page (classify.html): an image (dropped, picked, or the sample photo next to the model) classified by
 // EfficientNet-Lite0 as exported by tinyweb.export, run by tinyweb/model in a Web Worker (web/classify-worker.ts) on
-// WebGPU; it shows ImageNet's five most likely classes with their probabilities, the time taken, the adapter, and says
+// WebGPU (else its WASM export on the CPU: web/page_model.ts); it shows ImageNet's five most likely classes with their probabilities, the time taken, the adapter, and says
 // why when the browser or its GPU cannot run the model.
 // The model: models/efficientnet-lite0/ next to the page (`npm run build:models` writes it: scripts/build_models.py), or
 // ?model=URL, another export of an ImageNet EfficientNet-Lite (its folder; the sample button wants a sample.png there).
@@ -10,7 +10,7 @@
 import labelsText from "../tinyweb/models/imagenet_classes.txt?raw";
 import type { Classified, FromWorker, LoadedModel, ToWorker } from "./classify-worker.js";
 import type { ModelProgress } from "./model.js";
-import { adapterText, loadProgress } from "./page_model.js";
+import { adapterText, loadProgress, loadRequest } from "./page_model.js";
 
 declare global {
   interface Window { classifyResult?: Classified & { top: { index: number; label: string; probability: number }[]; at: number } }
@@ -42,7 +42,7 @@ worker.onmessage = ({ data: m }: MessageEvent<FromWorker>) => {
   else if (m.id === lastId) imageFailed(`${imageName.textContent} could not be classified: ${m.message}.`);
 };
 worker.onerror = (e) => fail(`The page's worker failed: ${e.message || "its script did not load"}`);
-send({ kind: "load", url: modelURL.href });
+send(loadRequest(modelURL));
 
 const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
 const duration = (ms: number) => ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;

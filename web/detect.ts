@@ -9,7 +9,7 @@
 import * as detectPost from "./detect_post.js";
 import type { Detection } from "./detect_post.js";
 import type { DetectResult, FromDetectWorker, ModelInfo, ToDetectWorker } from "./detect_worker.js";
-import { adapterText } from "./page_model.js";
+import { adapterText, loadRequest } from "./page_model.js";
 
 /** What detect.json (next to the model's manifest) says; all optional. */
 interface ModelMeta { title?: string; names?: string[]; sample?: string; credit?: string }
@@ -240,7 +240,7 @@ cameraButton.addEventListener("click", () => (camera ? stopCamera() : startCamer
 async function start() {
   const meta: ModelMeta = await fetch(new URL("detect.json", modelURL)).then((r) => (r.ok ? r.json() : {}), () => ({}));
   $("model").textContent = `${meta.title ?? "YOLOv8"} from ${modelURL.pathname}`;
-  worker.postMessage({ kind: "load", url: modelURL.href, names: meta.names ?? [] } satisfies ToDetectWorker);
+  worker.postMessage({ ...loadRequest(modelURL), names: meta.names ?? [] } satisfies ToDetectWorker);
   if (meta.credit) $("credit").textContent = meta.credit;
   if (meta.sample) {
     const sample = new URL(meta.sample, modelURL);

@@ -2,14 +2,14 @@
 // letterboxing the image and postprocessing the output here too, so the page stays responsive.
 //
 // The protocol (plain data; the images are transferred, not copied):
-//   page -> worker   {kind: "load", url, names}                              once, first (names: the classes')
+//   page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend} and names   once, first (names: the classes')
 //                    {kind: "detect", id, image: ImageBitmap, conf, iou}     one at a time (the page waits for each answer)
 //                    {kind: "threshold", id, conf, iou}                      the last image's output, postprocessed again
 //   worker -> page   page_model.ts's adapter, progress and failed messages, then {kind: "ready", info}
 //                    {kind: "result", id, result} | {kind: "error", id, error}
 import type { LoadTimings } from "./model.js";
 import { letterbox, postprocess, type Detection, type Frame } from "./detect_post.js";
-import { errorText, loadPageModel, workerScope, type LoadMessage, type PageModel } from "./page_model.js";
+import { errorText, loadPageModel, workerScope, type LoadMessage, type LoadRequest, type PageModel } from "./page_model.js";
 
 export interface ModelInfo {
   size: number;             // the input's height and width
@@ -22,7 +22,7 @@ export interface DetectResult {
   ms: { letterbox: number; network: number; postprocess: number };   // (network: 0 when only postprocessed again)
 }
 export type ToDetectWorker =
-  | { kind: "load"; url: string; names: string[] }
+  | (LoadRequest & { names: string[] })
   | { kind: "detect"; id: number; image: ImageBitmap; conf: number; iou: number }
   | { kind: "threshold"; id: number; conf: number; iou: number };
 export type FromDetectWorker =
@@ -42,8 +42,8 @@ let model: Promise<PageModel> | null = null;
 let names: string[] = [];   // (a model given without them shows class numbers)
 let last: { raw: Float32Array; anchors: number; frame: Frame } | null = null;   // the last image's output, for "threshold"
 
-async function load(url: string): Promise<PageModel> {
-  const loaded = await loadPageModel(url, SPEC, "a YOLOv8 detector (python -m demos.detect --export DIR)", post);
+async function load({ url, backend }: LoadRequest): Promise<PageModel> {
+  const loaded = await loadPageModel(url, SPEC, "a YOLOv8 detector (python -m demos.detect --export DIR)", post, backend);
   post({ kind: "ready", info: { size: loaded.sizes.size, classes: loaded.sizes["4 + classes"] - 4, load: { ...loaded.model.timings } } });
   return loaded;
 }
@@ -74,7 +74,7 @@ function threshold(conf: number, iou: number): DetectResult {
 scope.onmessage = async ({ data: m }) => {
   if (m.kind === "load") {
     names = m.names;
-    model = load(m.url);
+    model = load(m);
     model.catch((e) => post({ kind: "failed", message: errorText(e) }));
     return;
   }

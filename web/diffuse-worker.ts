@@ -1,7 +1,7 @@
 // The diffuse page's Web Worker (web/diffuse.ts starts it): loads the exported terrain UNet (web/page_model.ts) and runs
 // the sampler (web/diffuse_sampler.ts), one model run per step, posting each step's denoised map as it comes.
 //
-// page -> worker   {kind: "load", url}                                 once, first: the model's folder (an absolute URL)
+// page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend}   once, first: the model's folder
 //                  {kind: "generate", id, steps, seed, difficulty}     a new map (a later one stops an earlier one
 //                                                                      after its current step); difficulty: 1..100
 // worker -> page   page_model.ts's adapter, progress and failed messages, then
@@ -10,9 +10,9 @@
 //                  {kind: "error", id, message}                        that generate failed
 import { difficultyInput, gaussian, noised, sigmas } from "./diffuse_sampler.js";
 import type { LoadTimings } from "./model.js";
-import { errorText, loadPageModel, workerScope, type LoadMessage, type PageModel } from "./page_model.js";
+import { errorText, loadPageModel, workerScope, type LoadMessage, type LoadRequest, type PageModel } from "./page_model.js";
 
-export type ToWorker = { kind: "load"; url: string } | { kind: "generate"; id: number; steps: number; seed: number; difficulty: number };
+export type ToWorker = LoadRequest | { kind: "generate"; id: number; steps: number; seed: number; difficulty: number };
 export interface LoadedModel { timings: LoadTimings; kernels: number; weightsBytes: number; size: number }
 /** One step: its noise level, the noise drawn for its input, the model's denoised map (model space, -1..1), its time. */
 export interface Step {
@@ -34,7 +34,7 @@ let queue: Promise<void> = Promise.resolve();   // (one generate at a time: the 
 
 scope.onmessage = ({ data: m }) => {
   if (m.kind === "load") {
-    model = load(m.url);
+    model = load(m);
     model.catch((e) => post({ kind: "failed", message: errorText(e) }));
   } else {
     latest = m.id;
@@ -42,8 +42,8 @@ scope.onmessage = ({ data: m }) => {
   }
 };
 
-async function load(url: string): Promise<PageModel> {
-  const loaded = await loadPageModel(url, SPEC, "a terrain denoiser (python -m tinyweb.export terrain-unet)", post), m = loaded.model;
+async function load({ url, backend }: LoadRequest): Promise<PageModel> {
+  const loaded = await loadPageModel(url, SPEC, "a terrain denoiser (python -m tinyweb.export terrain-unet)", post, backend), m = loaded.model;
   const weightsBytes = m.manifest.weights.shards.reduce((sum, s) => sum + s.bytes, 0);
   post({ kind: "loaded", model: { timings: m.timings, kernels: m.manifest.kernels.length, weightsBytes, size: loaded.sizes.size } });
   return loaded;

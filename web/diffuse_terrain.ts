@@ -3,13 +3,13 @@
 // writes it to models/terrain-unet/ next to the page; ?model=URL names another folder), runs in a Web Worker
 // (web/diffuse-worker.ts) once per step of the sampler (web/diffuse_sampler.ts); each step's denoised map is drawn as it
 // comes, with a terrain colormap and a hillshade, and shown small in the row of steps. Also shown: the time per step, the adapter, and why the model cannot run where
-// WebGPU or a limit it needs is lacking.
+// WebGPU (and a WASM export: web/page_model.ts) or a limit it needs is lacking.
 // For tests and scripts: window.diffuseDemo holds the sampler's functions, the model's facts and the last map's steps
 // (each step's noise and denoised map); <body data-state> is loading, ready, running, done or error.
 import type { FromWorker, LoadedModel, Step, ToWorker } from "./diffuse-worker.js";
 import * as sampler from "./diffuse_sampler.js";
 import type { ModelProgress } from "./model.js";
-import { adapterText, loadProgress } from "./page_model.js";
+import { adapterText, loadProgress, loadRequest } from "./page_model.js";
 
 interface Result { seed: number; steps: Step[]; heights: Float32Array | null }   // heights: the final map's, in metres
 export interface TerrainDemo { sampler: typeof sampler; model: LoadedModel | null; result: Result | null; firstImageAt: number | null }
@@ -44,7 +44,7 @@ worker.onmessage = ({ data: m }: MessageEvent<FromWorker>) => {
   else if (m.id === lastId) { status.textContent = `The map could not be generated: ${m.message}`; setState("error"); }
 };
 worker.onerror = (e) => fail(`The page's worker failed: ${e.message || "its script did not load"}`);
-send({ kind: "load", url: modelURL.href });
+send(loadRequest(modelURL));
 
 const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
 const duration = (ms: number) => ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;

@@ -1,15 +1,15 @@
 // The embed page's Web Worker (web/embed.ts starts it): loads the exported sentence encoder (web/page_model.ts) and runs
 // it, so the page stays responsive while the GPU (or SwiftShader, on the CPU) works. Every message is plain data.
-//   page -> worker   {kind: "load", url}                       once, first: the model's folder or manifest.json (absolute)
+//   page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend}   once, first: the model's folder or manifest.json
 //                    {kind: "embed", id, ids, mask}             one sentence's input_ids and attention_mask (batch 1)
 //   worker -> page   page_model.ts's adapter, progress and failed messages, then
 //                    {kind: "loaded", info}                     the model is ready
 //                    {kind: "embedding", id, embedding, ms} | {kind: "error", id, message}
 import type { LoadTimings } from "./model.js";
-import { errorText, loadPageModel, workerScope, type LoadMessage, type PageModel } from "./page_model.js";
+import { errorText, loadPageModel, workerScope, type LoadMessage, type LoadRequest, type PageModel } from "./page_model.js";
 
 export type ToEmbedWorker =
-  | { kind: "load"; url: string }
+  | LoadRequest
   | { kind: "embed"; id: number; ids: Int32Array; mask: Int32Array };
 /** What the page shows about the model. */
 export interface EmbedModelInfo {
@@ -31,13 +31,13 @@ let model: Promise<PageModel> | null = null;
 
 scope.onmessage = ({ data: m }) => {
   if (m.kind === "load") {
-    model = load(m.url);
+    model = load(m);
     model.catch((e) => post({ kind: "failed", message: errorText(e) }));
   } else embed(m).catch((e) => post({ kind: "error", id: m.id, message: errorText(e) }));
 };
 
-async function load(url: string): Promise<PageModel> {
-  const loaded = await loadPageModel(url, SPEC, "a sentence encoder at batch size 1 (python -m tinyweb.export minilm)", post);
+async function load({ url, backend }: LoadRequest): Promise<PageModel> {
+  const loaded = await loadPageModel(url, SPEC, "a sentence encoder at batch size 1 (python -m tinyweb.export minilm)", post, backend);
   post({ kind: "loaded", info: { tokens: loaded.sizes.tokens, dims: loaded.sizes.dims, timings: loaded.model.timings } });
   return loaded;
 }

@@ -3,14 +3,14 @@
 // `python -m tinyweb.export minilm` (scripts/build_models.py writes it to models/minilm/ next to the page; `?model=URL`
 // names another folder or manifest.json), which runs in a Web Worker (web/embed-worker.ts) with the package's model
 // runtime (web/model.ts): no Pyodide, no server beyond static files. Shown: the cosine similarity of every pair as a
-// heat map, the time per sentence, the download's progress, the device, and why the model cannot run where WebGPU or
-// a limit it needs is lacking.
+// heat map, the time per sentence, the download's progress, the device, and why the model cannot run where WebGPU (and
+// a WASM export: web/page_model.ts) or a limit it needs is lacking.
 //
 // For tests and scripts, `window.embedDemo` holds the tokenizer, the model's facts and the last result (the
 // embeddings too); <body data-state> is loading, ready, running, done or error.
 import type { EmbedModelInfo, FromEmbedWorker, ToEmbedWorker } from "./embed-worker.js";
 import type { ModelProgress } from "./model.js";
-import { adapterText, errorText, loadProgress } from "./page_model.js";
+import { adapterText, errorText, loadProgress, loadRequest } from "./page_model.js";
 import { loadWordPiece, type Encoding, type WordPiece } from "./wordpiece.js";
 
 interface Result {
@@ -54,7 +54,7 @@ worker.onerror = (e) => fail(`The page's worker failed: ${e.message || "its scri
 function loadModel(): Promise<EmbedModelInfo> {
   return new Promise((resolve, reject) => {
     loading = { resolve, reject };
-    post({ kind: "load", url: modelURL.href });
+    post(loadRequest(modelURL));
   });
 }
 

@@ -5,7 +5,7 @@
 //
 // (generation.json, also beside it: {name, context}: the KV cache's positions, which prompt and reply share)
 //
-// page -> worker   {kind: "load", url}                         once, first: the model's folder (an absolute URL)
+// page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend}   once, first: the model's folder
 //                  {kind: "generate", id, prompt, maxTokens, temperature, topK, seed}
 //                                                              a reply (a later generate stops an earlier one before its
 //                                                              next token); temperature 0: greedy
@@ -19,11 +19,11 @@
 //                  {kind: "error", id, message}                that generate failed (e.g. a prompt too long)
 import { GemmaTokenizer, type GemmaTokenizerJSON } from "./gemma_tokenizer.js";
 import type { LoadTimings, Model } from "./model.js";
-import { errorText, loadPageModel, workerScope, type LoadMessage } from "./page_model.js";
+import { errorText, loadPageModel, workerScope, type LoadMessage, type LoadRequest } from "./page_model.js";
 import { pickToken } from "./token_sampler.js";
 
 export interface GenerateRequest { id: number; prompt: string; maxTokens: number; temperature: number; topK: number; seed: number }
-export type ToWorker = { kind: "load"; url: string } | ({ kind: "generate" } & GenerateRequest) | { kind: "stop"; id: number };
+export type ToWorker = LoadRequest | ({ kind: "generate" } & GenerateRequest) | { kind: "stop"; id: number };
 export interface LoadedModel { name: string; timings: LoadTimings; kernels: number; weightsBytes: number; context: number; chunk: number; vocabulary: number;
                                tokenizerJSON: GemmaTokenizerJSON }
 export type FromWorker = LoadMessage | { kind: "loaded"; model: LoadedModel } | { kind: "prompt"; id: number; ids: number[]; ms: number } |
@@ -44,7 +44,7 @@ let queue: Promise<void> = Promise.resolve();   // (one generate at a time: the 
 
 scope.onmessage = ({ data: m }) => {
   if (m.kind === "load") {
-    loaded = load(m.url);
+    loaded = load(m);
     loaded.catch((e) => post({ kind: "failed", message: errorText(e) }));
   } else if (m.kind === "stop") { if (m.id === latest) latest = 0; }
   else {
@@ -53,7 +53,7 @@ scope.onmessage = ({ data: m }) => {
   }
 };
 
-async function load(url: string): Promise<Loaded> {
+async function load({ url, backend }: LoadRequest): Promise<Loaded> {
   const folder = url.endsWith(".json") ? url : url.replace(/\/?$/, "/");
   const beside = async <T>(name: string): Promise<T> => {   // (a file the export writes beside the manifest)
     const r = await fetch(new URL(name, folder));
@@ -61,7 +61,7 @@ async function load(url: string): Promise<Loaded> {
     return await r.json() as T;
   };
   const [{ model, sizes: { vocabulary } }, tokenizerJSON, generation] = await Promise.all([
-    loadPageModel(url, SPEC, "a language model's generation step (python -m tinyweb.export gemma)", post),
+    loadPageModel(url, SPEC, "a language model's generation step (python -m tinyweb.export gemma)", post, backend),
     beside<GemmaTokenizerJSON>("tokenizer.json"), beside<{ name: string; context: number }>("generation.json")]);
   const tokenizer = new GemmaTokenizer(tokenizerJSON);
   // the variants: one token, and a chunk of the prompt

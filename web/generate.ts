@@ -2,13 +2,14 @@
 // exported by `python -m tinyweb.export gemma` (scripts/build_models.py writes it to models/gemma/ next to the page;
 // ?model=URL names another folder), runs in a Web Worker (web/generate-worker.ts); the reply is decoded here
 // (web/gemma_tokenizer.ts) and shown as each token comes, with the prompt's time and the tokens per second. Also shown:
-// the adapter, and why the model cannot run where WebGPU or a limit it needs is lacking.
+// the adapter, and why the model cannot run where WebGPU (and a WASM export:
+// web/page_model.ts) or a limit it needs is lacking.
 // For tests and scripts: window.generateDemo holds the model's facts, the tokenizer and the last reply (its prompt's
 // ids, its tokens and times, why it ended); <body data-state> is loading, ready, running, done or error.
 import { GemmaTokenizer } from "./gemma_tokenizer.js";
 import type { FromWorker, LoadedModel, ToWorker } from "./generate-worker.js";
 import type { ModelProgress } from "./model.js";
-import { adapterText, loadProgress } from "./page_model.js";
+import { adapterText, loadProgress, loadRequest } from "./page_model.js";
 
 interface Reply {
   prompt: string; promptIds: number[]; promptMs: number; tokens: number[]; tokenMs: number[]; text: string;
@@ -51,7 +52,7 @@ worker.onmessage = ({ data: m }: MessageEvent<FromWorker>) => {
   else { finish(null); stats.textContent = `The text could not be generated: ${m.message}`; setState("error"); }
 };
 worker.onerror = (e) => fail(`The page's worker failed: ${e.message || "its script did not load"}`);
-send({ kind: "load", url: modelURL.href });
+send(loadRequest(modelURL));
 
 const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
 const duration = (ms: number) => ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;

@@ -1,16 +1,26 @@
 // What a model page's Web Worker does before its own work (web/classify-worker.ts, web/detect_worker.ts,
-// web/embed-worker.ts, web/diffuse-worker.ts, web/sd-worker.ts and web/generate-worker.ts use it): find the WebGPU adapter before any download (and say what to do
-// when there is none), load the export with tinyweb/model's loadModel while posting its progress (a limit or feature the
-// adapter lacks: loadModel names it), and check the model's inputs and outputs. And the page's side: the adapter and the
-// loading progress as lines of text.
+// web/embed-worker.ts, web/diffuse-worker.ts, web/sd-worker.ts and web/generate-worker.ts use it): choose the backend
+// before any download, load the export with tinyweb/model's loadModel while posting its progress (a limit or feature the
+// adapter lacks: loadModel names it), and check the model's inputs and outputs. And the page's side: the backend asked
+// for in the page's URL, the adapter and the loading progress as lines of text.
 //
-// worker -> page   {kind: "adapter", adapter}     the adapter found (before the model loads)
+// The backend: WebGPU when the browser gives an adapter; else WebAssembly on the CPU (slower, the same results) when the
+// model's folder has a WASM export in its wasm/ subfolder (scripts/build_models.py writes one for each page's model;
+// `python -m tinyweb.export MODEL DIR/wasm --target wasm`); else the page cannot run the model and says what to do. The
+// page's `?backend=wasm` (or `webgpu`) asks for one, e.g. where the only adapter is a slow fallback one: the page passes
+// it on in its load message (loadRequest()).
+//
+// worker -> page   {kind: "adapter", adapter}     what runs the model: the WebGPU adapter or WASM (before the model loads)
 //                  {kind: "progress", progress}   loadModel's progress
-//                  {kind: "failed", message}      no WebGPU, or the model cannot be loaded or used here: nothing more follows
+//                  {kind: "failed", message}      no backend, or the model cannot be loaded or used here: nothing more follows
 import { webgpuAdvice } from "./host.js";
 import { loadModel, type Model, type ModelProgress, type TensorSpec } from "./model.js";
 
-export interface AdapterSummary { vendor: string; architecture: string; description: string; fallback: boolean }
+/** What runs the model: a WebGPU adapter, or WebAssembly on the CPU (`requested`: by ?backend=wasm, else for want of
+ * WebGPU). */
+export type AdapterSummary =
+  | { backend: "webgpu"; vendor: string; architecture: string; description: string; fallback: boolean }
+  | { backend: "wasm"; requested: boolean };
 export type LoadMessage =
   | { kind: "adapter"; adapter: AdapterSummary }
   | { kind: "progress"; progress: ModelProgress }
@@ -32,17 +42,42 @@ export interface ExpectedModel { inputs: Expected[]; outputs: Expected[] }
 /** A loaded model, and the sizes the names in the expected shapes have in it. */
 export interface PageModel { model: Model; sizes: Record<string, number> }
 
-/** The model at `url` (a folder or its manifest.json) once one of its variants (batch sizes) has the `expected` inputs
- * and outputs, else an Error that says what the page needs (`what`: the kind of model); the adapter and the progress
- * posted on the way. */
-export async function loadPageModel(url: string, expected: ExpectedModel, what: string,
-                                    post: (m: LoadMessage) => void): Promise<PageModel> {
+/** The page's message that starts its worker's load: the model's folder (or manifest.json) as an absolute URL, and the
+ * backend the page's URL asks for (`?backend=webgpu|wasm`; null: the best there is), for loadPageModel. */
+export interface LoadRequest { kind: "load"; url: string; backend: string | null }
+export const loadRequest = (url: URL): LoadRequest =>
+  ({ kind: "load", url: url.href, backend: new URLSearchParams(location.search).get("backend") });
+
+// a model's WASM export: this subfolder of its folder (scripts/build_models.py's TARGETS)
+const WASM_FOLDER = "wasm/";
+
+/** The model at `url` (a folder or its manifest.json) on `backend` (the page's loadRequest's; null: WebGPU when
+ * there is an adapter, else the WASM export when the folder has one) once one of its variants (batch sizes) has the
+ * `expected` inputs and outputs, else an Error that says what the page needs (`what`: the kind of model); what runs it
+ * (the adapter message) and the progress posted on the way. */
+export async function loadPageModel(url: string, expected: ExpectedModel, what: string, post: (m: LoadMessage) => void,
+                                    backend: string | null = null): Promise<PageModel> {
+  if (backend !== null && backend !== "webgpu" && backend !== "wasm")
+    throw new Error(`?backend=${backend} is not a backend this page has: webgpu or wasm (or leave it out: WebGPU when there is an adapter, else wasm).`);
+  const folder = url.endsWith(".json") ? new URL(".", url).href : url.replace(/\/?$/, "/"), wasmURL = new URL(WASM_FOLDER, folder).href;
+  const hasWasm = () => fetch(new URL("manifest.json", wasmURL)).then((r) => r.ok, () => false);
   // (asked here before loadModel asks again: to show the adapter, and to stop before any download when there is none)
-  const gpu = navigator.gpu, adapter = gpu ? await gpu.requestAdapter() : null;
-  if (!adapter) throw new Error(`WebGPU is not available (${webgpuAdvice(!!gpu)}): this page needs it to run the model.`);
-  const { vendor, architecture, description, isFallbackAdapter } = adapter.info;
-  post({ kind: "adapter", adapter: { vendor, architecture, description, fallback: isFallbackAdapter } });
-  const model = await loadModel(url, { onProgress: (progress) => post({ kind: "progress", progress }) })
+  const gpu = backend === "wasm" ? undefined : navigator.gpu, adapter = gpu ? await gpu.requestAdapter() : null;
+  let source = url;
+  if (adapter) {
+    const { vendor, architecture, description, isFallbackAdapter } = adapter.info;
+    post({ kind: "adapter", adapter: { backend: "webgpu", vendor, architecture, description, fallback: isFallbackAdapter } });
+  } else if (backend === "wasm") {
+    if (!await hasWasm()) throw new Error(`?backend=wasm: ${url} has no WASM export (${wasmURL}manifest.json: export one with --target wasm).`);
+    source = wasmURL;
+    post({ kind: "adapter", adapter: { backend: "wasm", requested: true } });
+  } else {
+    if (backend === "webgpu" || !await hasWasm())
+      throw new Error(`WebGPU is not available (${webgpuAdvice(!!navigator.gpu)}): this page needs it to run the model.`);
+    source = wasmURL;
+    post({ kind: "adapter", adapter: { backend: "wasm", requested: false } });
+  }
+  const model = await loadModel(source, { onProgress: (progress) => post({ kind: "progress", progress }) })
     .catch((e) => { throw new Error(`The model cannot be loaded: ${errorText(e)}`); });
   for (const v of model.variants) {
     const sizes: Record<string, number> = {};
@@ -68,8 +103,10 @@ export function loadProgress(p: ModelProgress, seconds: number): { fraction: num
            text: `weights ${mb(p.weightsLoaded)} / ${mb(p.weightsTotal)} MB${eta} · kernels compiled ${p.kernelsReady} / ${p.kernelsTotal}` };
 }
 
-/** The adapter as the pages show it. */
+/** What runs the model, as the pages show it. */
 export function adapterText(a: AdapterSummary): string {
+  if (a.backend === "wasm")
+    return `WebAssembly on the CPU (${a.requested ? "?backend=wasm" : "no WebGPU in this browser"}: slower than WebGPU)`;
   const name = [a.vendor, a.architecture].filter(Boolean).join(" ") || "an unnamed adapter";
   return `WebGPU: ${name}${a.description ? ` (${a.description})` : ""}` + (a.fallback ? " · a fallback adapter (emulated on the CPU: slow)" : "");
 }
