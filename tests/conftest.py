@@ -10,19 +10,21 @@ ALL_DEVICES = [d.strip().upper() for d in os.getenv("TEST_DEVICES", ",".join(Dev
 PYTHON_WORK_BUDGET = float(os.getenv("TINYWEB_PYTHON_WORK_BUDGET", "5e7"))
 
 # The CL device (PoCL on CI's CPU) takes 0.4 s to build a kernel, 3-10x any other device, and most of a cold suite's
-# time went there. It runs every test of the device-level modules (ops, dtypes, special values, fuzzing, the code
-# generator); these API-level modules, whose kernels are those ops composed, skip it unless TINYWEB_TEST_CL_EVERYWHERE=1.
-CL_SKIPS_MODULES = {"test_api_movement", "test_api_math", "test_autograd", "test_nn", "test_optim", "test_state",
-                    "test_api_hash", "test_tinygrad_api"}
+# time went there. The WASM device builds its modules in Python and compiles each with wasmtime in every process (no
+# disk cache yet): test_onnx alone took 2.3 minutes on it with 2 workers. Both run every test of the
+# device-level modules (ops, dtypes, special values, fuzzing, the code generator); these API-level modules, whose
+# kernels are those ops composed, skip them unless TINYWEB_TEST_EVERYWHERE=1.
+API_LEVEL_MODULES = {"test_api_movement", "test_api_math", "test_autograd", "test_nn", "test_optim", "test_state",
+                     "test_api_hash", "test_tinygrad_api"}
+SLOW_BUILD_SKIPS = {"CL": API_LEVEL_MODULES, "WASM": API_LEVEL_MODULES | {"test_onnx"}}
 
 @pytest.fixture(params=ALL_DEVICES)
 def device(request):
   ok, why = Device.check(request.param)
   if not ok: pytest.skip(f"{request.param} unavailable: {why}")
-  if request.param == "CL" and request.module.__name__.rpartition(".")[2] in CL_SKIPS_MODULES and \
-     os.getenv("TINYWEB_TEST_CL_EVERYWHERE") != "1":
-    pytest.skip("CL: an API-level module, run on the other devices (its ops run on CL in the device-level modules; "
-                "TINYWEB_TEST_CL_EVERYWHERE=1 runs it on CL too)")
+  if request.module.__name__.rpartition(".")[2] in SLOW_BUILD_SKIPS.get(request.param, ()) and os.getenv("TINYWEB_TEST_EVERYWHERE") != "1":
+    pytest.skip(f"{request.param}: an API-level module, run on the other devices (its ops run on {request.param} in the "
+                f"device-level modules; TINYWEB_TEST_EVERYWHERE=1 runs it on {request.param} too)")
   if request.param != "PYTHON":
     yield request.param
     return
