@@ -147,3 +147,21 @@ def _extreme_ref_fn():
   return ExtremeRef.apply
 def amax_ref(x, dim=None, keepdim=False): return _extreme_ref_fn()(x, dim, keepdim, True)
 def amin_ref(x, dim=None, keepdim=False): return _extreme_ref_fn()(x, dim, keepdim, False)
+
+def same_as_cpu(device: str, fn):
+  """fn(d) on `device` and on CPU (the C/clang device: the reference where a compiler or an instruction set would leave
+  the result undefined or trap), as numpy arrays; skips without the CPU device."""
+  from tinyweb import Device
+  cpu_ok, cpu_why = Device.check("CPU")
+  if not cpu_ok: pytest.skip(f"CPU device (the reference) unavailable: {cpu_why}")
+  return fn(device), fn("CPU")
+
+def assert_same_bits(got: np.ndarray, exp: np.ndarray):
+  """Equal bit for bit (so -0.0 != 0.0), except that any NaN equals any NaN: IEEE leaves a NaN's sign and payload to
+  the hardware and the compiler (x86 gives its own default NaN where clang's code passes the operand's through)."""
+  assert got.dtype == exp.dtype and got.shape == exp.shape
+  if got.dtype.kind == "f":
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
+    got, exp = np.where(np.isnan(got), 0, got), np.where(np.isnan(exp), 0, exp)
+  np.testing.assert_array_equal(got.view(f"u{got.itemsize}") if got.dtype.kind == "f" else got,
+                                exp.view(f"u{exp.itemsize}") if exp.dtype.kind == "f" else exp)

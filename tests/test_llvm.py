@@ -1,57 +1,16 @@
 """The LLVM device (LLVM IR through llvmlite's JIT): what the parametrized suite does not cover. Results must equal the CPU
 device's bit for bit (same dtype rules, an independent compiler: clang) where LLVM itself would leave them undefined
-(NaN/out-of-range float->int, division by zero, INT_MIN/-1, NaN in max/min, float16/bfloat16 rounding); the disk cache must
+(NaN in max/min, float16/bfloat16 rounding, small-int shifts; float->int and division: tests/test_like_cpu.py); the disk cache must
 serve a second process; a missing llvmlite must be reported by name."""
 import os, subprocess, sys, textwrap
 import numpy as np
 import pytest
 from tinyweb import Tensor, Device, dtypes
+from helpers import assert_same_bits, same_as_cpu
 
 ok, why = Device.check("LLVM")
 pytestmark = pytest.mark.skipif(not ok, reason=f"LLVM unavailable: {why}")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-def on_both(fn):
-  """fn(device) on LLVM and on CPU, as numpy arrays (CPU: the C/clang device, the reference for undefined cases)."""
-  cpu_ok, cpu_why = Device.check("CPU")
-  if not cpu_ok: pytest.skip(f"CPU device (the reference) unavailable: {cpu_why}")
-  return fn("LLVM"), fn("CPU")
-
-def assert_same_bits(got: np.ndarray, exp: np.ndarray):
-  """Equal bit for bit (so -0.0 != 0.0), except that any NaN equals any NaN: IEEE leaves a NaN's sign and payload to
-  the hardware and the compiler (x86 gives its own default NaN where clang's code passes the operand's through)."""
-  assert got.dtype == exp.dtype and got.shape == exp.shape
-  if got.dtype.kind == "f":
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
-    got, exp = np.where(np.isnan(got), 0, got), np.where(np.isnan(exp), 0, exp)
-  np.testing.assert_array_equal(got.view(f"u{got.itemsize}") if got.dtype.kind == "f" else got,
-                                exp.view(f"u{exp.itemsize}") if exp.dtype.kind == "f" else exp)
-
-EDGE = [float("nan"), float("inf"), -float("inf"), 1e10, -1e10, 3e38, -1.0, -0.5, 2.0**63, 2.0**64, -2.0**63, 4e9, 300.0, -300.7]
-
-@pytest.mark.parametrize("src", [dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
-def test_float_to_int_out_of_range_matches_cpu(src):
-  """fptosi/fptoui are poison for NaN and out-of-range values; the CPU device's x86 code answers INT64_MIN (all ones for
-  uint64) and wraps through int64. Both the cast of a stored value and of a computed one."""
-  for dst in (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64,
-              dtypes.bool):
-    got, exp = on_both(lambda d: Tensor(EDGE, device=d).cast(src).realize().cast(dst).numpy())
-    assert_same_bits(got, exp)
-    got, exp = on_both(lambda d: (Tensor(EDGE, device=d).cast(src) * 1).cast(dst).numpy())
-    assert_same_bits(got, exp)
-
-@pytest.mark.parametrize("dt", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.uint64],
-                         ids=lambda d: np.dtype(d).name)
-def test_int_division_by_zero_and_overflow_match_cpu(dt):
-  """LLVM's sdiv/udiv by zero and INT_MIN / -1 are undefined: the guarded division must give the CPU device's values."""
-  info = np.iinfo(dt)
-  a = np.array([7, -7, 0, info.min, info.max, info.min, 5, info.min], dt) if info.min < 0 else np.array([7, 0, info.max, 5], dt)
-  b = np.array([0, 0, 0, -1, -1, 0, 3, 1], dt) if info.min < 0 else np.array([0, 0, 0, 3], dt)
-  ops = [lambda x, y: x // y, lambda x, y: x % y, lambda x, y: x // 0, lambda x, y: x % 0]
-  if info.min < 0: ops.append(lambda x, y: x // -1)
-  for op in ops:
-    got, exp = on_both(lambda d: op(Tensor(a, device=d), Tensor(b, device=d)).numpy())
-    assert_same_bits(got, exp)
 
 def test_float16_bfloat16_and_nan_max_match_cpu():
   """float16/bfloat16 round after every op (half in memory, bfloat16 as its 16-bit pattern rounded to nearest even);
@@ -66,9 +25,9 @@ def test_float16_bfloat16_and_nan_max_match_cpu():
       outs = [a * b + a, a / b, a.maximum(b), a.minimum(b), a.sin(), b.abs().sqrt(),
               a.trunc(), a.reciprocal(), (a < b).cast(dt), (a != b).cast(dt), a.sum().expand(a.shape)]
       return outs[0].stack(*outs[1:]).cast(dtypes.float32).numpy()
-    got, exp = on_both(fn)
+    got, exp = same_as_cpu("LLVM", fn)
     assert_same_bits(got, exp)
-    got, exp = on_both(lambda d: Tensor(x, device=d).cast(dt).mul(3.1).exp2().stack(Tensor(y, device=d).cast(dt).abs().add(1).log2()).numpy())
+    got, exp = same_as_cpu("LLVM", lambda d: Tensor(x, device=d).cast(dt).mul(3.1).exp2().stack(Tensor(y, device=d).cast(dt).abs().add(1).log2()).numpy())
     np.testing.assert_array_max_ulp(got, exp, maxulp=3)
 
 @pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16, np.uint16], ids=lambda d: np.dtype(d).name)

@@ -1,57 +1,17 @@
 """The WASM device (kernels as WebAssembly, run natively by wasmtime): what the parametrized suite does not cover. Results
-must equal the CPU device's bit for bit where wasm would trap or differ (NaN/out-of-range float->int, division by zero,
-INT_MIN/-1, NaN and signed zeros in max/min, float16/bfloat16 rounding, shifts past the width); tinyweb's own assembler
+must equal the CPU device's bit for bit where wasm would trap or differ (NaN and signed zeros in max/min, float16/bfloat16
+rounding, shifts past the width; float->int and division: tests/test_like_cpu.py); tinyweb's own assembler
 must write the bytes wasmtime's reference one (wat2wasm) writes; buffers share one growing memory; a missing wasmtime
 must be reported by name."""
 import os, subprocess, sys
 import numpy as np
 import pytest
 from tinyweb import Tensor, Device, dtypes
+from helpers import assert_same_bits, same_as_cpu
 
 ok, why = Device.check("WASM")
 pytestmark = pytest.mark.skipif(not ok, reason=f"WASM unavailable: {why}")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-def on_both(fn):
-  """fn(device) on WASM and on CPU, as numpy arrays (CPU: the C/clang device, the reference for undefined cases)."""
-  cpu_ok, cpu_why = Device.check("CPU")
-  if not cpu_ok: pytest.skip(f"CPU device (the reference) unavailable: {cpu_why}")
-  return fn("WASM"), fn("CPU")
-
-def assert_same_bits(got: np.ndarray, exp: np.ndarray):
-  """Equal bit for bit (so -0.0 != 0.0), except that any NaN equals any NaN (IEEE leaves sign and payload open)."""
-  assert got.dtype == exp.dtype and got.shape == exp.shape
-  if got.dtype.kind == "f":
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
-    got, exp = np.where(np.isnan(got), 0, got), np.where(np.isnan(exp), 0, exp)
-  np.testing.assert_array_equal(got.view(f"u{got.itemsize}") if got.dtype.kind == "f" else got,
-                                exp.view(f"u{exp.itemsize}") if exp.dtype.kind == "f" else exp)
-
-EDGE = [float("nan"), float("inf"), -float("inf"), 1e10, -1e10, 3e38, -1.0, -0.5, 2.0**63, 2.0**64, -2.0**63, 4e9, 300.0, -300.7]
-
-@pytest.mark.parametrize("src", [dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
-def test_float_to_int_out_of_range_matches_cpu(src):
-  """wasm's trunc traps on NaN and out-of-range values; the CPU device's x86 code answers INT64_MIN (all ones for uint64)
-  and wraps through int64. Both the cast of a stored value and of a computed one."""
-  for dst in (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64,
-              dtypes.bool):
-    got, exp = on_both(lambda d: Tensor(EDGE, device=d).cast(src).realize().cast(dst).numpy())
-    assert_same_bits(got, exp)
-    got, exp = on_both(lambda d: (Tensor(EDGE, device=d).cast(src) * 1).cast(dst).numpy())
-    assert_same_bits(got, exp)
-
-@pytest.mark.parametrize("dt", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.uint64],
-                         ids=lambda d: np.dtype(d).name)
-def test_int_division_by_zero_and_overflow_match_cpu(dt):
-  """wasm's div/rem trap on a zero divisor and on INT_MIN / -1: the guarded division must give the CPU device's values."""
-  info = np.iinfo(dt)
-  a = np.array([7, -7, 0, info.min, info.max, info.min, 5, info.min], dt) if info.min < 0 else np.array([7, 0, info.max, 5], dt)
-  b = np.array([0, 0, 0, -1, -1, 0, 3, 1], dt) if info.min < 0 else np.array([0, 0, 0, 3], dt)
-  ops = [lambda x, y: x // y, lambda x, y: x % y, lambda x, y: x // 0, lambda x, y: x % 0]
-  if info.min < 0: ops.append(lambda x, y: x // -1)
-  for op in ops:
-    got, exp = on_both(lambda d: op(Tensor(a, device=d), Tensor(b, device=d)).numpy())
-    assert_same_bits(got, exp)
 
 def test_float16_bfloat16_and_nan_max_match_cpu():
   """float16/bfloat16 round after every op (the module's own conversions, to nearest even, denormals and overflow
@@ -68,9 +28,9 @@ def test_float16_bfloat16_and_nan_max_match_cpu():
               (a != b).cast(dt), a.sum().expand(a.shape), a.cast(dtypes.int32).cast(dt), a.bitcast(dtypes.int16 if dt.itemsize == 2 else
               dtypes.int32 if dt.itemsize == 4 else dtypes.int64).cast(dt)]
       return outs[0].stack(*outs[1:]).cast(dtypes.float32).numpy()
-    got, exp = on_both(fn)
+    got, exp = same_as_cpu("WASM", fn)
     assert_same_bits(got, exp)
-    got, exp = on_both(lambda d: Tensor(x, device=d).cast(dt).mul(3.1).exp2().stack(Tensor(y, device=d).cast(dt).abs().add(1).log2(),
+    got, exp = same_as_cpu("WASM", lambda d: Tensor(x, device=d).cast(dt).mul(3.1).exp2().stack(Tensor(y, device=d).cast(dt).abs().add(1).log2(),
                                                                                     Tensor(x, device=d).cast(dt).sin()).numpy())
     np.testing.assert_array_max_ulp(got, exp, maxulp=3)
 
@@ -105,7 +65,7 @@ def test_shifts_past_the_width_match_cpu(dt):
   a = np.resize(np.array([info.min, info.max, -1 if info.min < 0 else 200, 3, 0, 77], dt), bits + 8)
   s = np.arange(bits + 8).astype(dt)
   for op in (lambda x, y: x << y, lambda x, y: x >> y):
-    got, exp = on_both(lambda d: op(Tensor(a, device=d), Tensor(s, device=d)).numpy())
+    got, exp = same_as_cpu("WASM", lambda d: op(Tensor(a, device=d), Tensor(s, device=d)).numpy())
     assert_same_bits(got, exp)
 
 def _without_custom_sections(module: bytes) -> bytes:
