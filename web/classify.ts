@@ -10,7 +10,7 @@
 import labelsText from "../tinyweb/models/imagenet_classes.txt?raw";
 import type { Classified, FromWorker, LoadedModel, ToWorker } from "./classify-worker.js";
 import type { ModelProgress } from "./model.js";
-import { adapterText, loadProgress, loadRequest } from "./page_model.js";
+import { adapterText, loadProgress, loadRequest, pageModelURL } from "./page_model.js";
 
 declare global {
   interface Window { classifyResult?: Classified & { top: { index: number; label: string; probability: number }[]; at: number } }
@@ -23,8 +23,7 @@ const progressBar = $<HTMLProgressElement>("progress");
 const [drop, hint, imageName, results, timing] = ["drop", "drop-hint", "image-name", "results", "timing"].map((id) => $(id));
 const preview = $<HTMLImageElement>("preview"), sample = $<HTMLButtonElement>("sample"), fileInput = $<HTMLInputElement>("file");
 
-let modelURL = new URL(new URLSearchParams(location.search).get("model") ?? "models/efficientnet-lite0/", location.href);
-if (!modelURL.pathname.endsWith(".json") && !modelURL.pathname.endsWith("/")) modelURL = new URL(modelURL.href + "/");
+const modelURL = pageModelURL("models/efficientnet-lite0/");
 modelInfo.textContent = modelURL.pathname;
 
 const worker = new Worker(new URL("./classify-worker.ts", import.meta.url), { type: "module" });

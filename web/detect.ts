@@ -9,7 +9,7 @@
 import * as detectPost from "./detect_post.js";
 import type { Detection } from "./detect_post.js";
 import type { DetectResult, FromDetectWorker, ModelInfo, ToDetectWorker } from "./detect_worker.js";
-import { adapterText, loadRequest } from "./page_model.js";
+import { adapterText, loadRequest, pageModelURL } from "./page_model.js";
 
 /** What detect.json (next to the model's manifest) says; all optional. */
 interface ModelMeta { title?: string; names?: string[]; sample?: string; credit?: string }
@@ -29,8 +29,7 @@ const confInput = $<HTMLInputElement>("conf"), iouInput = $<HTMLInputElement>("i
 const COLORS = ["#2e7d32", "#d50000", "#1565c0", "#ff6f00", "#6a1b9a", "#00838f", "#ad1457", "#558b2f", "#4e342e", "#283593"];
 const color = (classId: number) => COLORS[classId % COLORS.length];
 
-const modelURL = new URL(new URLSearchParams(location.search).get("model") ?? "models/yolov8s-fall/", location.href);
-if (!modelURL.pathname.endsWith("/")) modelURL.pathname += "/";
+const modelURL = pageModelURL("models/yolov8s-fall/");
 
 function showNotice(text: string) {
   notice.textContent = text;

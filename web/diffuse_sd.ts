@@ -9,7 +9,7 @@
 // done or error.
 import { ClipTokenizer } from "./clip_tokenizer.js";
 import type { ModelProgress } from "./model.js";
-import { adapterText, loadProgress } from "./page_model.js";
+import { adapterText, loadProgress, pageModelURL } from "./page_model.js";
 import type { FromWorker, LoadedSD, SDRequest, ToWorker } from "./sd-worker.js";
 import * as sampler from "./sd_sampler.js";
 
@@ -33,8 +33,7 @@ const [generateButton, randomSeed] = ["generate", "random-seed"].map((id) => $<H
 const [loadBar, stepBar] = ["progress", "step-progress"].map((id) => $<HTMLProgressElement>(id));
 const imageCanvas = $<HTMLCanvasElement>("image");
 
-let modelURL = new URL(new URLSearchParams(location.search).get("sd")!, location.href);
-if (!modelURL.pathname.endsWith("/")) modelURL = new URL(modelURL.href + "/");
+const modelURL = pageModelURL(null, "sd");
 // (the steps' range is the terrain mode's until the plans say how far it goes)
 const DEFAULT_STEPS = 20;
 document.title = "tinyweb · Stable Diffusion";

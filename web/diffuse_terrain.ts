@@ -9,7 +9,7 @@
 import type { FromWorker, LoadedModel, Step, ToWorker } from "./diffuse-worker.js";
 import * as sampler from "./diffuse_sampler.js";
 import type { ModelProgress } from "./model.js";
-import { adapterText, loadProgress, loadRequest } from "./page_model.js";
+import { adapterText, loadProgress, loadRequest, pageModelURL } from "./page_model.js";
 
 interface Result { seed: number; steps: Step[]; heights: Float32Array | null }   // heights: the final map's, in metres
 export interface TerrainDemo { sampler: typeof sampler; model: LoadedModel | null; result: Result | null; firstImageAt: number | null }
@@ -24,8 +24,7 @@ const [generateButton, randomSeed] = ["generate", "random-seed"].map((id) => $<H
 const [loadBar, stepBar] = ["progress", "step-progress"].map((id) => $<HTMLProgressElement>(id));
 const mapCanvas = $<HTMLCanvasElement>("map");
 
-let modelURL = new URL(new URLSearchParams(location.search).get("model") ?? "models/terrain-unet/", location.href);
-if (!modelURL.pathname.endsWith(".json") && !modelURL.pathname.endsWith("/")) modelURL = new URL(modelURL.href + "/");
+const modelURL = pageModelURL("models/terrain-unet/");
 modelInfo.textContent = modelURL.pathname;
 setState("loading");
 

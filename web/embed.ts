@@ -10,7 +10,7 @@
 // embeddings too); <body data-state> is loading, ready, running, done or error.
 import type { EmbedModelInfo, FromEmbedWorker, ToEmbedWorker } from "./embed-worker.js";
 import type { ModelProgress } from "./model.js";
-import { adapterText, errorText, loadProgress, loadRequest } from "./page_model.js";
+import { adapterText, errorText, loadProgress, loadRequest, pageModelURL } from "./page_model.js";
 import { loadWordPiece, type Encoding, type WordPiece } from "./wordpiece.js";
 
 interface Result {
@@ -23,9 +23,8 @@ const demo: EmbedDemo = window.embedDemo = { tokenizer: null, info: null, result
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 const setState = (s: "loading" | "ready" | "running" | "done" | "error") => { document.body.dataset.state = s; };
-const modelURL = new URL(new URLSearchParams(location.search).get("model") ?? "models/minilm/", location.href);
-// the folder: the tokenizer's files lie next to the manifest
-const folder = modelURL.pathname.endsWith(".json") ? new URL(".", modelURL) : new URL(modelURL.href.replace(/\/?$/, "/"));
+const modelURL = pageModelURL("models/minilm/");
+const folder = new URL(".", modelURL);   // (the tokenizer's files lie next to the manifest)
 
 // ---------------------------------------------------------------------------------------------------------------
 // the worker: one load, then one call per sentence

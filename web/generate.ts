@@ -9,7 +9,7 @@
 import { GemmaTokenizer } from "./gemma_tokenizer.js";
 import type { FromWorker, LoadedModel, ToWorker } from "./generate-worker.js";
 import type { ModelProgress } from "./model.js";
-import { adapterText, loadProgress, loadRequest } from "./page_model.js";
+import { adapterText, loadProgress, loadRequest, pageModelURL } from "./page_model.js";
 
 interface Reply {
   prompt: string; promptIds: number[]; promptMs: number; tokens: number[]; tokenMs: number[]; text: string;
@@ -29,8 +29,7 @@ const [generateButton, stopButton] = ["generate", "stop"].map((id) => $<HTMLButt
 const loadBar = $<HTMLProgressElement>("progress");
 const [promptText, replyText] = [text.querySelector<HTMLElement>(".prompt")!, text.querySelector<HTMLElement>(".reply")!];
 
-let modelURL = new URL(new URLSearchParams(location.search).get("model") ?? "models/gemma/", location.href);
-if (!modelURL.pathname.endsWith(".json") && !modelURL.pathname.endsWith("/")) modelURL = new URL(modelURL.href + "/");
+const modelURL = pageModelURL("models/gemma/");
 modelInfo.textContent = modelURL.pathname;
 setState("loading");
 

@@ -42,6 +42,13 @@ export interface ExpectedModel { inputs: Expected[]; outputs: Expected[] }
 /** A loaded model, and the sizes the names in the expected shapes have in it. */
 export interface PageModel { model: Model; sizes: Record<string, number> }
 
+/** The model a page runs: the URL its `param` names (?model=URL), else `fallback` (relative to the page), as a folder
+ * (a trailing / added) unless it names a manifest (.json). */
+export function pageModelURL(fallback: string | null, param = "model"): URL {
+  const url = new URL(new URLSearchParams(location.search).get(param) ?? fallback ?? "", location.href);
+  return url.pathname.endsWith(".json") || url.pathname.endsWith("/") ? url : new URL(url.href + "/");
+}
+
 /** The page's message that starts its worker's load: the model's folder (or manifest.json) as an absolute URL, and the
  * backend the page's URL asks for (`?backend=webgpu|wasm`; null: the best there is), for loadPageModel. */
 export interface LoadRequest { kind: "load"; url: string; backend: string | null }
