@@ -9,8 +9,7 @@
 // test compares them with the native run.
 import labelsText from "../tinyweb/models/imagenet_classes.txt?raw";
 import type { Classified, FromWorker, LoadedModel, ToWorker } from "./classify-worker.js";
-import type { ModelProgress } from "./model.js";
-import { adapterText, loadProgress, loadRequest, pageModelURL } from "./page_model.js";
+import { loadRequest, pageModelURL, watchPageWorker } from "./page_model.js";
 
 declare global {
   interface Window { classifyResult?: Classified & { top: { index: number; label: string; probability: number }[]; at: number } }
@@ -18,8 +17,7 @@ declare global {
 
 const LABELS = labelsText.trimEnd().split("\n");   // ImageNet's class names, in the model's output order
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
-const [adapterInfo, modelInfo, loading, progressText, notice] = ["adapter", "model", "loading", "progress-text", "notice"].map((id) => $(id));
-const progressBar = $<HTMLProgressElement>("progress");
+const [modelInfo, loading, notice] = ["model", "loading", "notice"].map((id) => $(id));
 const [drop, hint, imageName, results, timing] = ["drop", "drop-hint", "image-name", "results", "timing"].map((id) => $(id));
 const preview = $<HTMLImageElement>("preview"), sample = $<HTMLButtonElement>("sample"), fileInput = $<HTMLInputElement>("file");
 
@@ -28,33 +26,24 @@ modelInfo.textContent = modelURL.pathname;
 
 const worker = new Worker(new URL("./classify-worker.ts", import.meta.url), { type: "module" });
 const send = (m: ToWorker) => worker.postMessage(m);
-const loadStart = performance.now();
-let model: LoadedModel | null = null, lastId = 0, failed = false, adapterFound = false, previewURL: string | null = null;
-
-worker.onmessage = ({ data: m }: MessageEvent<FromWorker>) => {
-  if (failed) return;
-  if (m.kind === "adapter") { adapterFound = true; adapterInfo.textContent = adapterText(m.adapter); }
-  else if (m.kind === "progress") showProgress(m.progress);
-  else if (m.kind === "loaded") loaded(m.model);
-  else if (m.kind === "failed") fail(m.message);
+let model: LoadedModel | null = null, lastId = 0, previewURL: string | null = null;
+const page = watchPageWorker<FromWorker>(worker, (m) => {
+  if (m.kind === "loaded") loaded(m.model);
   else if (m.kind === "result") { if (m.result.id === lastId) showResult(m.result); }
   else if (m.id === lastId) imageFailed(`${imageName.textContent} could not be classified: ${m.message}.`);
-};
-worker.onerror = (e) => fail(`The page's worker failed: ${e.message || "its script did not load"}`);
+}, () => {
+  sample.disabled = fileInput.disabled = true;
+  drop.classList.add("disabled");
+  timing.textContent = "";
+});
 send(loadRequest(modelURL));
 
 const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
 const duration = (ms: number) => ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
 
-function showProgress(p: ModelProgress) {
-  const { fraction, text } = loadProgress(p, (performance.now() - loadStart) / 1000);
-  progressBar.value = fraction;
-  progressText.textContent = text;
-}
-
 function loaded(m: LoadedModel) {
   if (m.classes !== LABELS.length) {
-    fail(`The model cannot be used: ${modelURL} has ${m.classes} outputs; this page names ImageNet's ${LABELS.length} classes.`);
+    page.fail(`The model cannot be used: ${modelURL} has ${m.classes} outputs; this page names ImageNet's ${LABELS.length} classes.`);
     return;
   }
   model = m;
@@ -64,20 +53,8 @@ function loaded(m: LoadedModel) {
   if (lastId) timing.textContent = "classifying…";
 }
 
-function fail(text: string) {
-  failed = true;
-  worker.terminate();   // (also stops downloads the loader still had going)
-  notice.textContent = text;
-  notice.hidden = false;
-  loading.hidden = true;
-  sample.disabled = fileInput.disabled = true;
-  drop.classList.add("disabled");
-  if (!adapterFound) adapterInfo.textContent = "no WebGPU adapter";
-  timing.textContent = "";
-}
-
 function pick(image: Blob, name: string) {
-  if (failed) return;
+  if (page.failed) return;
   if (image.type && !image.type.startsWith("image/")) {
     imageFailed(`${name} is not an image (its type is ${image.type}).`);
     return;
@@ -117,7 +94,7 @@ function showResult(r: Classified) {
   window.classifyResult = { ...r, top, at: performance.now() };
 }
 
-drop.addEventListener("dragover", (e) => { e.preventDefault(); if (!failed) drop.classList.add("over"); });
+drop.addEventListener("dragover", (e) => { e.preventDefault(); if (!page.failed) drop.classList.add("over"); });
 drop.addEventListener("dragleave", () => drop.classList.remove("over"));
 drop.addEventListener("drop", (e) => {
   e.preventDefault();

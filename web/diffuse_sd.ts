@@ -8,8 +8,7 @@
 // run (its prompt's ids, initial latents, step times and final image); <body data-state> is loading, ready, running,
 // done or error.
 import { ClipTokenizer } from "./clip_tokenizer.js";
-import type { ModelProgress } from "./model.js";
-import { adapterText, loadProgress, pageModelURL } from "./page_model.js";
+import { pageModelURL, watchPageWorker } from "./page_model.js";
 import type { FromWorker, LoadedSD, SDRequest, ToWorker } from "./sd-worker.js";
 import * as sampler from "./sd_sampler.js";
 
@@ -44,31 +43,22 @@ setState("loading");
 
 const worker = new Worker(new URL("./sd-worker.ts", import.meta.url), { type: "module" });
 const send = (m: ToWorker) => worker.postMessage(m);
-const loadStart = performance.now();
-let lastId = 0, failed = false, adapterFound = false;
-
-worker.onmessage = ({ data: m }: MessageEvent<FromWorker>) => {
-  if (failed) return;
-  if (m.kind === "adapter") { adapterFound = true; adapterInfo.textContent = adapterText(m.adapter); }
-  else if (m.kind === "progress") showProgress(m.progress);
-  else if (m.kind === "loaded") loaded(m.model);
-  else if (m.kind === "failed") fail(m.message);
+let lastId = 0;
+watchPageWorker<FromWorker>(worker, (m) => {
+  if (m.kind === "loaded") loaded(m.model);
   else if (m.id !== lastId) return;
   else if (m.kind === "start") started(m.ids, m.latents, m.ms);
   else if (m.kind === "step") showStep(m.step, m.steps, m.ms, m.preview);
   else if (m.kind === "done") finish(m.image, m.ms);
   else { status.textContent = `The image could not be generated: ${m.message}`; setState("error"); }
-};
-worker.onerror = (e) => fail(`The page's worker failed: ${e.message || "its script did not load"}`);
+}, () => {
+  generateButton.disabled = true;
+  status.textContent = "";
+  setState("error");
+});
 send({ kind: "load", url: modelURL.href });
 
 const duration = (ms: number) => ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
-
-function showProgress(p: ModelProgress) {
-  const { fraction, text } = loadProgress(p, (performance.now() - loadStart) / 1000);
-  loadBar.value = fraction;
-  loadingText.textContent = text;
-}
 
 function loaded({ tokenizerJSON, ...m }: LoadedSD) {
   demo.model = m;
@@ -84,18 +74,6 @@ function loaded({ tokenizerJSON, ...m }: LoadedSD) {
   imageCanvas.height = m.height;
   generateButton.disabled = false;
   setState("ready");
-}
-
-function fail(text: string) {
-  failed = true;
-  worker.terminate();   // (also stops downloads the loader still had going)
-  notice.textContent = text;
-  notice.hidden = false;
-  loading.hidden = true;
-  generateButton.disabled = true;
-  if (!adapterFound) adapterInfo.textContent = "no WebGPU adapter";
-  status.textContent = "";
-  setState("error");
 }
 
 function generate() {

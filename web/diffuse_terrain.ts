@@ -8,8 +8,7 @@
 // (each step's noise and denoised map); <body data-state> is loading, ready, running, done or error.
 import type { FromWorker, LoadedModel, Step, ToWorker } from "./diffuse-worker.js";
 import * as sampler from "./diffuse_sampler.js";
-import type { ModelProgress } from "./model.js";
-import { adapterText, loadProgress, loadRequest, pageModelURL } from "./page_model.js";
+import { loadRequest, pageModelURL, watchPageWorker } from "./page_model.js";
 
 interface Result { seed: number; steps: Step[]; heights: Float32Array | null }   // heights: the final map's, in metres
 export interface TerrainDemo { sampler: typeof sampler; model: LoadedModel | null; result: Result | null; firstImageAt: number | null }
@@ -17,11 +16,10 @@ export const demo: TerrainDemo = { sampler, model: null, result: null, firstImag
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 const setState = (s: "loading" | "ready" | "running" | "done" | "error") => { document.body.dataset.state = s; };
-const [adapterInfo, modelInfo, loading, loadingText, notice, status, times, thumbs, legendTop] =
-  ["adapter", "model", "loading", "progress-text", "notice", "status", "times", "thumbs", "legend-top"].map((id) => $(id));
+const [modelInfo, loading, status, times, thumbs, legendTop] = ["model", "loading", "status", "times", "thumbs", "legend-top"].map((id) => $(id));
 const [stepsInput, difficultyInput, seedInput, hillshade] = ["steps", "difficulty", "seed", "hillshade"].map((id) => $<HTMLInputElement>(id));
 const [generateButton, randomSeed] = ["generate", "random-seed"].map((id) => $<HTMLButtonElement>(id));
-const [loadBar, stepBar] = ["progress", "step-progress"].map((id) => $<HTMLProgressElement>(id));
+const stepBar = $<HTMLProgressElement>("step-progress");
 const mapCanvas = $<HTMLCanvasElement>("map");
 
 const modelURL = pageModelURL("models/terrain-unet/");
@@ -30,29 +28,20 @@ setState("loading");
 
 const worker = new Worker(new URL("./diffuse-worker.ts", import.meta.url), { type: "module" });
 const send = (m: ToWorker) => worker.postMessage(m);
-const loadStart = performance.now();
-let lastId = 0, failed = false, adapterFound = false;
-
-worker.onmessage = ({ data: m }: MessageEvent<FromWorker>) => {
-  if (failed) return;
-  if (m.kind === "adapter") { adapterFound = true; adapterInfo.textContent = adapterText(m.adapter); }
-  else if (m.kind === "progress") showProgress(m.progress);
-  else if (m.kind === "loaded") loaded(m.model);
-  else if (m.kind === "failed") fail(m.message);
+let lastId = 0;
+watchPageWorker<FromWorker>(worker, (m) => {
+  if (m.kind === "loaded") loaded(m.model);
   else if (m.kind === "step") { if (m.step.id === lastId) showStep(m.step); }
   else if (m.id === lastId) { status.textContent = `The map could not be generated: ${m.message}`; setState("error"); }
-};
-worker.onerror = (e) => fail(`The page's worker failed: ${e.message || "its script did not load"}`);
+}, () => {
+  generateButton.disabled = true;
+  status.textContent = "";
+  setState("error");
+});
 send(loadRequest(modelURL));
 
 const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
 const duration = (ms: number) => ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
-
-function showProgress(p: ModelProgress) {
-  const { fraction, text } = loadProgress(p, (performance.now() - loadStart) / 1000);
-  loadBar.value = fraction;
-  loadingText.textContent = text;
-}
 
 function loaded(m: LoadedModel) {
   demo.model = m;
@@ -61,18 +50,6 @@ function loaded(m: LoadedModel) {
                           `${m.kernels} kernels · loaded in ${m.timings.total.toFixed(1)} s`;
   generateButton.disabled = false;
   setState("ready");
-}
-
-function fail(text: string) {
-  failed = true;
-  worker.terminate();   // (also stops downloads the loader still had going)
-  notice.textContent = text;
-  notice.hidden = false;
-  loading.hidden = true;
-  generateButton.disabled = true;
-  if (!adapterFound) adapterInfo.textContent = "no WebGPU adapter";
-  status.textContent = "";
-  setState("error");
 }
 
 function generate() {

@@ -8,8 +8,7 @@
 // ids, its tokens and times, why it ended); <body data-state> is loading, ready, running, done or error.
 import { GemmaTokenizer } from "./gemma_tokenizer.js";
 import type { FromWorker, LoadedModel, ToWorker } from "./generate-worker.js";
-import type { ModelProgress } from "./model.js";
-import { adapterText, loadProgress, loadRequest, pageModelURL } from "./page_model.js";
+import { loadRequest, pageModelURL, watchPageWorker } from "./page_model.js";
 
 interface Reply {
   prompt: string; promptIds: number[]; promptMs: number; tokens: number[]; tokenMs: number[]; text: string;
@@ -21,12 +20,10 @@ const demo: GenerateDemo = window.generateDemo = { model: null, tokenizer: null,
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 const setState = (s: "loading" | "ready" | "running" | "done" | "error") => { document.body.dataset.state = s; };
-const [adapterInfo, modelInfo, loading, progressText, notice, text, stats] =
-  ["adapter", "model", "loading", "progress-text", "notice", "text", "stats"].map((id) => $(id));
+const [modelInfo, loading, text, stats] = ["model", "loading", "text", "stats"].map((id) => $(id));
 const promptInput = $<HTMLTextAreaElement>("prompt");
 const [maxTokensInput, temperatureInput, topKInput, seedInput] = ["max-tokens", "temperature", "top-k", "seed"].map((id) => $<HTMLInputElement>(id));
 const [generateButton, stopButton] = ["generate", "stop"].map((id) => $<HTMLButtonElement>(id));
-const loadBar = $<HTMLProgressElement>("progress");
 const [promptText, replyText] = [text.querySelector<HTMLElement>(".prompt")!, text.querySelector<HTMLElement>(".reply")!];
 
 const modelURL = pageModelURL("models/gemma/");
@@ -35,32 +32,23 @@ setState("loading");
 
 const worker = new Worker(new URL("./generate-worker.ts", import.meta.url), { type: "module" });
 const send = (m: ToWorker) => worker.postMessage(m);
-const loadStart = performance.now();
-let lastId = 0, failed = false, adapterFound = false;
-
-worker.onmessage = ({ data: m }: MessageEvent<FromWorker>) => {
-  if (failed) return;
-  if (m.kind === "adapter") { adapterFound = true; adapterInfo.textContent = adapterText(m.adapter); }
-  else if (m.kind === "progress") showProgress(m.progress);
-  else if (m.kind === "loaded") loaded(m.model);
-  else if (m.kind === "failed") fail(m.message);
+let lastId = 0;
+watchPageWorker<FromWorker>(worker, (m) => {
+  if (m.kind === "loaded") loaded(m.model);
   else if (m.id !== lastId) return;
   else if (m.kind === "prompt") { Object.assign(demo.reply!, { promptIds: m.ids, promptMs: m.ms }); showStats(); }
   else if (m.kind === "token") addToken(m.token, m.ms);
   else if (m.kind === "done") finish(m.reason);
   else { finish(null); stats.textContent = `The text could not be generated: ${m.message}`; setState("error"); }
-};
-worker.onerror = (e) => fail(`The page's worker failed: ${e.message || "its script did not load"}`);
+}, () => {
+  generateButton.disabled = stopButton.disabled = true;
+  stats.textContent = "";
+  setState("error");
+});
 send(loadRequest(modelURL));
 
 const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
 const duration = (ms: number) => ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
-
-function showProgress(p: ModelProgress) {
-  const { fraction, text } = loadProgress(p, (performance.now() - loadStart) / 1000);
-  loadBar.value = fraction;
-  progressText.textContent = text;
-}
 
 function loaded({ tokenizerJSON, ...m }: LoadedModel) {
   demo.model = m;
@@ -70,18 +58,6 @@ function loaded({ tokenizerJSON, ...m }: LoadedModel) {
                           `${m.kernels} kernels · loaded in ${m.timings.total.toFixed(1)} s`;
   generateButton.disabled = false;
   setState("ready");
-}
-
-function fail(message: string) {
-  failed = true;
-  worker.terminate();   // (also stops downloads the loader still had going)
-  notice.textContent = message;
-  notice.hidden = false;
-  loading.hidden = true;
-  generateButton.disabled = stopButton.disabled = true;
-  if (!adapterFound) adapterInfo.textContent = "no WebGPU adapter";
-  stats.textContent = "";
-  setState("error");
 }
 
 function generate() {

@@ -110,6 +110,40 @@ export function loadProgress(p: ModelProgress, seconds: number): { fraction: num
            text: `weights ${mb(p.weightsLoaded)} / ${mb(p.weightsTotal)} MB${eta} · kernels compiled ${p.kernelsReady} / ${p.kernelsTotal}` };
 }
 
+/** A model page's side of its worker while the model loads, on the page's elements #adapter, #loading, #progress,
+ * #progress-text and #notice: what runs the model, the load's progress, and what stops the page (the worker's "failed"
+ * message, its script failing, or the page's own `fail(text)`): the notice shown, the worker terminated (which also
+ * stops the downloads it still had going), `onFail` for the page's own controls. The page's other messages go to
+ * `onMessage`, none after a failure. */
+export function watchPageWorker<M extends { kind: string }>(worker: Worker, onMessage: (m: Exclude<M, LoadMessage>) => void,
+                                                            onFail: () => void): { fail(text: string): void; readonly failed: boolean } {
+  const $ = (id: string) => document.getElementById(id) as HTMLElement;
+  const [adapter, loading, text, notice] = ["adapter", "loading", "progress-text", "notice"].map($);
+  const bar = $("progress") as HTMLProgressElement, start = performance.now();
+  let failed = false, adapterFound = false;
+  const fail = (message: string) => {
+    failed = true;
+    worker.terminate();
+    notice.textContent = message;
+    notice.hidden = false;
+    loading.hidden = true;
+    if (!adapterFound) adapter.textContent = "no WebGPU adapter";
+    onFail();
+  };
+  worker.onmessage = ({ data: m }: MessageEvent<M | LoadMessage>) => {
+    if (failed) return;
+    if (m.kind === "adapter") { adapterFound = true; adapter.textContent = adapterText((m as LoadMessage & { kind: "adapter" }).adapter); }
+    else if (m.kind === "progress") {
+      const p = loadProgress((m as LoadMessage & { kind: "progress" }).progress, (performance.now() - start) / 1000);
+      bar.value = p.fraction;
+      text.textContent = p.text;
+    } else if (m.kind === "failed") fail((m as LoadMessage & { kind: "failed" }).message);
+    else onMessage(m as Exclude<M, LoadMessage>);
+  };
+  worker.onerror = (e) => fail(`The page's worker failed: ${e.message || "its script did not load"}`);
+  return { fail, get failed() { return failed; } };
+}
+
 /** What runs the model, as the pages show it. */
 export function adapterText(a: AdapterSummary): string {
   if (a.backend === "wasm")
