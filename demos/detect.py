@@ -30,13 +30,14 @@ def draw(image, detections, out: str) -> None:
   im.save(out)
 
 def export_page(weights: str, out: str, size: int = 640, title: Optional[str] = None, sample: Optional[str] = None,
-                credit: Optional[str] = None, target: str = "webgpu") -> dict:
+                credit: Optional[str] = None, target: str = "webgpu", with_source: bool = False) -> dict:
   """The detect page's model folder: the network exported for a `size` x `size` input (the page letterboxes each image
   into it: `letterbox(pixels, size, stride=None)`) and detect.json (returned): the class names from the checkpoint, and
-  a sample photo copied in when given. `target`: tinyweb.export's --target (webgpu, or wasm: for browsers without WebGPU)."""
+  a sample photo copied in when given. `target`: tinyweb.export's --target (webgpu, or wasm: for browsers without WebGPU);
+  `with_source`: its --with-source (the checkpoint kept beside the export, for the page's ?backend=live)."""
   from tinyweb.export.cli import main as export_main
   from tinyweb.models.yolov8 import YOLOv8
-  if export_main(["yolov8", out, "--weights", weights, "--size", str(size), "--target", target]) != 0: raise RuntimeError(f"detect: exporting {weights} failed")
+  if export_main(["yolov8", out, "--weights", weights, "--size", str(size), "--target", target] + ["--with-source"] * with_source) != 0: raise RuntimeError(f"detect: exporting {weights} failed")
   meta = {"title": title or f"YOLOv8 ({os.path.basename(weights)})", "names": YOLOv8.load(weights, device="CPU").names, "size": size}
   if sample:
     meta["sample"] = os.path.basename(sample)
@@ -58,6 +59,8 @@ def main(argv: Optional[Sequence[str]] = None) -> list | dict:
   ap.add_argument("--title", help="with --export: the page's title for the model")
   ap.add_argument("--sample", metavar="IMAGE", help="with --export: a photo copied beside the model, the page's sample")
   ap.add_argument("--credit", help="with --export: a line of credits (model, sample) the page shows")
+  ap.add_argument("--with-source", action="store_true", help="with --export: keep the checkpoint beside the export, so that "
+                  "the page can also run the model live (?backend=live: tinyweb in Pyodide; python -m tinyweb.export's --with-source)")
   ap.add_argument("--out", default=None, help="write the image with the boxes drawn here (PNG, JPEG, ...)")
   ap.add_argument("--device", default=None, help="tinyweb device (default: Device.DEFAULT)")
   ap.add_argument("--conf", type=float, default=0.25, help="confidence threshold (default 0.25)")
@@ -66,7 +69,7 @@ def main(argv: Optional[Sequence[str]] = None) -> list | dict:
   weights = a.weights or default_weights()
   if not os.path.exists(weights): sys.exit(f"detect: no weights at {weights}: run `python -m tests.testdata` or pass --weights")
   if a.size % 32: ap.error(f"--size must be a multiple of 32, not {a.size}")
-  if a.export: return export_page(weights, a.export, a.size, a.title, a.sample, a.credit, a.target)
+  if a.export: return export_page(weights, a.export, a.size, a.title, a.sample, a.credit, a.target, a.with_source)
   if a.image is None: ap.error("the image is required (unless --export)")
   from PIL import Image
   from tinyweb import Tensor, Device

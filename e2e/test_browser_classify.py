@@ -4,7 +4,8 @@ photo classified in the page's Web Worker on WebGPU, then the same photo picked 
 tensor is compared with the native preprocessing (tinyweb.models.efficientnet.preprocess on the CPU device: equal, value
 for value; torch's bilinear interpolate: within float32 rounding), its probabilities and the top 5 it shows with the
 reference model (efficientnet_lite_pytorch in torch) on that input. Without WebGPU the page runs the model's WASM export
-with the same results. Also what the page says for a file that is not an image, without WebGPU or a WASM export, when the adapter lacks a limit the model needs, and for a model whose input it cannot take.
+with the same results; with ?backend=live tinyweb itself (Pyodide in the page's worker) builds the model from the
+checkpoint the export keeps and runs it on WebGPU, with the same results. Also what the page says for a file that is not an image, without WebGPU or a WASM export, when the adapter lacks a limit the model needs, and for a model whose input it cannot take.
 
 The export (build_models.py in a subprocess: 7-16 s here, with the kernel cache warm or cold) is shared with the other
 pages' tests and kept across runs (browser_harness.page_model)."""
@@ -181,6 +182,33 @@ def test_runs_on_webassembly_without_webgpu(playwright_instance, site, models, r
   record_property("measure:classify wasm: page open -> first result, cold (s) / inference (ms)", f"{r['at'] / 1000:.2f} / {r['inferenceMs']:.0f}")
   record_property("measure:classify wasm: max |probability - torch|", f"{err:.1e}")
 
+def test_runs_live_with_tinyweb_in_pyodide(site, chromium, models, record_property):
+  # ?backend=live: Pyodide and the tinyweb wheel in the page's worker, the export's source/ checkpoint (not its kernels
+  # or shards) fetched and built by tinyweb.export.live on WebGPU; the reference model's probabilities, as exported
+  from tinyweb import Tensor
+  from PIL import Image
+  from tinyweb.models.efficientnet import preprocess
+  page, console, urls = _open(chromium, site, f"{models.url}&backend=live")
+  try:
+    page.click("#sample")
+    first = _wait_for_result(page, 1, console)
+    page.set_input_files("#file", load_testdata().path("chelsea.png"))   # (the second run of the shape: TinyJit's capture)
+    second = _wait_for_result(page, 2, console)
+    adapter, model_text = page.text_content("#adapter"), page.text_content("#model")
+  finally: page.context.close()
+  assert adapter.startswith("WebGPU: ") and adapter.endswith("live: tinyweb's Python in Pyodide runs the model (?backend=live)"), adapter
+  assert "built live by tinyweb" in model_text, model_text
+  fetched = lambda part: [u for u in urls if part in u]
+  assert fetched("/pyodide/") and fetched(".whl") and fetched(f"models/{MODEL}/source/{MODEL}.pth"), urls
+  assert not fetched("/kernels/") and not fetched(".safetensors") and not fetched("/wasm/"), urls
+  with Image.open(load_testdata().path("chelsea.png")) as im: x = preprocess(Tensor(np.array(im.convert("RGB")), device="CPU"), 224).numpy()
+  want = _reference_probabilities(x)
+  errs = [float(np.abs(np.asarray(r["probabilities"], np.float32) - want).max()) for r in (first, second)]
+  assert max(errs) <= PROB_ATOL, errs
+  assert [t["index"] for t in first["top"]] == np.argsort(-np.asarray(first["probabilities"]))[:5].tolist()
+  record_property("measure:classify live (Pyodide): page open -> first result, cold (s) / inference first, second (ms)",
+                  f"{first['at'] / 1000:.2f} / {first['inferenceMs']:.0f}, {second['inferenceMs']:.0f}")
+
 def _webgpu_only(site) -> str:
   """A copy of the model's folder without its WASM export (wasm/): links to its files, served at the URL returned."""
   folder = site.data_dir / f"{MODEL}-webgpu-only"
@@ -218,7 +246,9 @@ def test_the_url_chooses_the_backend(site, chromium, models):
   assert np.abs(probabilities["wasm"] - probabilities["webgpu"]).max() <= PROB_ATOL
   # asked for a backend there is not: said
   for query, want in [(f"{_webgpu_only(site)}&backend=wasm", f"?backend=wasm: {site.url}{_webgpu_only(site)[1:]} has no WASM export ("),
-                      (f"{models.url}&backend=cuda", "?backend=cuda is not a backend this page has: webgpu or wasm")]:
+                      (f"{models.url}&backend=cuda", "?backend=cuda is not a backend this page has: webgpu, wasm or live"),
+                      (f"{_edited_model(site, 'no-source', lambda m: None)}&backend=live",   # (an export without --with-source)
+                       f"The model cannot be loaded: {site.url}e2e-data/no-source/source.json: HTTP 404: this export keeps no weights")]:
     page, console, urls = _open(chromium, site, query)
     try:
       page.wait_for_selector("#notice:not([hidden])", timeout=60_000)

@@ -156,3 +156,18 @@ def test_runs_on_webassembly_without_webgpu(playwright_instance, site, minilm, r
   record_property("measure:embed wasm: page open -> first result (5 sentences, s) / per sentence (ms): first / median",
                   f"{first / 1000:.1f} / {ms[0]:.0f} / {sorted(ms)[len(ms) // 2]:.0f}")
   record_property("measure:embed wasm: min cosine to sentence-transformers", f"{cos.min():.6f}")
+
+def test_runs_live_with_tinyweb_in_pyodide(chromium, site, minilm, record_property):
+  # ?backend=live: tinyweb in Pyodide (the page's worker) builds the encoder from the sentence-transformers folder the
+  # export keeps (source/, float32: not the export's float16 shards) and embeds as sentence-transformers does
+  page = _open(chromium, site, "/e2e-data/models/minilm/&backend=live")
+  try:
+    assert page.get_attribute("body", "data-state") == "ready", page.text_content("#status") + "\n" + "\n".join(page.console_messages)
+    result, _, cos = _embed(page)
+    adapter, first = page.text_content("#device"), page.evaluate("window.embedDemo.firstResultAt")
+  finally: page.context.close()
+  assert adapter.endswith("live: tinyweb's Python in Pyodide runs the model (?backend=live)"), adapter
+  ms = result["ms"]
+  record_property("measure:embed live (Pyodide): page open -> first result (5 sentences, s) / per sentence (ms): first / median",
+                  f"{first / 1000:.1f} / {ms[0]:.0f} / {sorted(ms)[len(ms) // 2]:.0f}")
+  record_property("measure:embed live: min cosine to sentence-transformers", f"{cos.min():.6f}")

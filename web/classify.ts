@@ -9,7 +9,7 @@
 // test compares them with the native run.
 import labelsText from "../tinyweb/models/imagenet_classes.txt?raw";
 import type { Classified, FromWorker, LoadedModel, ToWorker } from "./classify-worker.js";
-import { loadRequest, pageModelURL, watchPageWorker } from "./page_model.js";
+import { kernelsText, loadRequest, pageModelURL, watchPageWorker } from "./page_model.js";
 
 declare global {
   interface Window { classifyResult?: Classified & { top: { index: number; label: string; probability: number }[]; at: number } }
@@ -49,7 +49,7 @@ function loaded(m: LoadedModel) {
   model = m;
   loading.hidden = true;
   modelInfo.textContent = `${modelURL.pathname} · ${m.size} × ${m.size} input · ${mb(m.weightsBytes)} MB of weights · ` +
-                          `${m.kernels} kernels · loaded in ${m.timings.total.toFixed(1)} s`;
+                          `${kernelsText(m.kernels)} · loaded in ${m.timings.total.toFixed(1)} s`;
   if (lastId) timing.textContent = "classifying…";
 }
 

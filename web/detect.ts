@@ -9,7 +9,7 @@
 import * as detectPost from "./detect_post.js";
 import type { Detection } from "./detect_post.js";
 import type { DetectResult, FromDetectWorker, ModelInfo, ToDetectWorker } from "./detect_worker.js";
-import { adapterText, loadRequest, pageModelURL } from "./page_model.js";
+import { adapterText, loadProgress, loadRequest, pageModelURL } from "./page_model.js";
 
 /** What detect.json (next to the model's manifest) says; all optional. */
 interface ModelMeta { title?: string; names?: string[]; sample?: string; credit?: string }
@@ -66,17 +66,12 @@ function serially<T>(work: () => Promise<T>): Promise<T> {
 }
 
 const loadStarted = performance.now();
-let bytesAt: [number, number] | null = null;   // (time, bytes) of the first progress report: the download's rate
 worker.onmessage = ({ data: m }: MessageEvent<FromDetectWorker>) => {
   if (m.kind === "adapter") $("adapter").textContent = adapterText(m.adapter);
   else if (m.kind === "progress") {
-    const p = m.progress, now = performance.now();
-    bytesAt ??= [now, p.weightsLoaded];
-    const rate = (p.weightsLoaded - bytesAt[1]) / Math.max(now - bytesAt[0], 1);   // bytes per ms
-    const eta = rate > 0 && p.weightsLoaded < p.weightsTotal ? `, ${seconds((p.weightsTotal - p.weightsLoaded) / rate / 1000)} left` : "";
-    progress.value = (p.weightsLoaded / Math.max(p.weightsTotal, 1) + p.kernelsReady / Math.max(p.kernelsTotal, 1)) / 2;
-    status.textContent = `weights ${(p.weightsLoaded / 1e6).toFixed(1)} / ${(p.weightsTotal / 1e6).toFixed(1)} MB${eta}; ` +
-                         `kernels compiled ${p.kernelsReady} / ${p.kernelsTotal}`;
+    const p = loadProgress(m.progress, (performance.now() - loadStarted) / 1000);
+    progress.value = p.fraction;
+    status.textContent = p.text;
   } else if (m.kind === "ready") {
     window.detectModel = m.info;
     progress.hidden = true;

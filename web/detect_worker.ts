@@ -2,7 +2,7 @@
 // letterboxing the image and postprocessing the output here too, so the page stays responsive.
 //
 // The protocol (plain data; the images are transferred, not copied):
-//   page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend} and names   once, first (names: the classes')
+//   page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend, runtime} and names   once, first (names: the classes')
 //                    {kind: "detect", id, image: ImageBitmap, conf, iou}     one at a time (the page waits for each answer)
 //                    {kind: "threshold", id, conf, iou}                      the last image's output, postprocessed again
 //   worker -> page   page_model.ts's adapter, progress and failed messages, then {kind: "ready", info}
@@ -42,8 +42,8 @@ let model: Promise<PageModel> | null = null;
 let names: string[] = [];   // (a model given without them shows class numbers)
 let last: { raw: Float32Array; anchors: number; frame: Frame } | null = null;   // the last image's output, for "threshold"
 
-async function load({ url, backend }: LoadRequest): Promise<PageModel> {
-  const loaded = await loadPageModel(url, SPEC, "a YOLOv8 detector (python -m demos.detect --export DIR)", post, backend);
+async function load(request: LoadRequest): Promise<PageModel> {
+  const loaded = await loadPageModel(request.url, SPEC, "a YOLOv8 detector (python -m demos.detect --export DIR)", post, request);
   post({ kind: "ready", info: { size: loaded.sizes.size, classes: loaded.sizes["4 + classes"] - 4, load: { ...loaded.model.timings } } });
   return loaded;
 }

@@ -1,7 +1,7 @@
 // The diffuse page's Web Worker (web/diffuse.ts starts it): loads the exported terrain UNet (web/page_model.ts) and runs
 // the sampler (web/diffuse_sampler.ts), one model run per step, posting each step's denoised map as it comes.
 //
-// page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend}   once, first: the model's folder
+// page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend, runtime}   once, first: the model's folder
 //                  {kind: "generate", id, steps, seed, difficulty}     a new map (a later one stops an earlier one
 //                                                                      after its current step); difficulty: 1..100
 // worker -> page   page_model.ts's adapter, progress and failed messages, then
@@ -42,8 +42,8 @@ scope.onmessage = ({ data: m }) => {
   }
 };
 
-async function load({ url, backend }: LoadRequest): Promise<PageModel> {
-  const loaded = await loadPageModel(url, SPEC, "a terrain denoiser (python -m tinyweb.export terrain-unet)", post, backend), m = loaded.model;
+async function load(request: LoadRequest): Promise<PageModel> {
+  const loaded = await loadPageModel(request.url, SPEC, "a terrain denoiser (python -m tinyweb.export terrain-unet)", post, request), m = loaded.model;
   const weightsBytes = m.manifest.weights.shards.reduce((sum, s) => sum + s.bytes, 0);
   post({ kind: "loaded", model: { timings: m.timings, kernels: m.manifest.kernels.length, weightsBytes, size: loaded.sizes.size } });
   return loaded;

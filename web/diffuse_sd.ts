@@ -8,7 +8,7 @@
 // run (its prompt's ids, initial latents, step times and final image); <body data-state> is loading, ready, running,
 // done or error.
 import { ClipTokenizer } from "./clip_tokenizer.js";
-import { pageModelURL, watchPageWorker } from "./page_model.js";
+import { loadRequest, pageModelURL, watchPageWorker } from "./page_model.js";
 import type { FromWorker, LoadedSD, SDRequest, ToWorker } from "./sd-worker.js";
 import * as sampler from "./sd_sampler.js";
 
@@ -56,7 +56,7 @@ watchPageWorker<FromWorker>(worker, (m) => {
   status.textContent = "";
   setState("error");
 });
-send({ kind: "load", url: modelURL.href });
+send(loadRequest(modelURL));
 
 const duration = (ms: number) => ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
 

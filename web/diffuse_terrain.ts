@@ -8,7 +8,7 @@
 // (each step's noise and denoised map); <body data-state> is loading, ready, running, done or error.
 import type { FromWorker, LoadedModel, Step, ToWorker } from "./diffuse-worker.js";
 import * as sampler from "./diffuse_sampler.js";
-import { loadRequest, pageModelURL, watchPageWorker } from "./page_model.js";
+import { kernelsText, loadRequest, pageModelURL, watchPageWorker } from "./page_model.js";
 
 interface Result { seed: number; steps: Step[]; heights: Float32Array | null }   // heights: the final map's, in metres
 export interface TerrainDemo { sampler: typeof sampler; model: LoadedModel | null; result: Result | null; firstImageAt: number | null }
@@ -47,7 +47,7 @@ function loaded(m: LoadedModel) {
   demo.model = m;
   loading.hidden = true;
   modelInfo.textContent = `${modelURL.pathname} · ${m.size} × ${m.size} · ${mb(m.weightsBytes)} MB of weights · ` +
-                          `${m.kernels} kernels · loaded in ${m.timings.total.toFixed(1)} s`;
+                          `${kernelsText(m.kernels)} · loaded in ${m.timings.total.toFixed(1)} s`;
   generateButton.disabled = false;
   setState("ready");
 }

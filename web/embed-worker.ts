@@ -1,6 +1,6 @@
 // The embed page's Web Worker (web/embed.ts starts it): loads the exported sentence encoder (web/page_model.ts) and runs
 // it, so the page stays responsive while the GPU (or SwiftShader, on the CPU) works. Every message is plain data.
-//   page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend}   once, first: the model's folder or manifest.json
+//   page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend, runtime}   once, first: the model's folder or manifest.json
 //                    {kind: "embed", id, ids, mask}             one sentence's input_ids and attention_mask (batch 1)
 //   worker -> page   page_model.ts's adapter, progress and failed messages, then
 //                    {kind: "loaded", info}                     the model is ready
@@ -36,8 +36,8 @@ scope.onmessage = ({ data: m }) => {
   } else embed(m).catch((e) => post({ kind: "error", id: m.id, message: errorText(e) }));
 };
 
-async function load({ url, backend }: LoadRequest): Promise<PageModel> {
-  const loaded = await loadPageModel(url, SPEC, "a sentence encoder at batch size 1 (python -m tinyweb.export minilm)", post, backend);
+async function load(request: LoadRequest): Promise<PageModel> {
+  const loaded = await loadPageModel(request.url, SPEC, "a sentence encoder at batch size 1 (python -m tinyweb.export minilm)", post, request);
   post({ kind: "loaded", info: { tokens: loaded.sizes.tokens, dims: loaded.sizes.dims, timings: loaded.model.timings } });
   return loaded;
 }

@@ -5,7 +5,7 @@
 //
 // (generation.json, also beside it: {name, context}: the KV cache's positions, which prompt and reply share)
 //
-// page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend}   once, first: the model's folder
+// page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend, runtime}   once, first: the model's folder
 //                  {kind: "generate", id, prompt, maxTokens, temperature, topK, seed}
 //                                                              a reply (a later generate stops an earlier one before its
 //                                                              next token); temperature 0: greedy
@@ -53,15 +53,15 @@ scope.onmessage = ({ data: m }) => {
   }
 };
 
-async function load({ url, backend }: LoadRequest): Promise<Loaded> {
-  const folder = url.endsWith(".json") ? url : url.replace(/\/?$/, "/");
+async function load(request: LoadRequest): Promise<Loaded> {
+  const url = request.url, folder = url.endsWith(".json") ? url : url.replace(/\/?$/, "/");
   const beside = async <T>(name: string): Promise<T> => {   // (a file the export writes beside the manifest)
     const r = await fetch(new URL(name, folder));
     if (!r.ok) throw new Error(`${new URL(name, folder)}: HTTP ${r.status} (python -m tinyweb.export gemma writes it beside the model)`);
     return await r.json() as T;
   };
   const [{ model, sizes: { vocabulary } }, tokenizerJSON, generation] = await Promise.all([
-    loadPageModel(url, SPEC, "a language model's generation step (python -m tinyweb.export gemma)", post, backend),
+    loadPageModel(request.url, SPEC, "a language model's generation step (python -m tinyweb.export gemma)", post, request),
     beside<GemmaTokenizerJSON>("tokenizer.json"), beside<{ name: string; context: number }>("generation.json")]);
   const tokenizer = new GemmaTokenizer(tokenizerJSON);
   // the variants: one token, and a chunk of the prompt

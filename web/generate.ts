@@ -8,7 +8,7 @@
 // ids, its tokens and times, why it ended); <body data-state> is loading, ready, running, done or error.
 import { GemmaTokenizer } from "./gemma_tokenizer.js";
 import type { FromWorker, LoadedModel, ToWorker } from "./generate-worker.js";
-import { loadRequest, pageModelURL, watchPageWorker } from "./page_model.js";
+import { kernelsText, loadRequest, pageModelURL, watchPageWorker } from "./page_model.js";
 
 interface Reply {
   prompt: string; promptIds: number[]; promptMs: number; tokens: number[]; tokenMs: number[]; text: string;
@@ -55,7 +55,7 @@ function loaded({ tokenizerJSON, ...m }: LoadedModel) {
   demo.tokenizer = new GemmaTokenizer(tokenizerJSON);
   loading.hidden = true;
   modelInfo.textContent = `${m.name} · ${mb(m.weightsBytes)} MB of weights · context ${m.context} tokens · ` +
-                          `${m.kernels} kernels · loaded in ${m.timings.total.toFixed(1)} s`;
+                          `${kernelsText(m.kernels)} · loaded in ${m.timings.total.toFixed(1)} s`;
   generateButton.disabled = false;
   setState("ready");
 }

@@ -19,7 +19,7 @@
 // Calls run one at a time, in the order made (a model has one set of buffers). Works in a Web Worker too.
 import { pageURL, WeightsError, type WeightsProgress } from "./weights.js";
 import {
-  checkManifest, fetchShards, fromShards, Model, ModelError, readOutputs, shardTensors, type BufferSpec, type Loading,
+  fetchManifest, fetchShards, fromShards, Model, ModelError, readOutputs, shardTensors, type BufferSpec, type Loading,
   type LoadModelOptions, type LoadTimings, type ModelManifest, type ModelProgress, type StepTime, type TypedArray, type WebGPUManifest,
 } from "./model_common.js";
 import { loadWasm } from "./model_wasm.js";
@@ -40,12 +40,7 @@ const padded = (n: number) => Math.max(4, Math.ceil(n / 4) * 4);   // (WebGPU bu
  * WebGPUModel for WEBGPU, a WasmModel for WASM. */
 export async function loadModel(url: string | URL, options: LoadModelOptions = {}): Promise<Model> {
   const t0 = performance.now(), since = () => (performance.now() - t0) / 1000;
-  let manifestURL = new URL(url, pageURL());
-  if (!manifestURL.pathname.endsWith(".json")) manifestURL = new URL("manifest.json", manifestURL.href.replace(/\/?$/, "/"));
-  const r = await fetch(manifestURL);
-  if (!r.ok) throw new ModelError(`${manifestURL}: HTTP ${r.status} ${r.statusText}`);
-  const manifest: ModelManifest = await r.json().catch((e: Error) => { throw new ModelError(`${manifestURL}: not JSON (${e.message})`); });
-  checkManifest(manifestURL.href, manifest);
+  const { manifestURL, manifest } = await fetchManifest(url);
   const timings: LoadTimings = { manifest: since(), device: 0, kernels: 0, weights: 0, total: 0 };
 
   const progress: ModelProgress = { weightsLoaded: 0, weightsTotal: manifest.weights.shards.reduce((s, f) => s + f.bytes, 0),

@@ -1,7 +1,7 @@
 // What the runtimes of exported models share (web/model.ts runs WEBGPU exports, web/model_wasm.ts WASM ones; model.ts's
 // loadModel picks by the manifest's target): the manifest's types and checks, the weights' shards, the loading's
 // progress and timings, and the `Model` base class: the inputs checked and the variant picked, calls queued one at a time.
-import { fetchIndexedWeights, type WeightsFile, type WeightsProgress } from "./weights.js";
+import { fetchIndexedWeights, pageURL, type WeightsFile, type WeightsProgress } from "./weights.js";
 
 export const MODEL_FORMAT = "tinyweb-export";
 export const MODEL_VERSION = 2;
@@ -97,6 +97,17 @@ export function checkManifest(url: string, m: ModelManifest) {
         v.outputs.map((o) => o.name).join() !== m.variants[0].outputs.map((o) => o.name).join())
       throw new ModelError(`${url}: the variants' inputs or outputs differ in names`);
   }
+}
+
+/** An export's manifest.json (`url`: it, or the export's folder), fetched and checked, with its absolute URL. */
+export async function fetchManifest(url: string | URL): Promise<{ manifestURL: URL; manifest: ModelManifest }> {
+  let manifestURL = new URL(url, pageURL());
+  if (!manifestURL.pathname.endsWith(".json")) manifestURL = new URL("manifest.json", manifestURL.href.replace(/\/?$/, "/"));
+  const r = await fetch(manifestURL);
+  if (!r.ok) throw new ModelError(`${manifestURL}: HTTP ${r.status} ${r.statusText}`);
+  const manifest: ModelManifest = await r.json().catch((e: Error) => { throw new ModelError(`${manifestURL}: not JSON (${e.message})`); });
+  checkManifest(manifestURL.href, manifest);
+  return { manifestURL, manifest };
 }
 
 /** What loadModel hands a target's loader: the manifest, the kernels' files and the weights' shards being fetched, and

@@ -8,18 +8,21 @@
 // model's folder has a WASM export in its wasm/ subfolder (scripts/build_models.py writes one for each page's model;
 // `python -m tinyweb.export MODEL DIR/wasm --target wasm`); else the page cannot run the model and says what to do. The
 // page's `?backend=wasm` (or `webgpu`) asks for one, e.g. where the only adapter is a slow fallback one: the page passes
-// it on in its load message (loadRequest()).
+// it on in its load message (loadRequest()). `?backend=live` runs the model with tinyweb itself, live: its Python in
+// Pyodide builds the model from the weights the export was made from and runs it on WebGPU (web/model_live.ts; the
+// export must keep them: --with-source), instead of the exported kernels; slower to start, the same results.
 //
 // worker -> page   {kind: "adapter", adapter}     what runs the model: the WebGPU adapter or WASM (before the model loads)
 //                  {kind: "progress", progress}   loadModel's progress
 //                  {kind: "failed", message}      no backend, or the model cannot be loaded or used here: nothing more follows
 import { webgpuAdvice } from "./host.js";
 import { loadModel, type Model, type ModelProgress, type TensorSpec } from "./model.js";
+import { loadLiveModel } from "./model_live.js";
 
-/** What runs the model: a WebGPU adapter, or WebAssembly on the CPU (`requested`: by ?backend=wasm, else for want of
- * WebGPU). */
+/** What runs the model: a WebGPU adapter (`live`: tinyweb's Python drives it, ?backend=live), or WebAssembly on the CPU
+ * (`requested`: by ?backend=wasm, else for want of WebGPU). */
 export type AdapterSummary =
-  | { backend: "webgpu"; vendor: string; architecture: string; description: string; fallback: boolean }
+  | { backend: "webgpu"; vendor: string; architecture: string; description: string; fallback: boolean; live: boolean }
   | { backend: "wasm"; requested: boolean };
 export type LoadMessage =
   | { kind: "adapter"; adapter: AdapterSummary }
@@ -49,23 +52,28 @@ export function pageModelURL(fallback: string | null, param = "model"): URL {
   return url.pathname.endsWith(".json") || url.pathname.endsWith("/") ? url : new URL(url.href + "/");
 }
 
+/** How a page's model runs: the backend the page's URL asks for (`?backend=webgpu|wasm|live`; null: the best there
+ * is), and where tinyweb's runtime files are (dist/runtime/, beside the pages: for ?backend=live). */
+export interface BackendChoice { backend: string | null; runtime: string }
 /** The page's message that starts its worker's load: the model's folder (or manifest.json) as an absolute URL, and the
- * backend the page's URL asks for (`?backend=webgpu|wasm`; null: the best there is), for loadPageModel. */
-export interface LoadRequest { kind: "load"; url: string; backend: string | null }
+ * backend, for loadPageModel. */
+export interface LoadRequest extends BackendChoice { kind: "load"; url: string }
 export const loadRequest = (url: URL): LoadRequest =>
-  ({ kind: "load", url: url.href, backend: new URLSearchParams(location.search).get("backend") });
+  ({ kind: "load", url: url.href, backend: new URLSearchParams(location.search).get("backend"), runtime: new URL("runtime/", location.href).href });
+const BACKENDS = ["webgpu", "wasm", "live"];
 
 // a model's WASM export: this subfolder of its folder (scripts/build_models.py's TARGETS)
 const WASM_FOLDER = "wasm/";
 
-/** The model at `url` (a folder or its manifest.json) on `backend` (the page's loadRequest's; null: WebGPU when
- * there is an adapter, else the WASM export when the folder has one) once one of its variants (batch sizes) has the
- * `expected` inputs and outputs, else an Error that says what the page needs (`what`: the kind of model); what runs it
- * (the adapter message) and the progress posted on the way. */
+/** The model at `url` (a folder or its manifest.json) on `choice.backend` (the page's loadRequest's; null: WebGPU when
+ * there is an adapter, else the WASM export when the folder has one; "live": built by tinyweb in Pyodide) once one of
+ * its variants (batch sizes) has the `expected` inputs and outputs, else an Error that says what the page needs
+ * (`what`: the kind of model); what runs it (the adapter message) and the progress posted on the way. */
 export async function loadPageModel(url: string, expected: ExpectedModel, what: string, post: (m: LoadMessage) => void,
-                                    backend: string | null = null): Promise<PageModel> {
-  if (backend !== null && backend !== "webgpu" && backend !== "wasm")
-    throw new Error(`?backend=${backend} is not a backend this page has: webgpu or wasm (or leave it out: WebGPU when there is an adapter, else wasm).`);
+                                    choice: BackendChoice | null = null): Promise<PageModel> {
+  const backend = choice?.backend ?? null;
+  if (backend !== null && !BACKENDS.includes(backend))
+    throw new Error(`?backend=${backend} is not a backend this page has: webgpu, wasm or live (or leave it out: WebGPU when there is an adapter, else wasm).`);
   const folder = url.endsWith(".json") ? new URL(".", url).href : url.replace(/\/?$/, "/"), wasmURL = new URL(WASM_FOLDER, folder).href;
   const hasWasm = () => fetch(new URL("manifest.json", wasmURL)).then((r) => r.ok, () => false);
   // (asked here before loadModel asks again: to show the adapter, and to stop before any download when there is none)
@@ -73,7 +81,9 @@ export async function loadPageModel(url: string, expected: ExpectedModel, what: 
   let source = url;
   if (adapter) {
     const { vendor, architecture, description, isFallbackAdapter } = adapter.info;
-    post({ kind: "adapter", adapter: { backend: "webgpu", vendor, architecture, description, fallback: isFallbackAdapter } });
+    post({ kind: "adapter", adapter: { backend: "webgpu", vendor, architecture, description, fallback: isFallbackAdapter, live: backend === "live" } });
+  } else if (backend === "live") {
+    throw new Error(`?backend=live runs tinyweb on WebGPU, which is not available (${webgpuAdvice(!!navigator.gpu)}).`);
   } else if (backend === "wasm") {
     if (!await hasWasm()) throw new Error(`?backend=wasm: ${url} has no WASM export (${wasmURL}manifest.json: export one with --target wasm).`);
     source = wasmURL;
@@ -84,7 +94,8 @@ export async function loadPageModel(url: string, expected: ExpectedModel, what: 
     source = wasmURL;
     post({ kind: "adapter", adapter: { backend: "wasm", requested: false } });
   }
-  const model = await loadModel(source, { onProgress: (progress) => post({ kind: "progress", progress }) })
+  const onProgress = (progress: ModelProgress) => post({ kind: "progress", progress });
+  const model = await (backend === "live" ? loadLiveModel(source, choice!.runtime, { onProgress }) : loadModel(source, { onProgress }))
     .catch((e) => { throw new Error(`The model cannot be loaded: ${errorText(e)}`); });
   for (const v of model.variants) {
     const sizes: Record<string, number> = {};
@@ -107,8 +118,12 @@ export function loadProgress(p: ModelProgress, seconds: number): { fraction: num
   const mb = (bytes: number) => (bytes / 1e6).toFixed(1), left = p.weightsTotal - p.weightsLoaded;
   const eta = left > 0 && p.weightsLoaded > 0 && seconds > 0.5 ? ` · about ${Math.ceil(left / (p.weightsLoaded / seconds))} s left` : "";
   return { fraction: p.weightsTotal ? p.weightsLoaded / p.weightsTotal : 1,
-           text: `weights ${mb(p.weightsLoaded)} / ${mb(p.weightsTotal)} MB${eta} · kernels compiled ${p.kernelsReady} / ${p.kernelsTotal}` };
+           text: `weights ${mb(p.weightsLoaded)} / ${mb(p.weightsTotal)} MB${eta}` +
+                 (p.kernelsTotal ? ` · kernels compiled ${p.kernelsReady} / ${p.kernelsTotal}` : "") };
 }
+
+/** How a page says what runs the model: its exported kernels, or none (?backend=live: tinyweb compiles them as it runs). */
+export const kernelsText = (kernels: number) => kernels ? `${kernels} kernels` : "built live by tinyweb (no exported kernels)";
 
 /** A model page's side of its worker while the model loads, on the page's elements #adapter, #loading, #progress,
  * #progress-text and #notice: what runs the model, the load's progress, and what stops the page (the worker's "failed"
@@ -149,5 +164,6 @@ export function adapterText(a: AdapterSummary): string {
   if (a.backend === "wasm")
     return `WebAssembly on the CPU (${a.requested ? "?backend=wasm" : "no WebGPU in this browser"}: slower than WebGPU)`;
   const name = [a.vendor, a.architecture].filter(Boolean).join(" ") || "an unnamed adapter";
-  return `WebGPU: ${name}${a.description ? ` (${a.description})` : ""}` + (a.fallback ? " · a fallback adapter (emulated on the CPU: slow)" : "");
+  return `WebGPU: ${name}${a.description ? ` (${a.description})` : ""}` + (a.fallback ? " · a fallback adapter (emulated on the CPU: slow)" : "") +
+         (a.live ? " · live: tinyweb's Python in Pyodide runs the model (?backend=live)" : "");
 }

@@ -6,7 +6,7 @@
 // (web/sd_sampler.ts), the final latents decoded to the image. With `preview`, each step but the last also decodes its
 // predicted clean latents: the image as it forms.
 //
-// page -> worker   {kind: "load", url}                     once, first: the export's folder (an absolute URL)
+// page -> worker   page_model.ts's LoadRequest {kind: "load", url, backend, runtime}   once, first: the export's folder
 //                  {kind: "generate", id, prompt, negative, steps, seed, guidance, preview}
 //                                                          an image (a later generate stops an earlier one after its
 //                                                          current step)
@@ -20,11 +20,11 @@
 import { ClipTokenizer, type ClipTokenizerJSON } from "./clip_tokenizer.js";
 import { gaussian } from "./diffuse_sampler.js";
 import type { LoadTimings, Model, ModelProgress } from "./model.js";
-import { errorText, loadPageModel, workerScope, type LoadMessage } from "./page_model.js";
+import { errorText, loadPageModel, workerScope, type LoadMessage, type LoadRequest } from "./page_model.js";
 import { eulerStep, guided, maxSteps, planFor, startSample, unetInput, type EulerPlans } from "./sd_sampler.js";
 
 export interface SDRequest { id: number; prompt: string; negative: string; steps: number; seed: number; guidance: number; preview: boolean }
-export type ToWorker = { kind: "load"; url: string } | ({ kind: "generate" } & SDRequest);
+export type ToWorker = LoadRequest | ({ kind: "generate" } & SDRequest);
 export interface LoadedSD {
   timings: Record<Part, LoadTimings>; kernels: number; weightsBytes: number; width: number; height: number; maxSteps: number;
   scheduler: string; tokenizerJSON: ClipTokenizerJSON;
@@ -55,7 +55,7 @@ let queue: Promise<void> = Promise.resolve();   // (one generate at a time: the 
 
 scope.onmessage = ({ data: m }) => {
   if (m.kind === "load") {
-    loaded = load(m.url);
+    loaded = load(m);
     loaded.catch((e) => post({ kind: "failed", message: errorText(e) }));
   } else {
     latest = m.id;
@@ -63,8 +63,8 @@ scope.onmessage = ({ data: m }) => {
   }
 };
 
-async function load(url: string): Promise<Loaded> {
-  const folder = url.replace(/\/?$/, "/");
+async function load(request: LoadRequest): Promise<Loaded> {
+  const folder = request.url.replace(/\/?$/, "/");
   const beside = async <T>(name: string): Promise<T> => {
     const r = await fetch(new URL(name, folder));
     if (!r.ok) throw new Error(`${new URL(name, folder)}: HTTP ${r.status} (python -m tinyweb.export stable-diffusion writes it)`);
@@ -80,7 +80,7 @@ async function load(url: string): Promise<Loaded> {
                                          kernelsReady: sum("kernelsReady"), kernelsTotal: sum("kernelsTotal") } });
   };
   const names = Object.keys(PARTS) as Part[];
-  const parts = names.map((p) => loadPageModel(new URL(`${p}/`, folder).href, PARTS[p], what(p), partPost(p)));
+  const parts = names.map((p) => loadPageModel(new URL(`${p}/`, folder).href, PARTS[p], what(p), partPost(p), request));
   const [pages, tokenizerJSON, plans] = await Promise.all([Promise.all(parts), beside<ClipTokenizerJSON>("tokenizer.json"),
                                                            beside<EulerPlans>("scheduler.json")])
     .catch(async (e) => { for (const p of parts) p.then((m) => m.model.destroy(), () => {}); throw e; });

@@ -7,9 +7,11 @@ tokenizer.json beside it for the page; "stable-diffusion", a diffusers pipeline 
 decoder each in a subfolder, with tokenizer.json and the Euler sampler's scheduler.json beside them) with
 `tinyweb.export.export` for pages that run it with `loadModel` (npm tinyweb/model); `--target wasm` captures it on the
 WASM device (WebAssembly kernels, for browsers without WebGPU). The demos' `--export DIR` (demos.classify, demos.detect,
-demos.diffusion) call it."""
+demos.diffusion) call it. `--with-source` also puts the weights file (or folder) into DIR/source/ and writes
+source.json (SOURCE_FILE) beside each manifest: what tinyweb.export.live needs to build the same model with tinyweb
+itself in the page's Pyodide (the pages' ?backend=live)."""
 from __future__ import annotations
-import argparse, functools, json, os, time
+import argparse, functools, json, os, shutil, time
 from typing import Callable, NamedTuple, Optional, Sequence, Union
 from tinyweb.tensor import Tensor
 from tinyweb.export import export
@@ -160,6 +162,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                   "stable-diffusion: the image's, a multiple of 8 (default: the UNet's)")
   ap.add_argument("--target", choices=["webgpu", "wasm"], default="webgpu",
                   help="webgpu: WGSL kernels for WebGPU (default); wasm: WebAssembly kernels, for browsers without WebGPU (slower)")
+  ap.add_argument("--with-source", action="store_true", help="also copy the weights into OUT/source/ and write source.json "
+                  "beside the manifest, so that a page can run the model live: built by tinyweb in Pyodide from those "
+                  "weights (?backend=live on the demo pages), not from the exported kernels")
   ap.add_argument("--batch-sizes", type=_sizes, default=None, metavar="N,N,...",
                   help="the batch sizes the page may run, each a variant sharing the kernels and weights (default: 1)")
   args = ap.parse_args(argv)
@@ -175,13 +180,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.error(f"{args.model} is exported with shapes of its own (not batch sizes): leave out --batch-sizes")
   name = f"efficientnet-{model.variant}" if args.model.startswith("efficientnet") else f"yolov8{model.scale}" if \
          args.model.startswith("yolov8") else args.model
-  write(name, ex, args.out, weights, args.weights_dtype, args.batch_sizes, target)
+  if args.with_source and weights is None: ap.error("--with-source: there are no weights to copy (random weights cannot be rebuilt live)")
+  write(name, ex, args.out, weights, args.weights_dtype, args.batch_sizes, target,
+        LiveSource(args.model, args.size) if args.with_source else None)
   return 0
 
+class LiveSource(NamedTuple):
+  """How MODELS builds an export's model again from its weights: its name there and the size argument."""
+  model: str
+  size: Optional[int]
+
+# beside an export's manifest.json: how to build its model live (web/model_live.ts reads it, tinyweb.export.live builds it)
+SOURCE_FILE, SOURCE_FORMAT, SOURCE_FOLDER = "source.json", "tinyweb-live-source", "source"
+
 def write(name: str, ex: Union[Exportable, Parts], out: str, weights: Optional[str], weights_dtype: str = "auto",
-          batch_sizes: Optional[list[int]] = None, target: str = "WEBGPU"):
+          batch_sizes: Optional[list[int]] = None, target: str = "WEBGPU", source: Optional[LiveSource] = None):
   """Export `ex` into the folder `out` (each of a Parts' into its subfolder, then its extras), saying what each wrote.
-  name, weights: the model's name and weights file as the lines say them."""
+  name, weights: the model's name and weights file as the lines say them. source: also write the weights and
+  source.json (write_source) for a page's live run."""
   for sub, part in (ex.parts if isinstance(ex, Parts) else {"": ex}).items():
     st, path = time.perf_counter(), os.path.join(out, sub)
     manifest = export(part.fn, *part.inputs, path=path, names=part.names, state_dict=part.state, weights_dtype=weights_dtype,
@@ -196,6 +212,30 @@ def write(name: str, ex: Union[Exportable, Parts], out: str, weights: Optional[s
           f"{' + '.join(str(len(v['steps'])) for v in variants)} steps, {nbytes / 1e6:.1f} MB of weights in "
           f"{len(manifest['weights']['shards'])} shards, in {time.perf_counter() - st:.1f} s")
   if isinstance(ex, Parts) and ex.extras is not None: ex.extras(out)
+  if source is not None: write_source(out, source, weights, list(ex.parts) if isinstance(ex, Parts) else [""])
+
+def write_source(out: str, source: LiveSource, weights: str, parts: list[str]):
+  """The weights file (or folder) copied into out/source/ (hard links where the file system allows), and in each
+  exported folder (`parts`: subfolders of out, "" for out itself) a source.json: {format, model, size, part (a Parts'
+  subfolder, or null), weights (the copy's path), files: [{path, bytes}] (every file of the copy)}, its paths relative
+  to the source.json's folder (URLs, "/"-separated). A page fetches the files and tinyweb.export.live.LiveModel builds
+  `model` from them as MODELS does here, then runs the part's function."""
+  weights = os.path.normpath(weights)
+  copy = os.path.join(out, SOURCE_FOLDER, os.path.basename(weights))
+  shutil.rmtree(os.path.join(out, SOURCE_FOLDER), ignore_errors=True)
+  os.makedirs(os.path.dirname(copy))
+  def link_or_copy(src: str, dst: str):
+    try: os.link(src, dst)
+    except OSError: shutil.copy2(src, dst)
+  if os.path.isdir(weights): shutil.copytree(weights, copy, copy_function=link_or_copy)
+  else: link_or_copy(weights, copy)
+  files = [copy] if os.path.isfile(copy) else sorted(os.path.join(d, f) for d, _, fs in os.walk(copy) for f in fs)
+  for part in parts:
+    folder = os.path.join(out, part)
+    rel = lambda p: os.path.relpath(p, folder).replace(os.sep, "/")
+    with open(os.path.join(folder, SOURCE_FILE), "w") as f:
+      json.dump({"format": SOURCE_FORMAT, "model": source.model, "size": source.size, "part": part or None, "weights": rel(copy),
+                 "files": [{"path": rel(p), "bytes": os.path.getsize(p)} for p in files]}, f, indent=1)
 
 def _sizes(text: str) -> list[int]:
   try: sizes = [int(x) for x in text.split(",")]
