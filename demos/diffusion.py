@@ -15,7 +15,8 @@ and CLIP's real tokenizer from the test data.
 --export DIR writes the pipeline for the diffuse page (web/diffuse.html?sd=DIR) instead of an image: its text encoder,
 UNet and VAE decoder exported on WEBGPU (tinyweb.export.cli.stable_diffusion_parts; `python -m tinyweb.export
 stable-diffusion DIR --weights FOLDER` does the same for a pipeline folder), sampled with Euler's method whatever
-scheduler the folder names."""
+scheduler the folder names. `--export DIR/wasm --target wasm` adds the WebAssembly parts the page runs where the browser
+has no WebGPU (it looks for them in the wasm/ subfolder of the export's folder)."""
 from __future__ import annotations
 import argparse, os, sys, time
 from typing import Optional, Sequence
@@ -56,6 +57,8 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
   ap.add_argument("--device", default=None, help="tinyweb device (default: Device.DEFAULT)")
   ap.add_argument("--export", metavar="DIR", help="instead of generating, write the pipeline for the diffuse page to DIR (the "
                   "image --size, float32, Euler's sampler)")
+  ap.add_argument("--target", choices=["webgpu", "wasm"], default="webgpu", help="with --export: the kernels' target (python -m "
+                  "tinyweb.export's --target: webgpu, the default, or wasm for browsers without WebGPU, into the export's wasm/ folder)")
   a = ap.parse_args(argv)
   if not a.tiny_random and not a.weights: ap.error("give --weights (a diffusers Stable Diffusion folder or a .safetensors file), or --tiny-random")
   if a.export: return export_page(a)
@@ -82,12 +85,15 @@ def load(a: argparse.Namespace, device: Optional[str], dtype, scheduler: Optiona
   return StableDiffusionPipeline.from_single_file(a.weights, config=a.config, device=device, dtype=dtype, scheduler=scheduler)
 
 def export_page(a: argparse.Namespace) -> str:
-  """The diffuse page's folder a.export: the pipeline on the portable WEBGPU device (see tinyweb.export), sampled by Euler."""
-  if a.fp16 or a.scheduler not in (None, "euler") or a.device not in (None, "WEBGPU"):
-    sys.exit("diffusion: --export writes float32 parts on WEBGPU for the page's Euler sampler: leave out --fp16, --scheduler and --device")
-  os.environ.setdefault("TINYWEB_WEBGPU_LIMITS", "default")   # (before the WEBGPU device is made)
+  """The diffuse page's folder a.export: the pipeline on the portable WEBGPU device (see tinyweb.export), or on WASM
+  (--target wasm), sampled by Euler."""
+  if a.fp16 or a.scheduler not in (None, "euler") or a.device is not None:
+    sys.exit("diffusion: --export writes float32 parts on the --target's device for the page's Euler sampler: leave out --fp16, --scheduler and --device")
+  target = a.target.upper()
+  if target == "WEBGPU": os.environ.setdefault("TINYWEB_WEBGPU_LIMITS", "default")   # (before the WEBGPU device is made)
   from tinyweb.export.cli import stable_diffusion_parts, write
-  write("stable-diffusion", stable_diffusion_parts(load(a, "WEBGPU", None, "euler"), a.size), a.export, None if a.tiny_random else a.weights)
+  write("stable-diffusion", stable_diffusion_parts(load(a, target, None, "euler"), a.size), a.export, None if a.tiny_random else a.weights,
+        target=target)
   return a.export
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@ random-weight pipeline (SD 1.x's architecture, CLIP's real tokenizer) exported b
 (sd-tiny-random), an image generated as a user would (prompt, steps, guidance, seed, Generate): the page's initial
 latents are its seeded generator's (web/diffuse_sampler.ts), its prompt ids CLIPTokenizer's, and its image that of
 StableDiffusionPipeline on the CPU device, with the export's weights, from the same latents, prompt, steps and guidance;
-the page's tokenizer against the Python one on awkward texts; what the page says when a file is missing, when a part is
-not what it should be, and without WebGPU; a screenshot (browser_harness.checked_screenshot)."""
+the page's tokenizer against the Python one on awkward texts; without WebGPU the export's WASM parts (its wasm/ folder)
+give the same image; what the page says when a file is missing, when a part is not what it should be, and without
+WebGPU or WASM parts; a screenshot (browser_harness.checked_screenshot)."""
 from __future__ import annotations
 import numpy as np
 import pytest
@@ -31,18 +32,22 @@ def sd_export(site):
   if seconds is not None: EXPORT_SECONDS.append(seconds)
   return site.data_dir / "models" / "sd-tiny-random"
 
-@pytest.fixture(scope="module")
-def native(sd_export):
-  """The tiny pipeline on the CPU device with the export's weights (each part's, by its tensors' names): the reference."""
+def _native(folder):
+  """The tiny pipeline on the CPU device with the weights of the export in `folder` (each part's, by its tensors' names)."""
   from demos.diffusion import tiny_random_pipeline
   from tinyweb.nn.state import load_state_dict, safe_load
   pipe = tiny_random_pipeline("CPU")
   for part, model in zip(PARTS, (pipe.text_encoder, pipe.unet, pipe.vae)):
-    weights = {k: t for f in sorted((sd_export / part).glob("weights-*.safetensors")) for k, t in safe_load(str(f), "CPU").items()}
+    weights = {k: t for f in sorted((folder / part).glob("weights-*.safetensors")) for k, t in safe_load(str(f), "CPU").items()}
     missing, unexpected = load_state_dict(model, weights, strict=False)
     assert not unexpected and (not missing or part == "vae_decoder" and all(k.startswith(("encoder.", "quant_conv.")) for k in missing)), \
       (part, missing, unexpected)
   return pipe
+
+@pytest.fixture(scope="module")
+def native(sd_export):
+  """The reference: the pipeline with the WebGPU export's weights."""
+  return _native(sd_export)
 
 def _open(chromium, site, folder: str = "/e2e-data/models/sd-tiny-random/"):
   return open_model_page(chromium, f"{site.url}diffuse.html?sd={folder}", LOAD_TIMEOUT_MS)
@@ -54,9 +59,9 @@ def sd_page(chromium, site, sd_export):
   yield page
   page.context.close()
 
-def test_the_page_generates_the_native_pipelines_image(sd_page, native, record_property):
-  page = sd_page   # (the first thing done once the page is ready: its first image's time is the page's own)
-  assert page.is_hidden("#difficulty") and page.is_hidden("#map") and page.is_visible("#prompt") and page.is_visible("#image")
+def _generate_and_check(page, native) -> tuple[dict, float]:
+  """An image generated on the page as a user would (PROMPT, NEGATIVE, STEPS, GUIDANCE, SEED), checked against `native`
+  from the page's initial latents: the page's result and the image's largest error."""
   page.fill("#prompt", PROMPT)
   page.fill("#negative", NEGATIVE)
   for control, value in [("#steps", STEPS), ("#guidance", GUIDANCE)]:   # (range inputs, moved as a user would)
@@ -83,6 +88,12 @@ def test_the_page_generates_the_native_pipelines_image(sd_page, native, record_p
   assert error < 1e-4 and want.std() > 0.05, (error, want.std())
   assert page.locator("#thumbs canvas").count() == STEPS and page.locator("#times li").count() == STEPS + 2   # (prompt, steps, image)
   assert page.text_content("#status").startswith(f"{STEPS} steps in ") and page.evaluate("document.querySelector('#step-progress').value") == 1
+  return r, error
+
+def test_the_page_generates_the_native_pipelines_image(sd_page, native, record_property):
+  page = sd_page   # (the first thing done once the page is ready: its first image's time is the page's own)
+  assert page.is_hidden("#difficulty") and page.is_hidden("#map") and page.is_visible("#prompt") and page.is_visible("#image")
+  r, error = _generate_and_check(page, native)
   adapter = page.text_content("#adapter")
   assert adapter.startswith("WebGPU: "), adapter
   model = page.evaluate("window.diffuseDemo.model")
@@ -94,6 +105,21 @@ def test_the_page_generates_the_native_pipelines_image(sd_page, native, record_p
                   f"{r['encodeMs'] / 1000:.2f} / {' / '.join(f'{t / 1000:.2f}' for t in r['stepMs'])} / {r['decodeMs'] / 1000:.2f} on {adapter[8:]}")
   record_property("measure:diffuse-sd: max |page - native| of the image (0..1)", f"{error:.1e}")
   checked_screenshot(page, "diffuse-sd")
+
+def test_runs_on_webassembly_without_webgpu(playwright_instance, site, sd_export, record_property):
+  # Chromium without WebGPU: the page runs the export's WASM parts (wasm/<part>/) on the CPU, says so, and gives the
+  # image of the native pipeline with those parts' weights
+  browser = launch_chromium(playwright_instance, webgpu=False)
+  try:
+    page = _open(browser, site)
+    assert page.get_attribute("body", "data-state") == "ready", page.text_content("#notice") + "\n" + "\n".join(page.console_messages)
+    r, error = _generate_and_check(page, _native(sd_export / "wasm"))
+    adapter, first = page.text_content("#adapter"), page.evaluate("window.diffuseDemo.firstImageAt")
+  finally: browser.close()
+  assert adapter == "WebAssembly on the CPU (no WebGPU in this browser: slower than WebGPU)", adapter
+  record_property("measure:diffuse-sd wasm: page open -> first image (s) / prompts / steps / decoding (s)",
+                  f"{first / 1000:.1f} / {r['encodeMs'] / 1000:.2f} / {' / '.join(f'{t / 1000:.2f}' for t in r['stepMs'])} / {r['decodeMs'] / 1000:.2f}")
+  record_property("measure:diffuse-sd wasm: max |page - native| of the image (0..1)", f"{error:.1e}")
 
 def test_the_pages_tokenizer_is_the_python_one(sd_page, native):
   got = sd_page.evaluate("(texts) => texts.map((t) => [window.diffuseDemo.tokenizer.encode(t), Array.from(window.diffuseDemo.tokenizer.inputIds(t))])", TEXTS)
@@ -131,8 +157,8 @@ def test_the_page_says_why_it_cannot_run(playwright_instance, chromium, site, sd
                              "(python -m tinyweb.export stable-diffusion): it takes input_ids [1, 77] int32 -> "
                              "last_hidden_state [1, 77, 64] float32; this page needs latents [2, channels, height, width] float32"), notice
   finally: page.context.close()
-  # no WebGPU at all (Chromium without --enable-unsafe-webgpu): said, with what to do about it in this browser
+  # no WebGPU (Chromium without --enable-unsafe-webgpu) and no WASM parts: said, with what to do about it in this browser
   browser = launch_chromium(playwright_instance, webgpu=False)
   try:
-    assert_says_no_webgpu(_open(browser, site), "#generate")
+    assert_says_no_webgpu(_open(browser, site, _copy(site, sd_export, "sd-webgpu-only", {"wasm": None})), "#generate")
   finally: browser.close()

@@ -109,7 +109,7 @@ def sd_tiny_random(out: Path):
   weights (SD 1.x's architecture, CLIP's real tokenizer: the test data's BPE merges): 32 x 32 pictures of noise, for
   the tests; real weights are exported with `python -m tinyweb.export stable-diffusion DIR --weights FOLDER`."""
   testdata("bpe_simple_vocab_16e6.txt.gz")
-  run_module("demos.diffusion", "--tiny-random", "--export", str(out))
+  for_each_target(out, lambda folder, target: run_module("demos.diffusion", "--tiny-random", "--export", str(folder), "--target", target))
 
 # name -> fn(folder): writes the model's files into the (new, empty) folder; raises Unavailable when it cannot here
 MODELS: dict[str, Callable[[Path], None]] = {

@@ -68,13 +68,15 @@ const WASM_FOLDER = "wasm/";
 /** The model at `url` (a folder or its manifest.json) on `choice.backend` (the page's loadRequest's; null: WebGPU when
  * there is an adapter, else the WASM export when the folder has one; "live": built by tinyweb in Pyodide) once one of
  * its variants (batch sizes) has the `expected` inputs and outputs, else an Error that says what the page needs
- * (`what`: the kind of model); what runs it (the adapter message) and the progress posted on the way. */
+ * (`what`: the kind of model); what runs it (the adapter message) and the progress posted on the way. `wasmFolder`: where
+ * its WASM export is, if not in the wasm/ subfolder of its folder (a part of a model: in the model's wasm/ folder). */
 export async function loadPageModel(url: string, expected: ExpectedModel, what: string, post: (m: LoadMessage) => void,
-                                    choice: BackendChoice | null = null): Promise<PageModel> {
+                                    choice: BackendChoice | null = null, wasmFolder?: string): Promise<PageModel> {
   const backend = choice?.backend ?? null;
   if (backend !== null && !BACKENDS.includes(backend))
     throw new Error(`?backend=${backend} is not a backend this page has: webgpu, wasm or live (or leave it out: WebGPU when there is an adapter, else wasm).`);
-  const folder = url.endsWith(".json") ? new URL(".", url).href : url.replace(/\/?$/, "/"), wasmURL = new URL(WASM_FOLDER, folder).href;
+  const folder = url.endsWith(".json") ? new URL(".", url).href : url.replace(/\/?$/, "/");
+  const wasmURL = wasmFolder ?? new URL(WASM_FOLDER, folder).href;
   const hasWasm = () => fetch(new URL("manifest.json", wasmURL)).then((r) => r.ok, () => false);
   // (asked here before loadModel asks again: to show the adapter, and to stop before any download when there is none)
   const gpu = backend === "wasm" ? undefined : navigator.gpu, adapter = gpu ? await gpu.requestAdapter() : null;

@@ -80,7 +80,9 @@ async function load(request: LoadRequest): Promise<Loaded> {
                                          kernelsReady: sum("kernelsReady"), kernelsTotal: sum("kernelsTotal") } });
   };
   const names = Object.keys(PARTS) as Part[];
-  const parts = names.map((p) => loadPageModel(new URL(`${p}/`, folder).href, PARTS[p], what(p), partPost(p), request));
+  // (a part's WASM export: in the export's wasm/ folder, as `demos.diffusion --export DIR/wasm --target wasm` writes it)
+  const parts = names.map((p) => loadPageModel(new URL(`${p}/`, folder).href, PARTS[p], what(p), partPost(p), request,
+                                               new URL(`wasm/${p}/`, folder).href));
   const [pages, tokenizerJSON, plans] = await Promise.all([Promise.all(parts), beside<ClipTokenizerJSON>("tokenizer.json"),
                                                            beside<EulerPlans>("scheduler.json")])
     .catch(async (e) => { for (const p of parts) p.then((m) => m.model.destroy(), () => {}); throw e; });
