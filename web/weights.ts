@@ -37,7 +37,13 @@ export function pageURL(): string { return globalThis.document?.baseURI ?? globa
 
 /** Forget every cached weights file (to free the storage; a changed file is noticed anyway: through its digest, or by
  * revalidation where it has none). */
-export async function clearWeightsCache(cache: string = DEFAULT_CACHE): Promise<void> { await caches.delete(cache); }
+export async function clearWeightsCache(cache: string = DEFAULT_CACHE): Promise<void> {
+  await cacheWrites.settled();
+  await caches.delete(cache);
+}
+
+// the Cache API writes this thread has started and not seen finish (cachedBytes does not wait for its own)
+const cacheWrites = Object.assign(new Set<Promise<void>>(), { settled(this: Set<Promise<void>>) { return Promise.all([...this]); } });
 
 /** A sharded set's index (Hugging Face's form, plus digests): tensor name -> file; file -> sha256; tensor -> sha256. */
 export interface WeightsIndex { weight_map: Record<string, string>; sha256?: Record<string, string>; tensor_sha256?: Record<string, string> }
@@ -71,6 +77,7 @@ export async function fetchIndexedWeights(indexURL: string, index: WeightsIndex,
 // the whole file, or (names given) a safetensors file of just those tensors
 async function fetchFile(url: string, names: string[] | undefined, digests: Digests, options: WeightsOptions): Promise<WeightsFile> {
   const progress = options.onProgress ?? (() => {});
+  await cacheWrites.settled();   // (an earlier load's copy, still being written, is then found)
   const cache = options.cache === false ? null : await caches.open(options.cache ?? DEFAULT_CACHE);
   if (cache && !digests.file) await revalidate(cache, url);
   const fileKey = cacheKey(url, "file", digests.file);
@@ -156,7 +163,11 @@ async function cachedBytes(cache: Cache | null, key: string, url: string, unsign
     const headers: Record<string, string> = { "content-type": "application/octet-stream" };
     if (unsigned && v?.etag) headers.etag = v.etag;
     if (unsigned && v?.lastModified) headers["last-modified"] = v.lastModified;
-    await cache.put(key, new Response(bytes, { headers }));
+    // (not waited for here: the bytes are in hand, and writing them to disk is off the load's path; a put that fails
+    // costs only the next visit's download. This thread's next load or clear waits for it: cacheWrites)
+    const put = cache.put(key, new Response(bytes, { headers })).catch((e) => console.warn(`tinyweb: caching ${url} failed: ${e}`));
+    cacheWrites.add(put);
+    put.finally(() => cacheWrites.delete(put));
   }
   return [bytes, false];
 }
