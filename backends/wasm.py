@@ -1,5 +1,6 @@
 """The WASM device, natively: kernels rendered to WebAssembly (tinyweb/codegen/wasm.py: text, assembled to the binary
-format in pure Python) and run by the `wasmtime` engine (Cranelift compiles each module to machine code when it loads).
+format in pure Python) and run by the `wasmtime` engine (Cranelift compiles each module to machine code, which the
+kernel cache keeps on disk: WASMCompiler).
 
 Memory: one linear memory per device (a wasmtime Memory, grown as needed up to wasm32's 4 GiB) holds every buffer; a
 buffer is its byte address in it, and every kernel module imports that memory, so a launch passes addresses and copies
@@ -12,9 +13,10 @@ but a call into Python per element (about a microsecond).
 
 Never the default where CPU or LLVM works: it ranks after them (registered after them in tinyweb/device.py)."""
 from __future__ import annotations
-import bisect, ctypes, time
+import bisect, ctypes, hashlib, importlib.metadata, platform, time
 from tinyweb.device import Allocator, Compiler, Compiled
 from tinyweb.uop import Ops
+from tinyweb.codegen import wasm as wasm_codegen
 from tinyweb.codegen.wasm import WASMRenderer, assemble, IMPORTED_MATH, ALIGN, PAGE, MAX_PAGES
 from tinyweb import scalar
 
@@ -64,19 +66,31 @@ class WASMAllocator(Allocator):
     with self.dev.lock: ctypes.memmove((ctypes.c_char * dst.nbytes).from_buffer(dst), self._host_address(handle), dst.nbytes)
 
 class WASMCompiler(Compiler):
-  """WebAssembly text -> the binary format (tinyweb's own assembler, pure Python; cheap, so only cached in memory)."""
-  thread_safe = True
+  """WebAssembly text -> the binary format (tinyweb's own assembler, pure Python) -> machine code (wasmtime's Cranelift,
+  serialized): what the kernel cache keeps, in memory and on disk, so a second process loads each kernel's code
+  instead of assembling and compiling it again. The key names wasmtime's version, this machine's architecture and
+  the assembler's source (a changed assembler makes other binaries)."""
+  thread_safe = True   # (a wasmtime Engine compiles in any thread)
+  def __init__(self, engine, wasmtime):
+    super().__init__()
+    self.engine, self.wasmtime = engine, wasmtime
+    with open(wasm_codegen.__file__, "rb") as f: assembler = hashlib.sha256(f.read()).hexdigest()[:16]
+    self.cache_key = f"wasmtime {importlib.metadata.version('wasmtime')} {platform.machine()} assembler {assembler}"
   def compile(self, src: str) -> bytes:
-    try: return assemble(src)
+    try: binary = assemble(src)
     except (ValueError, KeyError, IndexError) as e: raise RuntimeError(f"WASM: cannot assemble a kernel: {e!r}\n--- source ---\n{src}") from e
+    try: return bytes(self.wasmtime.Module(self.engine, binary).serialize())
+    except self.wasmtime.WasmtimeError as e: raise RuntimeError(f"WASM: wasmtime refused a kernel: {e}\n--- source ---\n{src}") from e
 
 class WASMProgram:
   """One kernel: its module, compiled by wasmtime and instantiated with the device's memory and math."""
   def __init__(self, dev: WASMDevice, name: str, lib: bytes):
     wasmtime = dev.wasmtime
     self.dev = dev
-    try: module = wasmtime.Module(dev.engine, lib)
-    except wasmtime.WasmtimeError as e: raise RuntimeError(f"WASM: wasmtime refused kernel {name}: {e}") from e
+    try: module = wasmtime.Module.deserialize(dev.engine, lib)
+    except wasmtime.WasmtimeError as e:
+      raise RuntimeError(f"WASM: kernel {name}'s compiled code does not load ({e}): a kernel cache from another wasmtime? "
+                         "DISABLE_COMPILER_CACHE=1 compiles it again") from e
     imports = [dev.memory if imp.module == "env" else dev.math[imp.name] for imp in module.imports]
     self.fxn = wasmtime.Instance(dev.store, module, imports).exports(dev.store)[name]
   def __call__(self, *bufs, global_size=None, parallel: int = 0, work: int = 0, wait=False):
@@ -96,4 +110,4 @@ class WASMDevice(Compiled):
     f64 = wasmtime.ValType.f64()
     self.math = {n: wasmtime.Func(self.store, wasmtime.FuncType([f64] * (2 if op is Ops.MOD else 1), [f64]), scalar.ALU[op])
                  for op, n in IMPORTED_MATH.items()}
-    super().__init__(name, WASMAllocator(self), WASMRenderer(), WASMCompiler(), WASMProgram)
+    super().__init__(name, WASMAllocator(self), WASMRenderer(), WASMCompiler(self.engine, wasmtime), WASMProgram)

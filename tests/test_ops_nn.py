@@ -271,3 +271,29 @@ def test_scaled_dot_product_attention(device, name):
            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=None if m is None else torch.tensor(m), is_causal=causal),
            lambda q, k, v: q.scaled_dot_product_attention(k, v, attn_mask=None if m is None else Tensor(m, device=device), is_causal=causal),
            device=device, **TOL)
+
+@pytest.mark.parametrize("name", ["plain", "bool_mask", "bool_mask_bcast", "float_mask", "causal", "causal_rect"])
+def test_scaled_dot_product_attention_in_chunks_of_queries(device, name):
+  """Scores above ATTENTION_SCORES_BYTES: the queries go in chunks (2 rows here, the last one shorter), with the same
+  values and gradients as torch's all at once."""
+  from tinyweb.helpers import Context
+  qs, ks, vs, mk, causal = SDPA[name]
+  m = mk() if mk else None
+  per_row = int(np.prod(np.broadcast_shapes(qs[:-2], ks[:-2]))) * ks[-2] * 4
+  with Context(ATTENTION_SCORES_BYTES=2 * per_row):
+    check_op([qs, ks, vs],
+             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=None if m is None else torch.tensor(m), is_causal=causal),
+             lambda q, k, v: q.scaled_dot_product_attention(k, v, attn_mask=None if m is None else Tensor(m, device=device), is_causal=causal),
+             device=device, **TOL)
+
+def test_attention_scores_beyond_the_devices_largest_buffer():
+  """On WEBGPU (lavapipe, like the browsers' defaults: 128 MiB buffers at most) a 4200 x 8192 attention, 138 MB of
+  float32 scores, which the device cannot hold in one buffer: computed in chunks of queries by default, as torch does it."""
+  from tinyweb.device import Device
+  ok, why = Device.check("WEBGPU")
+  if not ok: pytest.skip(f"WEBGPU unavailable: {why}")
+  if Device["WEBGPU"].max_binding >= 4200 * 8192 * 4: pytest.skip(f"this adapter binds {Device['WEBGPU'].max_binding} bytes: the scores fit")
+  q, k, v = (rand_np(s, seed=i) for i, s in enumerate([(1, 4200, 8), (1, 8192, 8), (1, 8192, 4)]))
+  got = Tensor(q, device="WEBGPU").scaled_dot_product_attention(Tensor(k, device="WEBGPU"), Tensor(v, device="WEBGPU")).numpy()
+  want = F.scaled_dot_product_attention(*map(torch.tensor, (q, k, v))).numpy()
+  np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4)

@@ -81,26 +81,47 @@ def _without_custom_sections(module: bytes) -> bytes:
     i = j + size
   return bytes(out)
 
-def test_assembler_writes_what_wat2wasm_writes():
+def test_assembler_writes_what_wat2wasm_writes(monkeypatch):
   """tinyweb's pure-Python assembler (it must run in Pyodide) gives wasmtime's wat2wasm bytes for the kernels of a spread
   of ops and dtypes (the text the renderer writes is valid WebAssembly text)."""
   import wasmtime
-  dev, seen = Device["WASM"], []
-  real = dev.compiler.compile
+  import tinyweb.backends.wasm as backend
+  dev, seen, real = Device["WASM"], [], backend.assemble
   def both(src: str) -> bytes:
     seen.append(src)
     mine = real(src)
     assert mine == _without_custom_sections(bytes(wasmtime.wat2wasm(src))), src
     return mine
-  dev.compiler.compile = both
-  try:
-    x = np.linspace(-3, 3, 37, dtype=np.float32)
-    for dt in (dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16, dtypes.int8, dtypes.uint16, dtypes.int64, dtypes.uint64):
-      a = Tensor(x * 7, device="WASM").cast(dt)
-      (a * a + a).maximum(a // 3 if not dt.is_float else a.exp2()).sum(0, keepdim=True).cast(dtypes.float32).sin().numpy()
-      ((a.reshape(1, 37).pad(((0, 0), (2, 2))) < 1).where(a.reshape(1, 37).pad(((0, 0), (2, 2))), 0) % 5).numpy()
-  finally: dev.compiler.compile = real
+  monkeypatch.setattr(backend, "assemble", both)
+  monkeypatch.setattr(dev.compiler, "cached", lambda src: None)   # (every kernel assembled here, none from the kernel cache)
+  x = np.linspace(-3, 3, 37, dtype=np.float32)
+  for dt in (dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16, dtypes.int8, dtypes.uint16, dtypes.int64, dtypes.uint64):
+    a = Tensor(x * 7, device="WASM").cast(dt)
+    (a * a + a).maximum(a // 3 if not dt.is_float else a.exp2()).sum(0, keepdim=True).cast(dtypes.float32).sin().numpy()
+    ((a.reshape(1, 37).pad(((0, 0), (2, 2))) < 1).where(a.reshape(1, 37).pad(((0, 0), (2, 2))), 0) % 5).numpy()
   assert len(seen) >= 10
+
+def test_a_second_process_loads_the_kernels_compiled_code_from_the_cache(tmp_path):
+  """The kernel cache keeps each kernel's machine code (wasmtime's, serialized): a second process with the same cache
+  assembles and compiles nothing, and computes the same."""
+  import subprocess, sys
+  code = ("import numpy as np, tinyweb.backends.wasm as backend\n"
+          "from tinyweb import Tensor\n"
+          "calls = []\n"
+          "real = backend.assemble\n"
+          "backend.assemble = lambda src: calls.append(src) or real(src)\n"
+          "x = Tensor(np.arange(64, dtype=np.float32).reshape(8, 8), device='WASM')\n"
+          "print(((x @ x).relu().sum(1) + x.exp2().max()).numpy().tolist(), len(calls))\n")
+  run = lambda: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                               env={**os.environ, "TINYWEB_CACHE_DIR": str(tmp_path)})
+  first, second = run(), run()
+  assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+  import ast
+  (values, assembled), (values2, assembled2) = [(ast.literal_eval(p.stdout.strip().rpartition(" ")[0]), int(p.stdout.split()[-1]))
+                                                for p in (first, second)]
+  x = np.arange(64, dtype=np.float32).reshape(8, 8)
+  np.testing.assert_allclose(values, np.maximum(x @ x, 0).sum(1) + np.exp2(x).max(), rtol=1e-6)
+  assert values2 == values and assembled >= 2 and assembled2 == 0
 
 def test_bad_text_is_refused_with_the_source():
   with pytest.raises(RuntimeError, match="WASM: cannot assemble a kernel.*unknown instruction 'f32.frobnicate'"):

@@ -71,6 +71,9 @@ NO_GRAD = ContextVar("NO_GRAD", 0)
 JIT = ContextVar("JIT", 1)           # 0: TinyJit runs its function eagerly on every call
 GRAPH = ContextVar("GRAPH", 0)       # 1: each realize writes its schedule as a Graphviz graph (tinyweb/graph.py)
 PROFILE = ContextVar("PROFILE", 0)   # 1: a Chrome trace of the engine's work and cpu_profile's blocks, written at exit (profile.py)
+# the most bytes of attention scores Tensor.scaled_dot_product_attention computes at once (above it the queries go in
+# chunks); 0: the device's largest buffer where it has a limit (WEBGPU: maxStorageBufferBindingSize), else no limit
+ATTENTION_SCORES_BYTES = ContextVar("ATTENTION_SCORES_BYTES", 0)
 PROGRESS = ContextVar("PROGRESS", -1)   # progress bars on stderr (BEAM, downloads, export): 1 always, 0 never, -1 on a terminal
 # the names of the @function bodies running in this thread or task, innermost last (tinyweb/function.py): while one runs,
 # Tensor.realize refuses, as tinygrad refuses device use inside @function

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools, math, struct
 from typing import Optional, Self, Sequence
 from tinyweb.dtype import dtypes
-from tinyweb.helpers import prod, ceildiv, dedup, largest_divisor
+from tinyweb.helpers import ATTENTION_SCORES_BYTES, prod, ceildiv, dedup, largest_divisor
 from tinyweb.tensor_helpers import _broadcast_shape
 
 def _tuple(v, n: int, op: str, name: str, least: int = 1, shapes: str = "") -> tuple[int, ...]:
@@ -719,10 +719,16 @@ class NNMixin:
                        f"need (..., L, E), (..., S, E), (..., S, Ev)")
     if is_causal and attn_mask is not None: raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
     L, S = self.shape[-2], key.shape[-2]
+    if is_causal: attn_mask, is_causal = Tensor.arange(L, device=self.device).unsqueeze(-1) >= Tensor.arange(S, device=self.device), False
+    if (rows := _attention_rows(self, key)) < L:
+      # the scores of all queries at once would exceed the budget (a WebGPU device cannot hold them in one buffer):
+      # the queries in chunks of `rows`, each row's softmax and result the same as at once
+      part = lambda a: attn_mask[..., a:a + rows, :] if attn_mask is not None and attn_mask.ndim >= 2 and attn_mask.shape[-2] == L else attn_mask
+      outs = [self[..., a:a + rows, :].scaled_dot_product_attention(key, value, part(a), dropout_p, scale=scale) for a in range(0, L, rows)]
+      return outs[0].cat(*outs[1:], dim=-2)
     # PyTorch's math path: q and k each scaled by sqrt(|scale|) before the product (so a small scale keeps q.k finite)
     root = math.sqrt(abs(1 / math.sqrt(self.shape[-1]) if scale is None else scale))
     scores = (self * (-root if scale is not None and scale < 0 else root)) @ (key * root).transpose(-1, -2)
-    if is_causal: attn_mask = Tensor.arange(L, device=self.device).unsqueeze(-1) >= Tensor.arange(S, device=self.device)
     if attn_mask is not None: scores = scores + (attn_mask.where(0.0, -math.inf) if attn_mask.dtype.is_bool else attn_mask)
     # a row with every score -inf (all masked) attends to nothing: zeros, not softmax's 0/0; the gradient is softmax's
     # from its output (PyTorch's math path, both)
@@ -730,3 +736,13 @@ class NNMixin:
     w = w.custom_gradient([scores], lambda g: (w * (g - (g * w).sum(-1, keepdim=True)),))
     if dropout_p > 0: w = w.dropout(dropout_p)
     return w @ value
+
+def _attention_rows(q, k) -> int:
+  """How many query rows of q @ k^T scaled_dot_product_attention computes at once: all of them, unless their scores (4
+  bytes each: float32, or float16 padded to the same budget) exceed ATTENTION_SCORES_BYTES, or where that is 0, the
+  largest buffer of q's device when it has a limit (WEBGPU's maxStorageBufferBindingSize)."""
+  from tinyweb.device import Device
+  L, S = q.shape[-2], k.shape[-2]
+  budget = ATTENTION_SCORES_BYTES.value or (getattr(Device[q.device], "max_binding", 0) if isinstance(q.device, str) else 0)
+  per_row = prod(_broadcast_shape("scaled_dot_product_attention", q.shape[:-2], k.shape[:-2])) * S * 4
+  return L if not budget or per_row * L <= budget else max(1, budget // per_row)
