@@ -8,7 +8,8 @@
 // first two runs of a shape are TinyJit's plain run and capture.
 import type { DType, PyRef, Tinyweb } from "./tinyweb.js";
 import { resolveRuntime, startTinyweb } from "./tinyweb.js";
-import { ARRAYS, elements, fetchManifest, Model, ModelError, readOutputs, type LoadModelOptions, type LoadTimings, type ModelManifest,
+import { readAll } from "./weights.js";
+import { ARRAYS, fetchManifest, Model, ModelError, readOutputs, type LoadModelOptions, type LoadTimings, type ModelManifest,
          type StepTime, type TypedArray } from "./model_common.js";
 
 /** source.json (tinyweb/export/cli.py's write_source): paths relative to its folder. */
@@ -92,24 +93,14 @@ function fetchOnce(url: string, onProgress: (loaded: number) => void): Promise<U
 async function fetchWithProgress(url: string, onProgress: (loaded: number) => void): Promise<Uint8Array> {
   const r = await fetch(url);
   if (!r.ok || !r.body) throw new ModelError(`${url}: HTTP ${r.status} ${r.statusText}`);
-  const chunks: Uint8Array[] = [];
-  let n = 0;
-  for (const reader = r.body.getReader(); ;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    onProgress(n += value.length);
-  }
-  const out = new Uint8Array(n);
-  chunks.reduce((at, c) => { out.set(c, at); return at + c.length; }, 0);
-  return out;
+  return readAll(url, r, null, onProgress);
 }
 
 /** A model built and run by tinyweb's Python (loadLiveModel). */
 export class LiveModel extends Model {
   #tw: Tinyweb;
   #globals: PyRef;
-  #inputs = new Map<number, Uint8Array>();
+  #inputs = new Map<number, TypedArray>();   // input buffer id -> its values (a copy: the caller may reuse its array)
 
   constructor(manifest: ModelManifest, timings: LoadTimings, tw: Tinyweb, globals: PyRef) {
     super(manifest, timings);
@@ -125,15 +116,16 @@ export class LiveModel extends Model {
 
   protected async ready() {}
 
-  protected writeInput(_v: number, id: number, bytes: Uint8Array) { this.#inputs.set(id, bytes.slice()); }   // (the caller may reuse its array)
+  protected writeInput(v: number, id: number, bytes: Uint8Array) {
+    const Arr = ARRAYS[this.manifest.variants[v].inputs.find((i) => i.buffer === id)!.dtype];
+    const array = new Arr(bytes.byteLength / Arr.BYTES_PER_ELEMENT);
+    new Uint8Array(array.buffer).set(bytes);
+    this.#inputs.set(id, array);
+  }
 
   protected async execute(v: number): Promise<Record<string, TypedArray>> {
     const spec = this.manifest.variants[v], device = this.#tw.report.device!;
-    const inputs = await Promise.all(spec.inputs.map((i) => {
-      const array = new ARRAYS[i.dtype](elements(i.shape));
-      new Uint8Array(array.buffer).set(this.#inputs.get(i.buffer)!);
-      return this.#tw.tensor(array, i.shape, device);
-    }));
+    const inputs = await Promise.all(spec.inputs.map((i) => this.#tw.tensor(this.#inputs.get(i.buffer)!, i.shape, device)));
     const refs: PyRef[] = [];
     try {
       await this.#globals.set("inputs", inputs);

@@ -278,7 +278,8 @@ function rangeTotal(url: string, r: Response): number {
 }
 
 // the body, with onChunk(bytes so far, bytes expected in all); `expected` bytes when known (a short body is an error)
-async function readAll(url: string, r: Response, expected: number | null,
+/** A response's body, read in chunks (`onChunk` after each); `expected`: the byte count it must have (else any). */
+export async function readAll(url: string, r: Response, expected: number | null,
                        onChunk: (loaded: number, total: number) => void): Promise<Uint8Array<ArrayBuffer>> {
   const total = expected ?? Number(r.headers.get("content-length") ?? 0);
   const chunks: Uint8Array[] = [];
