@@ -230,6 +230,12 @@ def test_says_so_without_webgpu_or_a_wasm_export_and_downloads_nothing(playwrigh
     assert page.text_content("#adapter") == "no WebGPU adapter"
     # (only the WASM export's manifest looked for: not found)
     assert [u for u in urls if u.startswith(f"{site.url}e2e-data/")] == [f"{site.url}{url[1:]}wasm/manifest.json"], urls
+    # ?backend=live needs WebGPU too: said, before any download
+    page, console, urls = _open(browser, site, f"{models.url}&backend=live")
+    page.wait_for_selector("#notice:not([hidden])", timeout=60_000)
+    assert page.text_content("#notice") == ("?backend=live runs tinyweb on WebGPU, which is not available (headless Chromium "
+                                            "has WebGPU only when launched with --enable-unsafe-webgpu)."), page.text_content("#notice")
+    assert not [u for u in urls if u.startswith(f"{site.url}e2e-data/")], urls
   finally: browser.close()
 
 def test_the_url_chooses_the_backend(site, chromium, models):
