@@ -16,8 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_float16_bfloat16_and_nan_max_match_cpu():
   """float16/bfloat16 round after every op (the module's own conversions, to nearest even, denormals and overflow
   included); maximum/minimum propagate NaN and keep the CPU device's choice between -0.0 and 0.0 (wasm's f32.max would
-  not). sin/cos/exp2/log2 are the host's float64 functions here and the CPU device's libm or own polynomials there:
-  those compare within 3 ulp."""
+  not). sin/cos/exp2/log2 are the module's own (or the host's float64 functions) here and the CPU device's libm or own
+  polynomials there: those compare within 3 ulp."""
   rng = np.random.default_rng(0)
   x = np.concatenate([rng.standard_normal(61).astype(np.float32) * 100, [np.nan, -0.0, 0.0, np.inf, -np.inf, 65519.0, 3e38]])
   y = np.concatenate([rng.standard_normal(61).astype(np.float32) * 100, [1.0, 0.0, -0.0, np.nan, 2.0, 0.1, 1e-40]])
@@ -56,6 +56,19 @@ def test_float32_exp2_log2_are_the_cpu_devices_polynomials():
                       np.float32([np.nan, np.inf, -np.inf, 0, -0.0, 128, 127.9, -149.5, -150, -151, 1e-40, -1e-40, 3e38])])
   assert_same_bits(Tensor(x, device="WASM").exp2().numpy(), np.float32([cpu_exp2f(float(v)) for v in x]))
   assert_same_bits(Tensor(x, device="WASM").log2().numpy(), np.float32([cpu_log2f(float(v)) for v in x]))
+
+def test_float32_sin_cos_in_the_module_are_the_doubles_rounded():
+  """float32 sin/cos run in the module (a float64 reduction by pi/2 and series; the host's only past 2^28): within an ulp of
+  numpy's float64 sin/cos rounded to float32 from 1e-40 to 3e38, both signs, -0.0 kept, NaN for inf and NaN."""
+  rng = np.random.default_rng(3)
+  x = np.concatenate([rng.standard_normal(4000) * s for s in (1, 30, 1e4, 1e7, 2e8, 1e9)] +
+                     [[0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 1e-7, 2.0 ** 28, -2.0 ** 28, 2.0 ** 28 - 16, 3e38,
+                       np.pi / 4, np.pi / 2, np.pi, 1e4 * np.pi]]).astype(np.float32)
+  for name in ("sin", "cos"):
+    got = getattr(Tensor(x, device="WASM"), name)().numpy()
+    with np.errstate(invalid="ignore"): exp = getattr(np, name)(x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_max_ulp(got, exp, maxulp=1)
+    assert_same_bits(got[x == 0], exp[x == 0])   # (the sign of sin(-0.0))
 
 @pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64],
                          ids=lambda d: np.dtype(d).name)

@@ -17,11 +17,12 @@ It computes what the CPU device (C via clang) computes, with the same dtype rule
   out-of-range inputs get x86's "integer indefinite" (INT64_MIN through the int64 path, all ones for uint64), which is
   what the clang-compiled CPU kernels return on x86-64. Shift amounts wrap at the register width like x86's.
 - max/min propagate NaN and pick like C's ternary (wasm's f32.max differs on NaN and signed zeros).
-- wasm has no sin, cos, exp2, log2 or fmod: float32 exp2 and log2 are the CPU device's polynomials, in the module; the
-  rest the module imports from the host ("math" "sin", ..., on float64; a float32 result is the double one rounded).
+- wasm has no sin, cos, exp2, log2 or fmod: float32 exp2 and log2 are the CPU device's polynomials and float32 sin and
+  cos a reduction and series in float64 (tw_trigf), in the module; the rest the module imports from the host ("math"
+  "sin", ..., on float64; a float32 result is the double one rounded).
 """
 from __future__ import annotations
-import re, struct
+import math, re, struct
 from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.program import Program
@@ -180,11 +181,11 @@ HELPERS = {
   )""",
 }
 
-def _horner(x: str, coeffs: list[float]) -> str:
+def _horner(x: str, coeffs: list[float], t: str = "f32") -> str:
   """Instructions leaving c0 + x*(c1 + x*(...)) on the stack, a multiply and an add a step (the C prelude's TW_MAD without
-  fma: wasm has no scalar fused multiply-add); x is a local."""
-  steps = [f"f32.const {coeffs[-1].hex()}"]
-  for c in reversed(coeffs[:-1]): steps += [f"local.get {x}", "f32.mul", f"f32.const {c.hex()}", "f32.add"]
+  fma: wasm has no scalar fused multiply-add); x is a local of type t."""
+  steps = [f"{t}.const {coeffs[-1].hex()}"]
+  for c in reversed(coeffs[:-1]): steps += [f"local.get {x}", f"{t}.mul", f"{t}.const {c.hex()}", f"{t}.add"]
   return "\n    ".join(steps)
 
 # float32 exp2 and log2: the CPU device's (ClangRenderer's prelude: tw_exp2f, tw_log2f; tinyweb.scalar has them op for op),
@@ -317,6 +318,90 @@ HELPERS["tw_log2f"] = f"""(func $tw_log2f (param $x f32) (result f32) (local $b 
     f32.lt
     i32.and
     select
+  )"""
+
+# float32 sin and cos in the module, in float64: the argument less the nearest multiple k of pi/2 (pi/2 in three parts:
+# 25, 25 and 53 bits, so k*PIO2_1 and k*PIO2_2 are exact for k < 2^28 and the remainder loses nothing that matters to a
+# float32), then the Taylor series of sin or cos of the remainder (|r| <= pi/4: the first omitted term is below 3e-14
+# of the result), the quadrant picking which and its sign; the double rounded to float32 is within an ulp of the true
+# value. Past 2^28 (and for inf and NaN) the host's float64 sin/cos, which reduce the argument exactly. A call into the
+# host costs a microsecond natively (wasmtime's Python bindings): RoPE's sin/cos, recomputed for every element they
+# fuse into, made Gemma's WASM step 20x slower than its matrix products.
+PIO2_1, PIO2_2, PIO2_3 = map(float.fromhex, ("0x1.921fb5p+0", "0x1.110b46p-26", "0x1.1a62633145c07p-54"))
+SIN_COEFFS = [(-1) ** k / math.factorial(2 * k + 1) for k in range(7)]   # sin r = r (1 + r^2 (-1/3! + r^2 (...))) (-0.0 kept)
+COS_COEFFS = [(-1) ** k / math.factorial(2 * k) for k in range(8)]       # cos r = 1 + r^2 (-1/2! + r^2 (...))
+HELPERS["tw_trigf"] = f"""(func $tw_trigf (param $x f32) (param $cos i32) (result f32) (local $d f64) (local $k f64) (local $r f64) (local $r2 f64) (local $q i32) (local $v f64)
+    local.get $x
+    f64.promote_f32
+    local.tee $d
+    f64.abs
+    f64.const 0x1p28
+    f64.lt
+    if (result f32)
+      local.get $d
+      f64.abs
+      f64.const {(math.pi / 4).hex()}
+      f64.le
+      if
+        local.get $d
+        local.set $r
+      else
+        local.get $d
+        f64.const {(2 / math.pi).hex()}
+        f64.mul
+        f64.nearest
+        local.tee $k
+        i32.trunc_f64_s
+        local.set $q
+        local.get $d
+        local.get $k
+        f64.const {PIO2_1.hex()}
+        f64.mul
+        f64.sub
+        local.get $k
+        f64.const {PIO2_2.hex()}
+        f64.mul
+        f64.sub
+        local.get $k
+        f64.const {PIO2_3.hex()}
+        f64.mul
+        f64.sub
+        local.set $r
+      end
+      local.get $r
+      local.get $r
+      f64.mul
+      local.set $r2
+      local.get $q
+      local.get $cos
+      i32.add
+      local.tee $q
+      i32.const 1
+      i32.and
+      if (result f64)
+        {_horner("$r2", COS_COEFFS, "f64")}
+      else
+        local.get $r
+        {_horner("$r2", SIN_COEFFS, "f64")}
+        f64.mul
+      end
+      local.tee $v
+      f64.neg
+      local.get $v
+      local.get $q
+      i32.const 2
+      i32.and
+      select
+      f32.demote_f64
+    else
+      local.get $d
+      call $cos
+      local.get $d
+      call $sin
+      local.get $cos
+      select
+      f32.demote_f64
+    end
   )"""
 
 def const(v, dt: DType) -> str:
@@ -509,6 +594,11 @@ class _Kernel:
     elif op in (Ops.EXP2, Ops.LOG2) and t == "f32":
       self.push(a)
       self.call("tw_exp2f" if op is Ops.EXP2 else "tw_log2f")
+    elif op in (Ops.SIN, Ops.COS) and t == "f32":
+      self.push(a)
+      self.emit(f"i32.const {int(op is Ops.COS)}")
+      self.call("tw_trigf")
+      self.imports.update(("sin", "cos"))   # (its fallback past 2^28)
     elif op in IMPORTED_MATH and sdt.is_float:
       for x in srcs: self.push(x)
       self.math(op, t)
