@@ -5,11 +5,11 @@ kernel cache keeps on disk: WASMCompiler).
 Memory: one linear memory per device (a wasmtime Memory, grown as needed up to wasm32's 4 GiB) holds every buffer; a
 buffer is its byte address in it, and every kernel module imports that memory, so a launch passes addresses and copies
 nothing. Copies in and out go through the memory's host pointer. The kernels are single-threaded (no split across cores
-yet) and have no SIMD yet: each element is one scalar iteration.
+yet); register-tiled reductions (matmuls) compute four outputs at a time in SIMD128's f32x4 (codegen/vectors.py).
 
-The math wasm lacks and the module does not compute itself (sin, cos, fmod, float64 exp2 and log2; see codegen/wasm.py)
-is imported from Python (tinyweb.scalar: the PYTHON device's functions, with C's answers at the special values): correct,
-but a call into Python per element (about a microsecond).
+The math wasm lacks and the module does not compute itself (fmod; sin and cos past 2^28; float64 sin, cos, exp2 and
+log2; see codegen/wasm.py) is imported from Python (tinyweb.scalar: the PYTHON device's functions, with C's answers at
+the special values): correct, but a call into Python per element (about a microsecond).
 
 Never the default where CPU or LLVM works: it ranks after them (registered after them in tinyweb/device.py)."""
 from __future__ import annotations
@@ -22,7 +22,8 @@ from tinyweb import scalar
 
 class WASMAllocator(Allocator):
   """Buffers as byte ranges of the device's memory: first fit in the free ranges (merged with their neighbours), else at
-  the top, growing the memory. A handle is the buffer's address."""
+  the top, growing the memory. A handle is the buffer's address. The device (wasmtime's here, the browser's in
+  wasm_browser.py) reads, writes and grows its memory: memory_pages(), grow_memory(pages), write(), read()."""
   def __init__(self, dev: WASMDevice):
     super().__init__()
     self.dev = dev
@@ -42,8 +43,8 @@ class WASMAllocator(Allocator):
           raise MemoryError(f"WASM: a buffer of {nbytes} bytes does not fit: the memory holds at most 4 GiB "
                             f"(wasm32), {self.top - sum(n for _, n in self.free_ranges)} bytes are in use")
         return self._alloc(nbytes)
-      pages = self.dev.memory.size(self.dev.store)
-      if end > pages * PAGE: self.dev.memory.grow(self.dev.store, -(-end // PAGE) - pages)
+      pages = self.dev.memory_pages()
+      if end > pages * PAGE: self.dev.grow_memory(-(-end // PAGE) - pages)
       self.top = end
       return addr
   def _free(self, handle: int, nbytes: int):
@@ -57,13 +58,10 @@ class WASMAllocator(Allocator):
       if i > 0 and self.free_ranges[i - 1][0] + self.free_ranges[i - 1][1] == handle:
         self.free_ranges[i - 1:i + 1] = [(self.free_ranges[i - 1][0], self.free_ranges[i - 1][1] + self.free_ranges[i][1])]
       if self.free_ranges and sum(self.free_ranges[-1]) == self.top: self.top = self.free_ranges.pop()[0]
-  def _host_address(self, handle: int) -> int:   # (the memory may move when it grows: asked each time)
-    return ctypes.addressof(self.dev.memory.data_ptr(self.dev.store).contents) + handle
   def copyin(self, handle: int, src: memoryview):
-    with self.dev.lock:
-      ctypes.memmove(self._host_address(handle), bytes(src) if src.readonly else (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
+    with self.dev.lock: self.dev.write(handle, src)
   def copyout(self, dst: memoryview, handle: int):
-    with self.dev.lock: ctypes.memmove((ctypes.c_char * dst.nbytes).from_buffer(dst), self._host_address(handle), dst.nbytes)
+    with self.dev.lock: self.dev.read(dst, handle)
 
 class WASMCompiler(Compiler):
   """WebAssembly text -> the binary format (tinyweb's own assembler, pure Python) -> machine code (wasmtime's Cranelift,
@@ -111,3 +109,13 @@ class WASMDevice(Compiled):
     self.math = {n: wasmtime.Func(self.store, wasmtime.FuncType([f64] * (2 if op is Ops.MOD else 1), [f64]), scalar.ALU[op])
                  for op, n in IMPORTED_MATH.items()}
     super().__init__(name, WASMAllocator(self), WASMRenderer(), WASMCompiler(self.engine, wasmtime), WASMProgram)
+
+  # the memory, for WASMAllocator
+  def memory_pages(self) -> int: return self.memory.size(self.store)
+  def grow_memory(self, pages: int): self.memory.grow(self.store, pages)
+  def _host_address(self, addr: int) -> int:   # (the memory may move when it grows: asked each time)
+    return ctypes.addressof(self.memory.data_ptr(self.store).contents) + addr
+  def write(self, addr: int, src: memoryview):
+    ctypes.memmove(self._host_address(addr), bytes(src) if src.readonly else (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
+  def read(self, dst: memoryview, addr: int):
+    ctypes.memmove((ctypes.c_char * dst.nbytes).from_buffer(dst), self._host_address(addr), dst.nbytes)

@@ -10,8 +10,8 @@ Fixtures:
   (Pyodide's boot is the slow part; snippets run in fresh Python namespaces).
 - `main_page`: the same with Python in the page itself (`loadTinyweb({worker: false})`), for what needs `tw.pyodide`
   or compares the two modes; opened when a test first asks for it.
-- `browser`: `browser(code)` runs a Python snippet inside that page and returns its last expression (JSON-able
-  values). `browser.compare(code)` runs the snippet natively on the CPU device too (the reference, computed in the same
+- `browser`: `browser(code)` runs a Python snippet inside that page on its WEBGPU device and returns its last
+  expression (JSON-able values). `browser.compare(code)` runs the snippet natively on the CPU device too (the reference, computed in the same
   run) and returns both results; snippets say `DEVICE` wherever a device name goes.
 Measurements a test records with `record_property("measure:<name>", value)` are printed at the end of the run.
 """
@@ -54,7 +54,7 @@ def main_page(chromium, site):
   p.context.close()
 
 @pytest.fixture(scope="session")
-def browser(page): return BrowserRunner(page)
+def browser(page): return BrowserRunner(page, "WEBGPU")
 
 # ---------------------------------------------------------------------------------------------------------------
 # measurements: recorded by tests as user properties (they travel from xdist workers), printed in the summary

@@ -1,7 +1,12 @@
-"""A representative subset of the op suite, run inside the browser (Pyodide) on WebGPU and compared with the same
-snippet run natively on the CPU device in this test run. Inputs come from Python's `random` with a fixed seed, so
-both sides compute on identical values; tensors are small (SwiftShader is slow)."""
-from browser_harness import assert_close
+"""A representative subset of the op suite, run inside the browser (Pyodide) on each of its devices, WebGPU and WASM
+(the browser's WebAssembly engine), and compared with the same snippet run natively on the CPU device in this test run.
+Inputs come from Python's `random` with a fixed seed, so both sides compute on identical values; tensors are small
+(SwiftShader is slow)."""
+import pytest
+from browser_harness import BrowserRunner, assert_close
+
+@pytest.fixture(params=["WEBGPU", "WASM"])
+def browser(request, page): return BrowserRunner(page, request.param)
 
 INPUTS = """
 import random
@@ -17,9 +22,28 @@ def check(browser, body: str, atol=1e-5, rtol=1e-5):
   assert_close(got, want, atol=atol, rtol=rtol)
   return got
 
-def test_runs_on_webgpu(browser):
-  assert browser.device == "WEBGPU"
-  assert browser("from tinyweb import Tensor\nTensor([1.0]).device") == "WEBGPU"
+def test_runs_on_its_device(browser):
+  assert browser("from tinyweb import Tensor\nTensor([1.0], device=DEVICE).device") == browser.device
+
+def test_the_default_device_is_wasm_where_webgpu_is_emulated(page):
+  """WEBGPU on a real GPU's adapter; on a fallback adapter (SwiftShader: the CPU emulating a GPU, this machine's) WASM,
+  which runs the same CPU's code far faster; the report says which and why."""
+  report = page.evaluate("window.tinyweb.report")
+  assert report["devices"]["WASM"] == "" and report["webgpu"] is not None
+  assert report["device"] == ("WASM" if report["webgpu"]["isFallbackAdapter"] else "WEBGPU"), report
+  assert report["reason"] and "real GPU" in report["reason"], report
+  assert page.text_content("#device") == report["device"] and page.text_content("#device-reason") == report["reason"]
+  assert BrowserRunner(page)("from tinyweb import Tensor\nTensor([1.0]).device") == report["device"]
+
+def test_wasm_runs_on_the_pages_main_thread(main_page):
+  """With Python in the page itself (no worker), where the browser is strictest about synchronous compiles (Chromium:
+  up to 8 MB there), a matmul's and a padded conv's f32x4 kernels."""
+  body = """
+a, b = Tensor(rand(32, 64), device=DEVICE), Tensor(rand(64, 32), device=DEVICE)
+x, w = Tensor(rand(1, 8, 16, 16), device=DEVICE), Tensor(rand(16, 8, 3, 3), device=DEVICE)
+[(a @ b).relu().tolist(), x.conv2d(w, padding=1).relu().max_pool2d(2).tolist()]
+"""
+  check(BrowserRunner(main_page, "WASM"), body, atol=1e-4, rtol=1e-4)
 
 def test_elementwise(browser):
   check(browser, """

@@ -336,5 +336,6 @@ Device.register("WEBGPU", "tinyweb.backends.webgpu_browser:BrowserWebGPUDevice" 
                 "tinyweb.backends.webgpu:WEBGPUDevice", gpu=True)   # ranks first only on a real GPU adapter; on lavapipe after CPU and LLVM; in Pyodide: navigator.gpu
 Device.register("CL", "tinyweb.backends.cl:CLDevice", gpu=True)      # likewise: PoCL (OpenCL on the CPU) never ranks first
 Device.register("LLVM", "tinyweb.backends.llvm:LLVMDevice")       # LLVM IR through llvmlite's JIT; after CPU, before a GPU runtime on the CPU
-Device.register("WASM", "tinyweb.backends.wasm:WASMDevice")       # WebAssembly run by wasmtime; after CPU and LLVM (native code is faster)
+Device.register("WASM", "tinyweb.backends.wasm_browser:BrowserWASMDevice" if sys.platform == "emscripten" else
+                "tinyweb.backends.wasm:WASMDevice")   # natively run by wasmtime, after CPU and LLVM (native code is faster); in Pyodide the browser's engine
 Device.register("PYTHON", "tinyweb.backends.python:PythonDevice")   # last: the pure-Python fallback, always available

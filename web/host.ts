@@ -16,6 +16,7 @@ export interface Runtime { manifestURL: string; pyodideURL: string; wheelURL: st
 export interface Progress { stage: "pyodide" | "tinyweb" | "device" | "ready"; message: string }
 export interface DeviceReport {
   device: string | null;                   // Device.DEFAULT: the device tensors go to unless told otherwise
+  reason: string | null;                   // why it is that device (Device.default_reason): WASM where WebGPU is missing or emulated
   error: string | null;                    // why there is no device at all (then device is null)
   devices: Record<string, string>;         // every known device -> "" when usable, else why not
   webgpu: { vendor?: string; architecture?: string; device?: string; description?: string; isFallbackAdapter?: boolean;
@@ -74,7 +75,7 @@ from tinyweb.schedule import buffer_uop
 REF_KEY = ${JSON.stringify(REF_KEY)}
 _refs, _counter = {}, [0]   # id -> the Python object a PyRef stands for; the last id given out
 _shared = {}                # runPython's namespace when no globals are given
-_BROWSER_DEVICES = ("WEBGPU", "PYTHON")   # the others need a native machine (a compiler, a driver)
+_BROWSER_DEVICES = ("WEBGPU", "WASM", "PYTHON")   # the others need a native machine (a compiler, a driver)
 
 class _NoNumpy(importlib.abc.MetaPathFinder):
   """Last on sys.meta_path: 'import numpy' (tinyweb's .numpy() does it) fails saying what to use instead."""
@@ -227,7 +228,7 @@ def tw_load_weights(files, device):   # files: JS Uint8Arrays of whole safetenso
 
 @_entry
 async def tw_report():
-  out = {"device": None, "error": None, "devices": {}, "webgpu": None, "jspi": False}
+  out = {"device": None, "reason": None, "error": None, "devices": {}, "webgpu": None, "jspi": False}
   from pyodide.ffi import can_run_sync
   from tinyweb.backends import webgpu_browser
   out["jspi"] = can_run_sync()
@@ -241,7 +242,7 @@ async def tw_report():
   try:
     with warnings.catch_warnings():   # (the host says why WebGPU is missing in this browser's terms: report.notice)
       warnings.simplefilter("ignore")
-      out["device"] = Device.DEFAULT
+      out["device"], out["reason"] = Device.DEFAULT, Device.default_reason
   except RuntimeError as e: out["error"] = "no device is available: " + "; ".join(f"{n}: {w}" for n, w in out["devices"].items() if w)
   return json.dumps(out)
 `;
@@ -322,7 +323,7 @@ export async function startHost(runtime: Runtime, hooks: HostHooks): Promise<Hos
   hooks.progress({ stage: "tinyweb", message: `installing ${decodeURIComponent(new URL(runtime.wheelURL).pathname.split("/").pop()!)}` });
   pyodide.unpackArchive(wheel, "wheel");
 
-  hooks.progress({ stage: "device", message: "opening the WebGPU device" });
+  hooks.progress({ stage: "device", message: "opening the device" });
   const ns = pyodide.globals.get("dict")();
   await pyodide.runPythonAsync(PY_HOST, { globals: ns, filename: HOST_FILE });
   const py = Object.fromEntries(["tw_run", "tw_new_globals", "tw_get", "tw_set", "tw_release", "tw_tensor",
@@ -333,7 +334,8 @@ export async function startHost(runtime: Runtime, hooks: HostHooks): Promise<Hos
   const webgpuOK = found.devices["WEBGPU"] === "";
   const advice = webgpuOK ? null : webgpuAdvice(!!globalThis.navigator?.gpu);
   const report: DeviceReport = { ...found, advice, notice: webgpuOK ? null :
-    `WebGPU is not available (${advice}); ` + (found.device ? `running on ${found.device} instead, which is much slower.` : "no device can run tinyweb here.") };
+    `WebGPU is not available (${advice}); ` + (found.device ? `running on ${found.device} instead` + (found.device === "PYTHON" ? ", which is much slower." : ".")
+                                                             : "no device can run tinyweb here.") };
   if (report.notice) hooks.stderr(`tinyweb: ${report.notice}`);
   hooks.progress({ stage: "ready", message: `ready: device ${report.device ?? "none"}` });
 

@@ -21,6 +21,7 @@ try {
   const r = tw.report;
   status.textContent = `ready in ${((performance.now() - started) / 1000).toFixed(1)} s (Python in ${worker ? "a Web Worker" : "the page"})`;
   $("device").textContent = r.device ?? `none (${r.error})`;
+  $("device-reason").textContent = r.reason ?? "";
   const a = r.webgpu;
   $("adapter").textContent = a ? [a.vendor, a.architecture, a.device, a.description].filter(Boolean).join(" ") +
     (a.isFallbackAdapter ? " (fallback adapter, on the CPU)" : "") : "no WebGPU adapter";

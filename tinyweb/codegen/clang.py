@@ -3,23 +3,27 @@ from __future__ import annotations
 from tinyweb.dtype import DType, dtypes
 from tinyweb.uop import UOp, Ops, ALU
 from tinyweb.codegen.program import Program
-from tinyweb.codegen.lowering import IDX, IDX64, reduce_identity
-from tinyweb.codegen.cstyle import CStyleRenderer, KernelWriter, const_offset
+from tinyweb.codegen.lowering import IDX, reduce_identity
+from tinyweb.codegen.cstyle import CStyleRenderer, KernelWriter
+from tinyweb.codegen.vectors import vector_groups, unused_addresses, accumulator_inits, lane_stride
 
 class ClangKernelWriter(KernelWriter):
   """The CPU's kernel writer: besides the scalar code, groups of `vector_lanes` uops that compute neighbouring float32
-  outputs the same way are written as one vector op each (vector_groups), loops of elementwise kernels may get the
-  16-float vectorize pragma (wide_loops), and address arithmetic is computed in 64 bits (wide_indices)."""
+  outputs the same way are written as one vector op each (codegen/vectors.py; clang's SLP vectorizer finds some of these
+  itself, but only in 256-bit vectors on AVX-512 CPUs unless told to prefer 512 bits for every kernel, which slows others
+  down, never gathers, and not in a loop of two trips), loops of elementwise kernels may get the 16-float vectorize
+  pragma (wide_loops), and address arithmetic is computed in 64 bits (wide_indices)."""
   def __init__(self, rd: ClangRenderer, prog: Program):
     super().__init__(rd, prog)
     self.wide = self.wide_indices(prog)
-    self.inits = {u.src[0]: u.src[1] for u in prog.uops if u.op is Ops.DEFINE_ACC and len(u.src) > 1}   # (Opt BLOCK)
-    self.vec = self.vector_groups(prog, self.inits)
+    self.inits = accumulator_inits(prog)
+    f32 = dtypes.float32
+    self.vec = vector_groups(prog, rd.vector_lanes, self.inits) if rd.mem(f32) == rd.reg(f32) else {}
     self.wide_loops = self.wide_loops_of(prog) if rd.wide_loop_pragma and not self.vec else set()
     rd._vectors = bool(self.vec or self.wide_loops)
     self.vnames: dict[tuple[UOp, ...], str] = {}   # a group's vector variable
     self.emitted: set = set()                      # (group, op): written, at the first of its lanes in program order
-    self.unused = self.unused_addresses(prog, self.vec) if self.vec else set()
+    self.unused = unused_addresses(prog, self.vec) if self.vec else set()
 
   def r(self, u: UOp) -> str:
     if u in self.vec: return f"{self.vnames[self.vec[u][0]]}[{self.vec[u][1]}]"   # one lane of a vector
@@ -44,7 +48,7 @@ class ClangKernelWriter(KernelWriter):
 
   def vector_line(self, u: UOp, lanes: tuple[UOp, ...], lane: int) -> str:
     rd, r, v, splat, vnames, vt = self.rd, self.r, self.v, self.splat, self.vnames, self.rd.vector_type
-    step = const_offset(lanes[1].src[1])[1] - const_offset(lanes[0].src[1])[1] if u.op in (Ops.LOAD, Ops.STORE) else 0
+    step = lane_stride(lanes) if u.op in (Ops.LOAD, Ops.STORE) else 0
     def addr(x: UOp) -> str: return f"({r(x.src[0])}+{r(x.src[1])}{f'{-lane * step:+d}' if lane else ''})"   # lane 0's element
     def srcs(i: int) -> tuple[UOp, ...]: return tuple(x.src[i] for x in lanes)
     if u.op is Ops.STORE: return f"*({vt}*){addr(u)} = {splat(srcs(2))};"
@@ -79,54 +83,6 @@ class ClangKernelWriter(KernelWriter):
       if (x := todo.pop()) in pure and x not in out: out.add(x); todo.extend(x.src)
     return out
 
-  def vector_groups(self, prog: Program, inits: dict[UOp, UOp]) -> dict[UOp, tuple[tuple[UOp, ...], int]]:
-    """Groups of `vector_lanes` uops that compute neighbouring float32 outputs the same way (the copies an UPCAST makes
-    along the last axis: a matmul's row of outputs), found from runs of stores to consecutive addresses and followed
-    back through their values; as {uop: (its group, its lane)}. Each group is rendered as one vector op: a load of
-    consecutive addresses (or a gather of addresses a constant stride apart), an add, a multiply, a select, an
-    accumulator. A value that is the same in every lane stays a scalar (C widens it). clang's SLP vectorizer finds some of
-    these itself, but only in 256-bit vectors on AVX-512 CPUs unless told to prefer 512 bits for every kernel (which
-    slows others down), never gathers, and not in a loop of two trips."""
-    n, f32 = self.rd.vector_lanes, dtypes.float32
-    if not n or self.rd.mem(f32) != self.rd.reg(f32): return {}
-    def stride(lanes) -> int:   # lane l's address is lane 0's + l * stride (0: no such stride)
-      (b0, c0), buf, s = const_offset(lanes[0].src[1]), lanes[0].src[0], const_offset(lanes[1].src[1])[1] - const_offset(lanes[0].src[1])[1]
-      return s if all(x.src[0] is buf and const_offset(x.src[1]) == (b0, c0 + l * s) for l, x in enumerate(lanes)) else 0
-    def match(lanes: tuple[UOp, ...], got: dict) -> bool:
-      u = lanes[0]
-      if all(x is u for x in lanes) or lanes in got: return True
-      if any(x.op is not u.op or x.dtype != u.dtype or x.arg != u.arg or len(x.src) != len(u.src) for x in lanes): return False
-      def srcs(i: int) -> bool: return match(tuple(x.src[i] for x in lanes), got)
-      if u.op is Ops.STORE: ok = stride(lanes) == 1 and srcs(2)
-      elif u.dtype != f32: ok = False
-      elif u.op is Ops.LOAD: ok = len(u.src) == 2 and stride(lanes) != 0   # a vector load, or a gather
-      elif u.op in (Ops.ADD, Ops.MUL): ok = srcs(0) and srcs(1)
-      elif u.op is Ops.WHERE: ok = all(x.src[0] is u.src[0] for x in lanes) and srcs(1) and srcs(2)
-      elif u.op is Ops.REDUCE:
-        ok = u.arg in (Ops.ADD, Ops.MUL) and all(x.src[1:] == u.src[1:] and (x in inits) == (u in inits) for x in lanes) and \
-             srcs(0) and (u not in inits or match(tuple(inits[x] for x in lanes), got))
-      else: ok = False
-      if ok: got[lanes] = True
-      return ok
-    # the loops open where each uop is computed (a reduction: where its accumulator is defined): a group's lanes must agree
-    block, open_ranges = {}, ()
-    for u in prog.uops:
-      if u.op is Ops.RANGE: open_ranges += (u,)
-      elif u.op is Ops.ENDRANGE: open_ranges = open_ranges[:-1]
-      block[u.src[0] if u.op is Ops.DEFINE_ACC else u] = open_ranges
-    stores = {(u.src[0], *const_offset(u.src[1])): u for u in prog.uops if u.op is Ops.STORE and u.src[2].dtype == f32}
-    out: dict[UOp, tuple[tuple[UOp, ...], int]] = {}
-    for (buf, base, c), st in stores.items():
-      lanes = tuple(stores.get((buf, base, c + l)) for l in range(n))
-      got: dict = {}
-      if c % n or None in lanes or not match(lanes, got): continue
-      new = {x: (g, l) for g in got for l, x in enumerate(g)}
-      # each uop in one group, at one lane; each group within one loop block
-      if sum(len(g) for g in got) == len(new) and all(out.get(x, m) == m for x, m in new.items()) and \
-         all(len({block.get(x) for x in g}) == 1 for g in got):
-        out.update(new)
-    return out
-
   @staticmethod
   def wide_loops_of(prog: Program) -> set[UOp]:
     """An elementwise kernel's (no reduction) innermost loops of at least 16 trips, or split across cores: there clang's
@@ -138,21 +94,6 @@ class ClangKernelWriter(KernelWriter):
       if u.op is Ops.RANGE: inner.discard(parent); inner.add(parent := u)
       elif u.op is Ops.ENDRANGE: parent = None
     return {u for u in inner if u is prog.parallel_range or (u.src[0].op is Ops.CONST and u.src[0].arg >= 16)}
-
-  @staticmethod
-  def unused_addresses(prog: Program, vec: dict) -> set[UOp]:
-    """The address arithmetic only the other lanes of vector loads and stores would use: a group's load or store is
-    rendered at its first lane in program order, from that lane's address."""
-    first: dict[tuple[UOp, ...], UOp] = {}
-    users: dict[UOp, list[UOp]] = {}
-    for u in prog.uops:
-      if u in vec: first.setdefault(vec[u][0], u)
-      for x in u.src: users.setdefault(x, []).append(u)
-    out: set[UOp] = set()
-    for u in reversed(prog.uops):
-      if u.dtype in (IDX, IDX64) and u.op in ALU and u in users and \
-         all(x in out or (x.op in (Ops.LOAD, Ops.STORE) and x in vec and first[vec[x][0]] is not x) for x in users[u]): out.add(u)
-    return out
 
 class ClangRenderer(CStyleRenderer):
   """C for clang. float16 is stored as __fp16 and bfloat16 as its 16-bit pattern; both compute in float and round

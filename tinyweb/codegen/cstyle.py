@@ -7,6 +7,7 @@ from tinyweb.uop import UOp, Ops
 from tinyweb.codegen.program import Program
 from tinyweb.codegen.lowering import reduce_identity
 from tinyweb.codegen.renderer import Renderer
+from tinyweb.codegen.vectors import const_offset
 
 UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
 
@@ -17,10 +18,6 @@ def may_overflow(op: Ops, dt: DType, srcs: list[UOp]) -> bool:
   ends = [-b[0][0], -b[0][1]] if op is Ops.NEG else [b[0][0] + b[1][0], b[0][1] + b[1][1]] if op is Ops.ADD else \
          [x * y for x in b[0] for y in b[1]]
   return min(ends) < dt.min or max(ends) > dt.max
-
-def const_offset(idx: UOp) -> tuple[UOp, int]:
-  """An index as (base, constant offset)."""
-  return (idx.src[0], idx.src[1].arg) if idx.op is Ops.ADD and idx.src[1].op is Ops.CONST else (idx, 0)
 
 class KernelWriter:
   """Writes one kernel's source: walks the program's uops in order, names each value and appends its lines, one method

@@ -5,16 +5,16 @@ import os
 from typing import Optional
 from tinyweb.dtype import dtypes
 from tinyweb.helpers import prod, largest_divisor, TILES
-from tinyweb.uop import UOp, Ops
+from tinyweb.uop import UOp
 from tinyweb.codegen.lowering import load_axes, read_strides, loop_reduces
 from tinyweb.codegen.opts import Opt, OptError, apply_opts, reduce_loops
 from tinyweb.codegen.tensor_cores import contraction
 
-def choose_upcasts(value: UOp, lanes: int = 0) -> dict[int, int]:
+def choose_upcasts(value: UOp, lanes: int = 0, registers: int = 32) -> dict[int, int]:
   """Register tiling for kernels with a reduction: compute several neighbouring outputs per loop iteration, each with its
   own accumulator, so loads are reused across them and the C compiler can vectorize along the last axis (its stores are
-  contiguous). `lanes`: the renderer's float32 vectors (CStyleRenderer.vector_groups). Returns {output axis: how many
-  outputs along it}."""
+  contiguous). `lanes`, `registers`: the renderer's float32 vectors (codegen/vectors.py) and how many registers hold
+  them. Returns {output axis: how many outputs along it}."""
   if not loop_reduces(value): return {}
   shape, out = value.shape, {}
   axes = [i for i, n in enumerate(shape) if n > 1]
@@ -23,16 +23,16 @@ def choose_upcasts(value: UOp, lanes: int = 0) -> dict[int, int]:
   strides = read_strides(value, last) if lanes and value.dtype == dtypes.float32 else None
   # vectors (CPU), for a matmul-like kernel: some reads are shared by a row of outputs, the others move along it. Where
   # they move contiguously, preferably 4 vectors along the last axis (else what divides it), where some are gathered (a
-  # matmul with a transposed operand) one; and as many rows as keep the accumulators within 28 of the 32 vector registers
-  # (more vectors along the row share the rows' loads and any per-row work, more rows share the vectors' loads)
+  # matmul with a transposed operand) one; and as many rows as keep the accumulators within all but 4 of the vector
+  # registers (more vectors along the row share the rows' loads and any per-row work, more rows share the vectors' loads)
   matmul_like = bool(strides) and 0 in strides and len(strides) > 1
   vectors = [v for v in ((4, 8, 7, 6, 5, 3, 2, 1) if strides == {0, 1} else (1,)) if matmul_like and shape[last] % (v * lanes) == 0]
   if vectors:
     # (a reduction over several loops (a conv's gradient) lowers its index math per copy: at most 64 copies, 4 vectors)
-    most = 28 if len(reduce_loops(value)) == 1 else 4
+    most = registers - 4 if len(reduce_loops(value)) == 1 else 4
     # but 8 rows of 2 vectors where they divide: 15-35% faster than 4 x 4 on AVX-512 for matmuls of 128..2048 (a block
     # of B's rows, 256 x 32 floats, then stays in L1)
-    v = 2 if most == 28 and 2 in vectors and any(shape[i] % 8 == 0 for i in axes[:-1]) else vectors[0]
+    v = 2 if most >= 16 and 2 in vectors and any(shape[i] % 8 == 0 for i in axes[:-1]) else vectors[0]
     out[last], amts = v * lanes, [a for a in (16, 8, 4, 2) if a * v <= most]
   # a whole vector where every read moves contiguously along the last axis (each load then fills one register, and each
   # cache line is read in one pass: a big sum's partial sums 2.3 -> 1.2 ms for 16M floats)
@@ -134,7 +134,7 @@ def heuristic_opts(value: UOp, renderer, out_buf: Optional[UOp] = None) -> list[
   if not isinstance(contraction(value, renderer), str): return [Opt("TC", 0, 0)]
   gpu = renderer.has_threads
   if gpu and (g := group_size(value, renderer)): return [Opt("GROUP", 0, g)]
-  ups = fit_upcasts(value, choose_upcasts(value, renderer.vector_lanes), upcast_budget(value, renderer))
+  ups = fit_upcasts(value, choose_upcasts(value, renderer.vector_lanes, renderer.vector_registers), upcast_budget(value, renderer))
   opts = [Opt("UPCAST", a, n) for a, n in ups.items()]
   if gpu: return opts + choose_tiles(value, renderer, ups)
   out_loops, loops = [i for i, n in enumerate(value.shape) if n // ups.get(i, 1) > 1], reduce_loops(value)

@@ -28,6 +28,9 @@ class Renderer:
   spread over more threads or refused. None: no limit."""
   vector_lanes: int = 0
   """CPU: float32 lanes of the vector type the renderer computes whole vectors in (the heuristics upcast to fill them)."""
+  vector_registers: int = 32
+  """CPU: how many registers hold those vectors (AVX-512: 32); the register tiling keeps a matmul's accumulators within
+  all but 4 of them."""
   vector_width: int = 0
   """GPU: float32 elements per vector load or store; 0: none."""
   fused_multiply_add: bool = False
