@@ -1,9 +1,10 @@
-"""The browser suite: the tests of tests/ marked `@pytest.mark.browser` run inside the page (Pyodide) on its WebGPU,
-each reported here as its own test, named by its node id (`test_in_browser[tests/test_x.py::test_y[WEBGPU-...]]`).
+"""The browser suite: the tests of tests/ marked `@pytest.mark.browser` run inside the page (Pyodide) on its devices,
+WebGPU and WASM (the browser's WebAssembly engine), each reported here as its own test, named by its node id
+(`test_in_browser[tests/test_x.py::test_y[WEBGPU-...]]`).
 
-How: the marked node ids (device WEBGPU) are collected by pytest in a subprocess (cached per tests/ sources). A page
-gets pytest and its pure-Python dependencies from this Python's site-packages, tests/ and pyproject.toml (the marker
-and the pytest settings), and runs each node id with `pytest.main` in Pyodide, with TEST_DEVICES=WEBGPU. Pyodide has
+How: the marked node ids (devices BROWSER_DEVICES) are collected by pytest in a subprocess (cached per tests/ sources). A
+page gets pytest and its pure-Python dependencies from this Python's site-packages, tests/ and pyproject.toml (the marker
+and the pytest settings), and runs each node id with `pytest.main` in Pyodide, with TEST_DEVICES=BROWSER_DEVICES. Pyodide has
 neither numpy nor torch: `import numpy` / `import torch` in the page give proxies of the modules in this process
 (remote_modules.py), so references are computed by the real libraries and tinyweb alone runs in the browser; likewise
 onnx (the ONNX node tests' cases), onnxruntime (the real models' reference), PIL (decoding photos) and tests/onnx_node_cases.py
@@ -18,6 +19,7 @@ from browser_harness import ROOT, locked, open_playground, scratch_path, sources
 import remote_modules
 
 PAGE_DIR = "/browser-suite"
+BROWSER_DEVICES = "WEBGPU,WASM"   # (tests/conftest.py skips WASM in the API-level modules, as natively)
 PYTEST_DISTS = ["pytest", "pluggy", "iniconfig", "packaging", "pygments"]   # pytest and what it imports on Python 3.14
 NATIVE_MODULES = ("numpy", "torch", "onnx", "onnxruntime", "PIL", "onnx_node_cases")
 PAGE_TESTDATA = ("yolov8s_fall.onnx", "bus.jpg")   # the files of tests/testdata.py the marked tests read
@@ -33,13 +35,13 @@ def load_tests_file(file: str, name: str):
 def testdata_folder() -> str: return load_tests_file("testdata", "tests_testdata").folder()
 
 def marked_tests() -> list[str]:
-  """The node ids of the marked tests on WEBGPU (pytest --collect-only -m browser, over the files that use the mark)."""
+  """The node ids of the marked tests on BROWSER_DEVICES (pytest --collect-only -m browser, over the files that use the mark)."""
   files = sorted(str(f.relative_to(ROOT)) for f in (ROOT / "tests").glob("test_*.py") if "mark.browser" in f.read_text())
   with locked("browser-suite"):
-    digest, cache = sources_digest(["tests", "pyproject.toml"]), scratch_path("browser-suite.json")
+    digest, cache = sources_digest(["tests", "pyproject.toml"]) + BROWSER_DEVICES, scratch_path("browser-suite.json")
     if cache.exists() and (cached := json.loads(cache.read_text()))["digest"] == digest: return cached["ids"]
     p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "browser", "-p", "no:cacheprovider", *files],
-                       cwd=ROOT, capture_output=True, text=True, env={**os.environ, "TEST_DEVICES": "WEBGPU"}, timeout=300)
+                       cwd=ROOT, capture_output=True, text=True, env={**os.environ, "TEST_DEVICES": BROWSER_DEVICES}, timeout=300)
     if p.returncode not in (0, 5): raise RuntimeError(f"collecting the browser suite failed:\n{p.stdout}\n{p.stderr}")   # (5: none)
     ids = [line for line in p.stdout.splitlines() if line.startswith("tests/") and "::" in line]
     cache.write_text(json.dumps({"digest": digest, "ids": ids}))
@@ -64,7 +66,7 @@ import js
 from pyodide.ffi import run_sync
 sys.path.insert(0, {PAGE_DIR!r})
 os.chdir({PAGE_DIR!r})
-os.environ.update(TEST_DEVICES="WEBGPU", TINYWEB_CUDA_CHECK="0", TINYWEB_TESTDATA=TESTDATA)   # (no NVRTC in the page)
+os.environ.update(TEST_DEVICES={BROWSER_DEVICES!r}, TINYWEB_CUDA_CHECK="0", TINYWEB_TESTDATA=TESTDATA)   # (no NVRTC in the page)
 import remote_modules
 remote_modules.install(lambda msg: run_sync(js.tinywebNative(msg)), {NATIVE_MODULES!r})
 import pytest
@@ -137,7 +139,7 @@ def suite(chromium, site):
 def test_in_browser(suite, nodeid):
   outcome, text = suite(nodeid)
   if outcome == "skipped": pytest.skip(f"in the browser: {text}")
-  if outcome != "passed": pytest.fail(f"{nodeid} failed in the browser (Pyodide, WEBGPU):\n{text}", pytrace=False)
+  if outcome != "passed": pytest.fail(f"{nodeid} failed in the browser (Pyodide):\n{text}", pytrace=False)
 
 MECHANICS = '''
 import numpy as np, pytest, torch
