@@ -25,8 +25,14 @@ _js = run_js("""({
   math: {sin: Math.sin, cos: Math.cos, log2: Math.log2, exp2: (x) => 2 ** x, fmod: (a, b) => a % b},
   bytes: (memory, addr, n) => new Uint8Array(memory.buffer, addr, n),   // (the buffer is new after each grow: asked each time)
   module: (binary) => new WebAssembly.Module(binary),
+  copy: (memory, addr, array) => new Uint8Array(memory.buffer, addr, array.byteLength).set(new Uint8Array(array.buffer, array.byteOffset, array.byteLength)),
   instance: (module, memory, math) => new WebAssembly.Instance(module, {env: {memory}, math}),
 })""")
+
+class BrowserWASMAllocator(WASMAllocator):
+  def copyin_js(self, handle: int, array):
+    """Upload a JavaScript typed array without a copy through Python's memory (web/host.ts's tensor())."""
+    _js.copy(self.dev.memory, handle, array)
 
 class BrowserWASMCompiler(Compiler):
   """WebAssembly text -> the binary format (tinyweb's assembler); the browser compiles it when the program is made."""
@@ -47,7 +53,7 @@ class BrowserWASMProgram:
 class BrowserWASMDevice(Compiled):
   def __init__(self, name: str = "WASM"):
     self.memory = _js.memory(MAX_PAGES)
-    super().__init__(name, WASMAllocator(self), WASMRenderer(), BrowserWASMCompiler(), BrowserWASMProgram)
+    super().__init__(name, BrowserWASMAllocator(self), WASMRenderer(), BrowserWASMCompiler(), BrowserWASMProgram)
 
   # the memory, for WASMAllocator
   def memory_pages(self) -> int: return self.memory.buffer.byteLength // PAGE

@@ -76,30 +76,35 @@ async def read_async():
 def test_typed_arrays_in_and_out(page):
   got = page.evaluate("""async () => {
     const tw = window.tinyweb;
-    const counter = await tw.newGlobals();   // counts uploads that go straight from JavaScript memory to the GPU
+    const counter = await tw.newGlobals();   // counts uploads that go straight from JavaScript memory to the device
     await tw.runPython(`
 from tinyweb import Device
-alloc, direct = Device["WEBGPU"].allocator, []
-def counted(handle, array, upload=alloc.copyin_js): direct.append(array.length); upload(handle, array)
-alloc.copyin_js = counted`, {globals: counter});
-    const a = await tw.tensor(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
-    const b = await tw.tensor(new Int32Array([7, -8, 9]));
-    const c = await tw.tensor(new Uint8Array([1, 2, 250, 4, 5]));   // 5 bytes: not a whole number of words, copied via Python
+direct = []
+def counting(alloc):
+  def counted(handle, array, upload=alloc.copyin_js): direct.append(array.length); upload(handle, array)
+  alloc.copyin_js = counted
+for d in ("WEBGPU", "WASM"): counting(Device[d].allocator)`, {globals: counter});
+    const a = await tw.tensor(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3], "WEBGPU");
+    const b = await tw.tensor(new Int32Array([7, -8, 9]), undefined, "WEBGPU");
+    const c = await tw.tensor(new Uint8Array([1, 2, 250, 4, 5]), undefined, "WEBGPU");   // 5 bytes: not a whole number of words, copied via Python
     const g = await tw.newGlobals(); await g.set("a", a); await g.set("b", b); await g.set("c", c);
     const prod = await tw.runPython("a @ a.T", {globals: g});
     const sum = await tw.runPython("b * 2", {globals: g});
     const bytes = await tw.runPython("c + 10", {globals: g});
     const out = [await tw.toTypedArray(prod), await tw.toTypedArray(sum), await tw.toTypedArray(bytes)];
-    const err = await tw.tensor(new Float64Array([1, 2])).then(() => "no error", (e) => `${e.name}: ${e.message}`);
-    const direct = await tw.runPython("del alloc.copyin_js\\ndirect", {globals: counter});
-    const shapeErr = await tw.tensor(new Float32Array(6), [4, 2]).then(() => "no error", (e) => e.message);
-    [a, b, c, prod, sum, bytes, g, counter].forEach((p) => p.destroy());
-    return {types: out.map((x) => x.constructor.name), values: out.map((x) => Array.from(x)), err, shapeErr, direct,
+    const w = await tw.tensor(new Float32Array([0.5, -1, 2, 8]), [2, 2], "WASM");   // (into the WASM device's memory)
+    const wasm = Array.from(await tw.toTypedArray(w));
+    const err = await tw.tensor(new Float64Array([1, 2]), undefined, "WEBGPU").then(() => "no error", (e) => `${e.name}: ${e.message}`);
+    const direct = await tw.runPython("for d in ('WEBGPU', 'WASM'): del Device[d].allocator.copyin_js\\ndirect", {globals: counter});
+    const shapeErr = await tw.tensor(new Float32Array(6), [4, 2], "WEBGPU").then(() => "no error", (e) => e.message);
+    [a, b, c, w, prod, sum, bytes, g, counter].forEach((p) => p.destroy());
+    return {types: out.map((x) => x.constructor.name), values: out.map((x) => Array.from(x)), err, shapeErr, direct, wasm,
             refs: [a, b, c, prod].map(String)};
   }""")
   assert got["types"] == ["Float32Array", "Int32Array", "Uint8Array"]
   assert got["values"] == [[14.0, 32.0, 32.0, 77.0], [14, -16, 18], [11, 12, 4, 14, 15]]   # [[1,2,3],[4,5,6]] @ its T; 260 wraps
-  assert got["direct"] == [6, 3]   # the Float32Array and the Int32Array; the 5 bytes took the other way
+  assert got["direct"] == [6, 3, 4]   # the Float32Array and the Int32Array; the 5 bytes took the other way; the WASM one
+  assert got["wasm"] == [0.5, -1.0, 2.0, 8.0]
   assert "(4, 2)" in got["shapeErr"] and "6" in got["shapeErr"], got["shapeErr"]
   assert got["err"].startswith("PythonError: ") and "float64" in got["err"] and "WEBGPU" in got["err"], got["err"]
   assert got["refs"] == ["[PyRef Tensor [2,3] float32 on WEBGPU]", "[PyRef Tensor [3] int32 on WEBGPU]",

@@ -196,7 +196,7 @@ def tw_tensor(array, shape, device):
   kind = array.constructor.name
   if kind not in _ARRAY_DTYPES: raise TypeError(f"tensor: a {kind} has no tinyweb dtype; valid: {list(_ARRAY_DTYPES)}")
   dt, dev, shape = _ARRAY_DTYPES[kind], Device.canonicalize(device), (array.length,) if shape is None else tuple(shape)
-  copyin_js = getattr(Device[dev].allocator, "copyin_js", None)   # the browser's WEBGPU: straight from JS memory
+  copyin_js = getattr(Device[dev].allocator, "copyin_js", None)   # the browser's WEBGPU and WASM: straight from JS memory
   if copyin_js is None or array.byteLength % 4 or prod(shape) != array.length:   # (frombuffer explains a wrong shape)
     return _ref(Tensor.frombuffer(array.to_memoryview(), dt, shape, dev))
   buf = Buffer(dev, array.length, dt)   # (refuses dtypes the device lacks)
