@@ -11,12 +11,14 @@ PYTHON_WORK_BUDGET = float(os.getenv("TINYWEB_PYTHON_WORK_BUDGET", "5e7"))
 
 # The CL device (PoCL on CI's CPU) takes 0.4 s to build a kernel, 3-10x any other device, and most of a cold suite's
 # time went there. The WASM device assembles its modules in Python and compiles each with wasmtime (kept in the kernel
-# cache on disk, but CI starts cold): test_onnx alone took 2.3 minutes on it with 2 workers. Both run every test of the
-# device-level modules (ops, dtypes, special values, fuzzing, the code generator); these API-level modules, whose
-# kernels are those ops composed, skip them unless TINYWEB_TEST_EVERYWHERE=1.
+# cache on disk, but CI starts cold): test_onnx alone took 2.3 minutes on it with 2 workers. LLVM and PYTHON (the
+# interpreter) likewise cost 3 minutes of a cold suite's 2 workers in these modules alone. All four run every test of
+# the device-level modules (ops, dtypes, special values, fuzzing, the code generator); these API-level modules, whose
+# kernels are those ops composed, run on CPU and WEBGPU, the others skip them unless TINYWEB_TEST_EVERYWHERE=1.
 API_LEVEL_MODULES = {"test_api_movement", "test_api_math", "test_autograd", "test_nn", "test_optim", "test_state",
                      "test_api_hash", "test_tinygrad_api"}
-SLOW_BUILD_SKIPS = {"CL": API_LEVEL_MODULES, "WASM": API_LEVEL_MODULES | {"test_onnx"}}
+SLOW_BUILD_SKIPS = {"CL": API_LEVEL_MODULES, "WASM": API_LEVEL_MODULES | {"test_onnx"}, "LLVM": API_LEVEL_MODULES,
+                    "PYTHON": API_LEVEL_MODULES}
 
 @pytest.fixture(params=ALL_DEVICES)
 def device(request):
