@@ -29,7 +29,7 @@ def vector_groups(prog: Program, n: int, inits: dict[UOp, UOp]) -> dict[UOp, tup
   f32 = dtypes.float32
   if not n: return {}
   def stride(lanes) -> int:   # lane l's address is lane 0's + l * stride (0: no such stride)
-    (b0, c0), buf, s = const_offset(lanes[0].src[1]), lanes[0].src[0], const_offset(lanes[1].src[1])[1] - const_offset(lanes[0].src[1])[1]
+    (b0, c0), buf, s = const_offset(lanes[0].src[1]), lanes[0].src[0], lane_stride(lanes)
     return s if all(x.src[0] is buf and const_offset(x.src[1]) == (b0, c0 + l * s) for l, x in enumerate(lanes)) else 0
   def match(lanes: tuple[UOp, ...], got: dict) -> bool:
     u = lanes[0]
@@ -66,7 +66,6 @@ def vector_groups(prog: Program, n: int, inits: dict[UOp, UOp]) -> dict[UOp, tup
       out.update(new)
   return out
 
-
 def unused_addresses(prog: Program, vec: dict) -> set[UOp]:
   """The address arithmetic only the other lanes of vector loads and stores would use: a group's load or store is
   rendered at its first lane in program order, from that lane's address."""
@@ -80,4 +79,3 @@ def unused_addresses(prog: Program, vec: dict) -> set[UOp]:
     if u.dtype in (IDX, IDX64) and u.op in ALU and u in users and \
        all(x in out or (x.op in (Ops.LOAD, Ops.STORE) and x in vec and first[vec[x][0]] is not x) for x in users[u]): out.add(u)
   return out
-
