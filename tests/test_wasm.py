@@ -7,6 +7,7 @@ import os, subprocess, sys
 import numpy as np
 import pytest
 from tinyweb import Tensor, Device, dtypes
+from tinyweb.codegen.wasm import ALIGN
 from helpers import assert_same_bits, same_as_cpu
 
 ok, why = Device.check("WASM")
@@ -167,17 +168,20 @@ def test_bad_text_is_refused_with_the_source():
 def test_buffers_share_one_growing_memory():
   """Buffers are ranges of one memory: allocations past its size grow it; freed ranges merge and are used again."""
   alloc = Device["WASM"].allocator
-  big = [alloc._alloc(3 << 20) for _ in range(3)]   # past the first page: the memory grows
-  for i, h in enumerate(big): alloc.copyin(h, memoryview(bytes([i + 1]) * (3 << 20)))
-  out = bytearray(3 << 20)
+  # larger than any range the tests before left free, so all three come from the top, one after another
+  size = max([3 << 20] + [n + ALIGN for _, n in alloc.free_ranges])
+  big = [alloc._alloc(size) for _ in range(3)]   # past the first page: the memory grows
+  assert big[1] == big[0] + size and big[2] == big[1] + size, big
+  for i, h in enumerate(big): alloc.copyin(h, memoryview(bytes([i + 1]) * size))
+  out = bytearray(size)
   for i, h in enumerate(big):
     alloc.copyout(memoryview(out), h)
-    assert out == bytes([i + 1]) * (3 << 20)
-  alloc._free(big[0], 3 << 20)
-  alloc._free(big[1], 3 << 20)
+    assert out == bytes([i + 1]) * size
+  alloc._free(big[0], size)
+  alloc._free(big[1], size)
   # the two freed neighbours merged into one range (with a free range before them too, if the tests before left one)
-  assert any(a <= big[0] and big[0] + (6 << 20) <= a + n for a, n in alloc.free_ranges), (big, alloc.free_ranges)
-  alloc._free(big[2], 3 << 20)
+  assert any(a <= big[0] and big[0] + 2 * size <= a + n for a, n in alloc.free_ranges), (big, alloc.free_ranges)
+  alloc._free(big[2], size)
   x = np.arange(2_000_000, dtype=np.float32)
   np.testing.assert_array_equal((Tensor(x, device="WASM") * 2).numpy(), x * 2)
 
