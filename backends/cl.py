@@ -5,7 +5,8 @@
   the device.
 - Buffers: cl.Buffer (READ_WRITE), reused through the allocator's free list; copies are blocking, through one in-order
   queue, so kernels and copies run in the order they were issued.
-- Programs: built from source once; the device binary is cached on disk by the base Compiler (its key names the
+- Programs: built from source once, several kernels to a program where the engine compiles ahead (a PoCL build costs
+  ~100 ms however small the program); the device binary is cached on disk by the base Compiler (its key names the
   platform, device, driver and build options), so a later process builds from the binary (about 1 ms on PoCL instead
   of 0.15-0.8 s from source).
 - Launch: the work-group size is the one compiled into the kernel (reqd_work_group_size, from Program.local_size);
@@ -47,6 +48,9 @@ class CLAllocator(Allocator):
   def copyout(self, dst: memoryview, handle): self.dev.cl.enqueue_copy(self.dev.queue, dst, handle, is_blocking=True)
 
 class CLCompiler(Compiler):
+  # several kernels build as one program: PoCL's build costs ~100 ms a program however small, ~27 ms a kernel in eights
+  batch_sources = True
+  thread_safe = True   # (OpenCL's calls are thread-safe but clSetKernelArg, which CLProgram calls holding the device's lock)
   def __init__(self, dev):
     super().__init__()
     self.dev = dev

@@ -79,7 +79,10 @@ class OpenCLRenderer(CStyleRenderer):
     flat, t = "get_group_id(0)" if prog.gid_is_workgroup else "get_global_id(0)", self.reg(u.dtype)   # (size_t: 64 bits)
     return [f"{t} {name} = ({t}){flat};", f"if ({name} >= {prog.threads}) return;"]
 
+  # guarded: several kernels' sources compile as one program (CLCompiler.batch_sources)
   prelude = """#pragma OPENCL FP_CONTRACT OFF
+#ifndef TW_PRELUDE
+#define TW_PRELUDE
 static inline float tw_bf16_to_f32(ushort x) { return as_float(((uint)x) << 16); }
 static inline ushort tw_f32_to_bf16(float f) {
   uint u = as_uint(f);
@@ -99,10 +102,14 @@ static inline ushort tw_f32_to_f16(float f) {
 static inline float tw_f16_round(float f) { return tw_f16_to_f32(tw_f32_to_f16(f)); }
 static inline long __attribute__((overloadable)) tw_f2l(float x) { return fabs(x) < 0x1p63f ? (long)x : (-9223372036854775807L-1); }
 static inline ulong __attribute__((overloadable)) tw_f2ul(float x) { return (x > -1.0f && x < 0x1p64f) ? (ulong)x : ~0UL; }
+#endif
 """
   fp64_prelude = """#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#ifndef TW_FP64_PRELUDE
+#define TW_FP64_PRELUDE
 static inline long __attribute__((overloadable)) tw_f2l(double x) { return fabs(x) < 0x1p63 ? (long)x : (-9223372036854775807L-1); }
 static inline ulong __attribute__((overloadable)) tw_f2ul(double x) { return (x > -1.0 && x < 0x1p64) ? (ulong)x : ~0UL; }
+#endif
 """
   def render_kernel(self, name: str, params: list[str], body: list[str], prog: Program) -> str:
     # the work-group size is fixed at compile time; the runtime reads it back from the kernel to launch it
