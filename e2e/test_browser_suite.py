@@ -22,9 +22,9 @@ PAGE_DIR = "/browser-suite"
 BROWSER_DEVICES = "WEBGPU,WASM"   # (tests/conftest.py skips WASM in the API-level modules, as natively)
 # WASM in the page runs these modules' marked tests (not all: the page's WASM kernels are the text every device-level
 # module checks natively; what differs in the page is the runtime, its memory, module loading and JS math, which these
-# cover; the reductions, movement and nn modules on it cost 2.4 minutes more)
-WASM_MODULES = {"tests/test_ops_elementwise.py", "tests/test_creation_dtype.py", "tests/test_autograd.py", "tests/test_nn.py",
-                "tests/test_optim.py", "tests/test_serve.py"}
+# and e2e/test_browser_ops.py's WASM runs cover; the ops modules on it cost 3 minutes more)
+WASM_MODULES = {"tests/test_creation_dtype.py", "tests/test_autograd.py", "tests/test_nn.py", "tests/test_optim.py",
+                "tests/test_serve.py"}
 PYTEST_DISTS = ["pytest", "pluggy", "iniconfig", "packaging", "pygments"]   # pytest and what it imports on Python 3.14
 NATIVE_MODULES = ("numpy", "torch", "onnx", "onnxruntime", "PIL", "onnx_node_cases")
 PAGE_TESTDATA = ("yolov8s_fall.onnx", "bus.jpg")   # the files of tests/testdata.py the marked tests read

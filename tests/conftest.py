@@ -15,15 +15,17 @@ PYTHON_WORK_BUDGET = float(os.getenv("TINYWEB_PYTHON_WORK_BUDGET", "5e7"))
 # interpreter) likewise cost 3 minutes of a cold suite's 2 workers in these modules alone. All four run every test of
 # the device-level modules (ops, dtypes, special values, fuzzing, the code generator); these API-level modules, whose
 # kernels are those ops composed, run on CPU and WEBGPU, the others skip them unless TINYWEB_TEST_EVERYWHERE=1.
-# CL (5.5 minutes of PoCL builds more) also skips the modules that vary shapes and schedules (conv parameters, fuzzed
-# graphs, the optimization modes), whose index arithmetic is the shared code generator's, and torch's gradient
-# conventions (API-level); all run on the five other devices. OpenCL C's own parts (types, math, conversions, half
-# precision, special values, reductions, movement, nn ops) are in the modules CL runs.
+# CL and LLVM (6.5 minutes of PoCL and LLVM builds more) also skip the modules that vary shapes and schedules (conv
+# parameters, fuzzed graphs, the optimization modes), whose index arithmetic is the shared code generator's (CL also
+# the movement ops'), and torch's gradient conventions (API-level); these run on CPU, WEBGPU, WASM and PYTHON. What
+# their renderers write themselves (types, math, conversions, half precision, special values, reductions, nn ops) is
+# in the modules they run.
 API_LEVEL_MODULES = {"test_api_movement", "test_api_math", "test_autograd", "test_nn", "test_optim", "test_state",
                      "test_api_hash", "test_tinygrad_api"}
-CL_SKIPS_TOO = {"test_conv_params", "test_fuzz", "test_opt_modes", "test_torch_conventions"}
-SLOW_BUILD_SKIPS = {"CL": API_LEVEL_MODULES | CL_SKIPS_TOO, "WASM": API_LEVEL_MODULES | {"test_onnx"},
-                    "LLVM": API_LEVEL_MODULES, "PYTHON": API_LEVEL_MODULES}
+SHAPE_LEVEL_MODULES = {"test_conv_params", "test_fuzz", "test_opt_modes", "test_torch_conventions"}
+SLOW_BUILD_SKIPS = {"CL": API_LEVEL_MODULES | SHAPE_LEVEL_MODULES | {"test_ops_movement"},
+                    "LLVM": API_LEVEL_MODULES | SHAPE_LEVEL_MODULES,
+                    "WASM": API_LEVEL_MODULES | {"test_onnx"}, "PYTHON": API_LEVEL_MODULES}
 
 @pytest.fixture(params=ALL_DEVICES)
 def device(request):

@@ -7,10 +7,11 @@ took half the check's time and more on big kernels, 5.2 s of a 400 KB kernel's 6
 valid CUDA C yet invalid PTX. One arch: the source does not depend on it. test_cuda.py and test_tensor_cores.py build
 cubins for sm_80 and sm_90.)
 
-Not checked: the kernels of the real models' tests (those taking the `model_device` fixture), of the ONNX models and
-of the demo and export modules (UNCHECKED_MODULES). Their kernels are the ops' kernels fused; the check lowered each of
-their hundreds of big kernels once more and cost a third of those tests' time, 5 minutes of the suite's 2 workers.
-The fused shapes they make are checked in the ops modules (test_fusion.py, test_fuzz.py, test_random_chains.py)."""
+Not checked: the kernels of the real models' tests (those taking the `model_device` fixture), of the ONNX node tests
+and models, and of the demo and export modules (UNCHECKED_MODULES). Their kernels are the ops' kernels composed and
+fused; the check lowered each of them once more and cost a third of those tests' time (40 % of the ONNX node tests'),
+6 minutes of the suite's 2 workers. The dtypes, ops and fused shapes they use are checked in the device-level modules
+(test_creation_dtype.py, test_ops_*.py, test_fusion.py, test_fuzz.py, test_random_chains.py)."""
 import os, pytest
 from tinyweb import engine
 from tinyweb.device import Device
@@ -31,7 +32,7 @@ class NVRTCCheck:
     for c in self.compilers or [self.cubin if "mma.sync" in src else self.ptx]: c.compile_cached(src)
     return src
 
-UNCHECKED_MODULES = {"test_onnx_models", "test_export", "test_demo_mnist", "test_demo_cifar"}   # (and the tests taking `model_device`)
+UNCHECKED_MODULES = {"test_onnx", "test_onnx_models", "test_export", "test_demo_mnist", "test_demo_cifar"}   # (and the tests taking `model_device`)
 _checking = [True]   # off during a test of the real models (see the module's docstring)
 
 def make_observer(check, errors: list[str]):
