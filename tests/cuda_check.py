@@ -10,8 +10,8 @@ cubins for sm_80 and sm_90.)
 Not checked: the kernels of the real models' tests (those taking the `model_device` fixture), of the ONNX node tests
 and models, and of the demo and export modules (UNCHECKED_MODULES). Their kernels are the ops' kernels composed and
 fused; the check lowered each of them once more and cost a third of those tests' time (40 % of the ONNX node tests'),
-6 minutes of the suite's 2 workers. The dtypes, ops and fused shapes they use are checked in the device-level modules
-(test_creation_dtype.py, test_ops_*.py, test_fusion.py, test_fuzz.py, test_random_chains.py)."""
+some 6 minutes of the suite's 2 workers by those shares. The dtypes, ops and fused shapes they use are checked in the
+device-level modules (test_creation_dtype.py, test_ops_*.py, test_fusion.py, test_fuzz.py, test_random_chains.py)."""
 import os, pytest
 from tinyweb import engine
 from tinyweb.device import Device
@@ -32,14 +32,21 @@ class NVRTCCheck:
     for c in self.compilers or [self.cubin if "mma.sync" in src else self.ptx]: c.compile_cached(src)
     return src
 
-UNCHECKED_MODULES = {"test_onnx", "test_onnx_models", "test_export", "test_demo_mnist", "test_demo_cifar"}   # (and the tests taking `model_device`)
-_checking = [True]   # off during a test of the real models (see the module's docstring)
+# (and the tests taking `model_device`)
+UNCHECKED_MODULES = {"test_onnx", "test_onnx_models", "test_export", "test_demo_mnist", "test_demo_cifar"}
+_checking = True   # off during a test of the real models (see the module's docstring)
+
+def pytest_runtest_setup(item):
+  """Whether this test's kernels are checked, decided before any of its fixtures runs (a module-scoped fixture that builds
+  kernels, a model's, belongs to the test that sets it up). conftest.py imports this hook."""
+  global _checking
+  _checking = not ("model_device" in item.fixturenames or item.module.__name__.rpartition(".")[2] in UNCHECKED_MODULES)
 
 def make_observer(check, errors: list[str]):
   """An engine.kernel_observers entry: runs `check(ast)` once per distinct kernel AST, appends failures to `errors`."""
   seen = set()
   def observe(device: str, ast):
-    if not _checking[0] or ast in seen: return
+    if not _checking or ast in seen: return
     seen.add(ast)
     try: check(ast)
     except Exception as e: errors.append(f"{type(e).__name__}: {e}")
@@ -65,8 +72,7 @@ def cuda_compile_check():
   engine.kernel_observers.remove(observe)
 
 @pytest.fixture(autouse=True)
-def cuda_compile_errors_fail_the_test(cuda_compile_check, request):
-  _checking[0] = not ("model_device" in request.fixturenames or request.module.__name__.rpartition(".")[2] in UNCHECKED_MODULES)
+def cuda_compile_errors_fail_the_test(cuda_compile_check):
   yield
   if _errors:
     msg = "\n\n".join(_errors)
